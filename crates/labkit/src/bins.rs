@@ -1,0 +1,101 @@
+//! Finding the lab's program binaries (`fork`, `thread`, ...) from the
+//! runner, which spawns them as whole processes.
+//!
+//! They sit next to the runner in Cargo's target directory. When the runner
+//! itself was started by `cargo run` (the `cargo lab` alias), it first asks
+//! the same cargo to build them in the same profile, so one command on a
+//! fresh clone builds what it needs; `LAB_BIN_DIR` names another directory
+//! and skips the build (the tests use it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::error::{Error, Result};
+
+/// The directory that holds the program binaries.
+pub fn bin_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("LAB_BIN_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Error::io("cannot find the runner's own path", e))?;
+    Ok(exe.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf))
+}
+
+/// Make sure `programs` are built and return their paths, in order.
+pub fn programs(programs: &[&str]) -> Result<Vec<PathBuf>> {
+    let dir = bin_dir()?;
+    let cargo = std::env::var_os("CARGO");
+    if let (Some(cargo), None) = (cargo, std::env::var_os("LAB_BIN_DIR")) {
+        build(&cargo, &dir, programs)?;
+    }
+    programs
+        .iter()
+        .map(|name| {
+            let path = dir.join(name);
+            if path.is_file() {
+                Ok(path)
+            } else {
+                Err(Error::failed(format!(
+                    "program '{name}' is not built ({} is missing); \
+                     run `cargo build --release --workspace` or use `cargo lab`",
+                    path.display()
+                )))
+            }
+        })
+        .collect()
+}
+
+/// Build the packages named like `programs` in the profile `dir` belongs to.
+fn build(cargo: &std::ffi::OsStr, dir: &Path, programs: &[&str]) -> Result<()> {
+    let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "--profile"]);
+    cmd.arg(if profile == "debug" { "dev" } else { profile });
+    for program in programs {
+        cmd.args(["-p", program]);
+    }
+    let status = cmd.status().map_err(|e| Error::io("cannot run cargo", e))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::failed(format!(
+            "building {} failed ({status})",
+            programs.join(", ")
+        )))
+    }
+}
+
+/// Compile a C reference program with `cc -O2` (or `$CC`) into
+/// `<bin dir>/c/<name>`, unless it is already newer than its source.
+pub fn compile_c(source: &Path, name: &str) -> Result<PathBuf> {
+    let out_dir = bin_dir()?.join("c");
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| Error::io(out_dir.display(), e))?;
+    let out = out_dir.join(name);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(built), Some(src)) = (modified(&out), modified(source))
+        && built > src
+    {
+        return Ok(out);
+    }
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let status = Command::new(&cc)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(source)
+        .status()
+        .map_err(|e| {
+            Error::io(
+                format!("cannot run the C compiler {}", cc.to_string_lossy()),
+                e,
+            )
+        })?;
+    if !status.success() {
+        return Err(Error::failed(format!(
+            "compiling {} failed ({status})",
+            source.display()
+        )));
+    }
+    Ok(out)
+}

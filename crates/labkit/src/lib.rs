@@ -1,0 +1,28 @@
+//! The shared harness of the process-vs-thread lab.
+//!
+//! Every program and the `lab` runner use it for the same few jobs, so that
+//! each program's own source stays the size of the C it reproduces:
+//!
+//! - [`error`]: one error type and the lab's exit codes (0 ok, 1 failed, 2 usage);
+//! - [`lines`]: whole-line output buffers that are safe to use after `fork`;
+//! - [`limits`]: resource limits and human sizes (`8M`, `256K`);
+//! - [`stats`]: rounds, median, min, max and the articles' trimmed mean;
+//! - [`measure`]: run a program as a whole process, timed from outside, with
+//!   the kernel's `wait4` accounting (user, sys, max RSS, context switches);
+//! - [`machine`]: what machine a figure was measured on;
+//! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
+
+pub mod bins;
+pub mod chart;
+pub mod cli;
+pub mod error;
+pub mod limits;
+pub mod lines;
+pub mod machine;
+pub mod measure;
+pub mod progress;
+pub mod results;
+pub mod stats;
+pub mod table;
+
+pub use error::{Error, ExitCode, Result};

@@ -1,0 +1,89 @@
+//! Results files: one JSON object per run, with the machine and the exact
+//! command, written whole (to a temporary name, then renamed) so that an
+//! interrupted run never leaves half a file behind.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::machine::Machine;
+
+/// What every results file starts with.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    pub experiment: String,
+    /// The command line that produced the file, to re-run it.
+    pub command: String,
+    pub machine: Machine,
+}
+
+impl Header {
+    pub fn new(experiment: &str) -> Header {
+        let args: Vec<String> = std::env::args().skip(1).collect();
+        Header {
+            experiment: experiment.to_string(),
+            command: format!("lab {}", args.join(" ")),
+            machine: Machine::capture(),
+        }
+    }
+}
+
+/// Write `text` to `path` whole, creating its directory.
+pub fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, text).map_err(|e| Error::io(tmp.display(), e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(path.display(), e)
+    })
+}
+
+/// Write `value` as pretty JSON to `path`.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let mut text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::failed(format!("cannot encode results: {e}")))?;
+    text.push('\n');
+    write_file(path, &text)
+}
+
+/// Check that `dir` can be created and written before an experiment spends
+/// minutes measuring, so a bad `--out` fails at once.
+pub fn check_writable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+    let probe = dir.join(".lab-write-test");
+    std::fs::write(&probe, b"").map_err(|e| Error::io(dir.display(), e))?;
+    std::fs::remove_file(&probe).map_err(|e| Error::io(probe.display(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/run.json");
+        let header = Header::new("demo");
+        write_json(&path, &header).unwrap();
+        let back: Header =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(back.experiment, "demo");
+        assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn unwritable_places_fail_with_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plain");
+        std::fs::write(&file, b"").unwrap();
+        let err = check_writable(&file.join("below")).unwrap_err();
+        assert!(err.message.contains("plain/below"), "{err}");
+        assert!(err.message.contains("ENOTDIR"), "{err}");
+    }
+}

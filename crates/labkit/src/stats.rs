@@ -1,0 +1,63 @@
+//! Rounds and their summaries: median, min, max, and the articles' trimmed
+//! mean (five rounds, drop the highest and the lowest, average the rest).
+
+use serde::{Deserialize, Serialize};
+
+/// A summary of repeated measurements of one quantity.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Mean without the highest and lowest values (plain mean below 3 values).
+    pub trimmed_mean: f64,
+}
+
+impl Summary {
+    /// Summarise `values`; `None` when there are none.
+    pub fn of(values: &[f64]) -> Option<Summary> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median =
+            if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        let kept = if n >= 3 { &v[1..n - 1] } else { &v[..] };
+        let trimmed_mean = kept.iter().sum::<f64>() / kept.len() as f64;
+        Some(Summary { n, median, min: v[0], max: v[n - 1], trimmed_mean })
+    }
+
+    /// The spread as a fraction of the median, `(max - min) / median`.
+    pub fn spread(&self) -> f64 {
+        if self.median == 0.0 { 0.0 } else { (self.max - self.min) / self.median }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_rounds_like_the_article() {
+        let s = Summary::of(&[5.0, 1.0, 3.0, 100.0, 4.0]).unwrap();
+        assert_eq!(s.n, 5);
+        assert_eq!(s.median, 4.0);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 100.0);
+        assert_eq!(s.trimmed_mean, 4.0);
+    }
+
+    #[test]
+    fn small_and_even_counts() {
+        assert_eq!(Summary::of(&[]), None);
+        let one = Summary::of(&[2.0]).unwrap();
+        assert_eq!((one.median, one.trimmed_mean, one.spread()), (2.0, 2.0, 0.0));
+        let two = Summary::of(&[2.0, 4.0]).unwrap();
+        assert_eq!((two.median, two.trimmed_mean), (3.0, 3.0));
+        let four = Summary::of(&[1.0, 2.0, 4.0, 9.0]).unwrap();
+        assert_eq!((four.median, four.trimmed_mean), (3.0, 3.0));
+    }
+}

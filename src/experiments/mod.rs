@@ -1,0 +1,24 @@
+//! The experiments `lab run` knows. Each module reproduces one article's
+//! experiment: its own flags (clap), the programs it spawns, its tables and
+//! charts.
+
+use std::ffi::OsString;
+
+pub mod fork_vs_thread;
+
+/// One runnable experiment.
+pub struct Experiment {
+    /// The `lab run` name, also the book chapter's file name.
+    pub name: &'static str,
+    pub about: &'static str,
+    /// Parse the experiment's own arguments (the first is the command name)
+    /// and run it.
+    pub run: fn(Vec<OsString>) -> labkit::Result<()>,
+}
+
+/// Every experiment, in the book's order.
+pub const ALL: &[Experiment] = &[fork_vs_thread::EXPERIMENT];
+
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    ALL.iter().find(|e| e.name == name)
+}

@@ -1,0 +1,67 @@
+//! The runner of the process-vs-thread lab: `lab list`, `lab run NAME`.
+//!
+//! Each experiment runs the article programs as whole processes, the way the
+//! articles ran `time ./fork`, prints the article-style tables and writes a
+//! results directory (JSON with the machine, the tables as Markdown, SVG
+//! charts) that the book includes.
+
+pub mod experiments;
+pub mod report;
+
+use std::ffi::OsString;
+
+use clap::{Parser, Subcommand};
+use labkit::Error;
+
+/// Run the process-vs-thread experiments on this machine.
+/// Exit status: 0 ok, 1 an experiment failed, 2 bad usage.
+#[derive(Parser)]
+#[command(name = "lab", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the experiments
+    List,
+    /// Run one experiment: `lab run NAME [OPTIONS]`; `lab run NAME --help`
+    /// lists its options
+    Run {
+        /// The experiment, as `lab list` names it
+        name: String,
+        /// Options for the experiment
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+}
+
+pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
+    match Cli::parse_from(args).command {
+        Command::List => {
+            let lines: String = experiments::ALL
+                .iter()
+                .map(|e| format!("{:<16} {}\n", e.name, e.about))
+                .collect();
+            labkit::error::print(&lines)
+        }
+        Command::Run { name, args } => {
+            let Some(experiment) = experiments::find(&name) else {
+                let names: Vec<&str> =
+                    experiments::ALL.iter().map(|e| e.name).collect();
+                return Err(Error::usage(format!(
+                    "unknown experiment '{name}'; experiments: {}",
+                    names.join(", ")
+                )));
+            };
+            let argv = std::iter::once(OsString::from(format!(
+                "lab run {}",
+                experiment.name
+            )))
+            .chain(args)
+            .collect();
+            (experiment.run)(argv)
+        }
+    }
+}
