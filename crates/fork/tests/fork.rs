@@ -1,0 +1,105 @@
+//! The `fork` program: its output, its failures, its flags.
+
+use assert_cmd::Command;
+use labkit::lines::{check_log, payload};
+use predicates::prelude::*;
+use serial_test::serial;
+
+fn fork() -> Command {
+    Command::cargo_bin("fork").unwrap()
+}
+
+#[test]
+#[serial(fork)]
+fn every_child_prints_every_line_to_stdout_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("logFile.log");
+    let out = fork().args(["--procs", "5", "--count", "50", "--log"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
+    let text = payload(None);
+    assert_eq!(check_log(stdout, &text, 5, 50), Ok(()));
+    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 5, 50), Ok(()));
+}
+
+#[test]
+#[serial(fork)]
+fn long_lines_from_many_children_are_never_torn() {
+    // 150 children appending 2000-byte lines at once: stdio would flush
+    // every 4 KiB mid-line and the children's halves would interleave.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = fork()
+        .args(["-p", "150", "-c", "60", "--line", "2000", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = payload(Some(2000));
+    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
+    assert_eq!(check_log(stdout, &text, 150, 60), Ok(()));
+    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 150, 60), Ok(()));
+}
+
+#[test]
+#[serial(fork)]
+fn the_log_is_appended_to_and_json_replaces_okay() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    std::fs::write(&log, "[0]hello linux\n").unwrap();
+    let out = fork().args(["-p", "2", "-c", "1", "--json", "--log"]).arg(&log).output().unwrap();
+    assert!(out.status.success());
+    let last = String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
+    let report: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(report["workers"], 2);
+    assert_eq!(report["lines"], 2);
+    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &payload(None), 3, 1), Ok(()));
+}
+
+#[test]
+fn a_log_that_cannot_be_opened_fails_before_any_child() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir/log");
+    fork()
+        .arg("--log")
+        .arg(&missing)
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("cannot open log"))
+        .stderr(predicate::str::contains("no/such/dir/log"))
+        .stderr(predicate::str::contains("ENOENT"))
+        .stderr(predicate::str::contains("no worker was started"));
+    fork().arg("--log").arg(dir.path()).assert().code(1).stderr(predicate::str::contains("EISDIR"));
+}
+
+#[test]
+fn bad_flags_exit_2_with_usage() {
+    for args in [
+        &["--procs", "0"][..],
+        &["--procs", "-3"],
+        &["--procs", "lots"],
+        &["--procs", "100001"],
+        &["--count", "0"],
+        &["--line", "5000"],
+        &["--bogus"],
+    ] {
+        fork()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains("Usage").or(predicate::str::contains("--help")));
+    }
+}
+
+#[test]
+fn help_documents_defaults() {
+    fork()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("[default: 255]"))
+        .stdout(predicate::str::contains("[default: 100]"))
+        .stdout(predicate::str::contains("[default: logFile.log]"));
+}

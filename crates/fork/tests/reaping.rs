@@ -1,0 +1,90 @@
+//! No child is left behind, even when fork fails. This test process makes
+//! itself a child subreaper, so any child that `fork` left unreaped would be
+//! re-parented to it and show up in `waitpid(-1)`.
+
+use std::process::Command;
+
+use labkit::lines::{check_log, payload};
+use nix::errno::Errno;
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use serial_test::serial;
+
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(r, 0, "prctl: {}", std::io::Error::last_os_error());
+}
+
+fn assert_no_children_left() {
+    match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        Err(Errno::ECHILD) => {}
+        other => panic!("a child was left behind: {other:?}"),
+    }
+}
+
+fn tool(name: &str) -> bool {
+    Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+#[serial(fork)]
+fn children_are_reaped() {
+    become_subreaper();
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_fork"))
+        .args(["-p", "40", "-c", "5", "--log"])
+        .arg(dir.path().join("log"))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_no_children_left();
+}
+
+#[test]
+#[serial(fork)]
+fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
+    // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
+    // (uid 65534) with a limit of 12 processes for that user.
+    if !nix::unistd::Uid::effective().is_root() || !tool("setpriv") || !tool("prlimit") {
+        println!("skipped: needs root, setpriv and prlimit to run as an unprivileged user");
+        return;
+    }
+    let busy = Command::new("pgrep").args(["-u", "65534"]).output().unwrap();
+    if !busy.stdout.is_empty() {
+        println!("skipped: uid 65534 already runs processes, the limit would be shared");
+        return;
+    }
+    become_subreaper();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777))
+        .unwrap();
+    let log = dir.path().join("log");
+    let out = Command::new("prlimit")
+        .args(["--nproc=12:12", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_fork"))
+        .args(["-p", "50", "-c", "20", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let created: u64 = stderr
+        .strip_prefix("fork: created ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
+    assert!((1..50).contains(&created), "{stderr}");
+    assert!(
+        stderr.ends_with(&format!(
+            "of 50 processes; fork: Resource temporarily unavailable (EAGAIN); \
+             waited for the {created}\n"
+        )),
+        "{stderr}"
+    );
+    // The children that were made finished their work, whole.
+    let data = std::fs::read(&log).unwrap();
+    assert_eq!(check_log(&data, &payload(None), created, 20), Ok(()));
+    assert_no_children_left();
+}

@@ -1,0 +1,133 @@
+//! The `thread` program: its output, its stacks, its failures, its flags.
+
+use std::process::Command as Std;
+
+use assert_cmd::Command;
+use labkit::lines::{check_log, payload};
+use predicates::prelude::*;
+
+fn thread() -> Command {
+    Command::cargo_bin("thread").unwrap()
+}
+
+fn prlimit() -> bool {
+    Std::new("prlimit").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+/// Run `thread` under `prlimit` with the given limits.
+fn limited(limits: &[&str], args: &[&str], log: &std::path::Path) -> std::process::Output {
+    Std::new("prlimit")
+        .args(limits)
+        .arg(env!("CARGO_BIN_EXE_thread"))
+        .args(args)
+        .arg("--log")
+        .arg(log)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
+const GIB3: &str = "--as=3221225472";
+
+#[test]
+fn every_thread_prints_every_line_to_stdout_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("logFile.log");
+    let out = thread().args(["-t", "7", "-c", "40", "--log"]).arg(&log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
+    let text = payload(None);
+    assert_eq!(check_log(stdout, &text, 7, 40), Ok(()));
+    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 7, 40), Ok(()));
+}
+
+#[test]
+fn long_lines_from_many_threads_are_never_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = thread()
+        .args(["-t", "300", "-c", "40", "--line", "3000", "--stack-size", "256K", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = payload(Some(3000));
+    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
+    assert_eq!(check_log(stdout, &text, 300, 40), Ok(()));
+    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 300, 40), Ok(()));
+}
+
+#[test]
+fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
+    // The article's 32-bit machine: 3 GiB of address space, 8 MiB stacks,
+    // at most 384 threads. The C program died with a segfault at 500.
+    if !prlimit() {
+        println!("skipped: prlimit (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let created: u64 = stderr
+        .strip_prefix("thread: created ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
+    assert!((1..=384).contains(&created), "{stderr}");
+    assert!(stderr.contains("of 1000 threads; thread spawn: "), "{stderr}");
+    assert!(stderr.ends_with(&format!("joined the {created}\n")), "{stderr}");
+    // Every thread that was made finished its lines, whole.
+    let data = std::fs::read(&log).unwrap();
+    assert_eq!(check_log(&data, &payload(None), created, 10), Ok(()));
+
+    // The article's fix, as a flag: 1 MiB stacks fit 1000 threads.
+    let log1 = dir.path().join("log1");
+    let out = limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "1M"], &log1);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn default_stack_follows_ulimit_s_like_pthread_create() {
+    // `ulimit -s 1024` (RLIMIT_STACK = 1 MiB) was the article's fix; the
+    // default stack follows it, so 1000 threads fit in 3 GiB again.
+    if !prlimit() {
+        println!("skipped: prlimit (util-linux) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = limited(&[GIB3, "--stack=1048576"], &["-t", "1000", "-c", "2"], &log);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = limited(&[GIB3, "--stack=8388608"], &["-t", "1000", "-c", "2"], &log);
+    assert_eq!(out.status.code(), Some(1), "8 MiB stacks must not fit 1000 threads in 3 GiB");
+}
+
+#[test]
+fn a_log_that_cannot_be_opened_fails_before_any_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    thread()
+        .arg("--log")
+        .arg(dir.path().join("missing/log"))
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("missing/log"))
+        .stderr(predicate::str::contains("no worker was started"));
+}
+
+#[test]
+fn bad_flags_exit_2_with_usage() {
+    for args in [
+        &["--threads", "0"][..],
+        &["--threads", "x"],
+        &["--stack-size", "1K"],
+        &["--stack-size", "2G"],
+        &["--stack-size", "8Q"],
+        &["--count", "-1"],
+    ] {
+        thread().args(args).assert().code(2).stdout("").stderr(predicate::str::contains("--help"));
+    }
+}

@@ -1,0 +1,116 @@
+//! `lab run fork-vs-thread` end to end, at tiny settings.
+
+mod common;
+
+use common::lab;
+use predicates::prelude::*;
+use serde_json::Value;
+use serial_test::serial;
+
+#[test]
+#[serial(fork)]
+fn a_tiny_run_writes_parseable_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lab()
+        .args(["run", "fork-vs-thread", "--procs", "3", "--counts", "5,20", "--rounds", "2"])
+        .args(["--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = std::fs::read(dir.path().join("fork-vs-thread.json")).unwrap();
+    let saved: Value = serde_json::from_slice(&file).unwrap();
+    assert_eq!(printed, saved);
+
+    assert_eq!(saved["experiment"], "fork-vs-thread");
+    assert!(saved["command"].as_str().unwrap().contains("--counts 5,20"));
+    assert!(!saved["machine"]["kernel"].as_str().unwrap().is_empty());
+    assert!(saved["machine"]["logical_cpus"].as_u64().unwrap() >= 1);
+    assert_eq!(saved["rounds"], 2);
+    let grids = saved["grids"].as_array().unwrap();
+    assert_eq!(grids.len(), 1);
+    assert_eq!(grids[0]["axis"], "count");
+    let rows = grids[0]["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for (row, count) in rows.iter().zip([5, 20]) {
+        assert_eq!(row["procs"], 3);
+        assert_eq!(row["count"], count);
+        let programs = row["programs"].as_array().unwrap();
+        let names: Vec<&str> = programs.iter().map(|p| p["program"].as_str().unwrap()).collect();
+        assert_eq!(names, ["fork", "thread"]);
+        for p in programs {
+            assert_eq!(p["runs"].as_array().unwrap().len(), 2);
+            let wall = &p["wall_s"];
+            assert!(wall["min"].as_f64().unwrap() > 0.0);
+            assert!(wall["min"].as_f64() <= wall["median"].as_f64());
+            assert!(wall["median"].as_f64() <= wall["max"].as_f64());
+            assert!(p["runs"][0]["max_rss_kib"].as_u64().unwrap() > 0);
+        }
+    }
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("| fork/thread |"), "{tables}");
+    assert!(tables.contains("lab run fork-vs-thread"), "{tables}");
+    let svg = std::fs::read_to_string(dir.path().join("custom.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+    // Nothing but the results: every run's temporary log was removed.
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["custom.svg", "fork-vs-thread.json", "tables.md"]);
+}
+
+#[test]
+#[serial(fork)]
+fn the_table_is_printed_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    lab()
+        .args(["run", "fork-vs-thread", "--procs", "2,4", "--counts", "3", "--rounds", "1"])
+        .arg("--out")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("| P | COUNT |").or(predicate::str::contains("P | COUNT")))
+        .stderr(predicate::str::contains("results written to"));
+    assert!(dir.path().join("custom.svg").is_file(), "workers axis chart");
+}
+
+#[test]
+fn an_unwritable_results_directory_fails_before_measuring() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    lab()
+        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "1", "--out"])
+        .arg(file.join("sub"))
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("file/sub"));
+}
+
+#[test]
+#[serial(fork)]
+fn a_failing_program_fails_the_experiment_with_its_reason() {
+    // A program that cannot run its setting: fork under a tiny process limit
+    // would need another user, so use a bad binary directory instead.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("fork"), "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n").unwrap();
+    std::fs::write(dir.path().join("thread"), "#!/bin/sh\nexit 0\n").unwrap();
+    for name in ["fork", "thread"] {
+        let path = dir.path().join(name);
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    lab()
+        .env("LAB_BIN_DIR", dir.path())
+        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "1", "--rounds", "1"])
+        .arg("--out")
+        .arg(out.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("fork P=2 COUNT=1: exit status 1: fork: boom"));
+}

@@ -1,0 +1,41 @@
+//! The runner itself: listing, unknown names, usage.
+
+mod common;
+
+use common::lab;
+use predicates::prelude::*;
+
+#[test]
+fn list_names_every_experiment() {
+    let out = lab().arg("list").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for experiment in lab::experiments::ALL {
+        assert!(text.lines().any(|l| l.starts_with(experiment.name)), "{text}");
+    }
+    assert!(text.contains("fork-vs-thread"));
+}
+
+#[test]
+fn an_unknown_experiment_exits_2_listing_the_known_ones() {
+    lab()
+        .args(["run", "fork-vs-threads"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::starts_with("lab: unknown experiment 'fork-vs-threads'"))
+        .stderr(predicate::str::contains("fork-vs-thread"));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    lab().assert().code(2);
+    lab().arg("walk").assert().code(2);
+    lab().args(["run", "fork-vs-thread", "--rounds", "0"]).assert().code(2);
+    lab().args(["run", "fork-vs-thread", "--procs", "4"]).assert().code(2);
+    lab()
+        .args(["run", "fork-vs-thread", "--full", "--procs", "4", "--counts", "1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--full"));
+}
