@@ -21,6 +21,7 @@ pub mod lines;
 pub mod machine;
 pub mod measure;
 pub mod progress;
+pub mod pthread;
 pub mod results;
 pub mod stats;
 pub mod table;

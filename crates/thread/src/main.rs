@@ -2,7 +2,7 @@
 
 use clap::Parser;
 use labkit::cli::Workload;
-use labkit::limits::{pthread_default_stack, size_in};
+use labkit::limits::size_in;
 
 /// Start N threads that each print C lines to stdout and to a shared log
 /// (the article's thread.c). Exit status: 0 ok, 1 failed, 2 bad usage.
@@ -14,8 +14,8 @@ struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     threads: u32,
 
-    /// Stack of each thread, e.g. 1M or 65536 [default: the soft
-    /// RLIMIT_STACK, as pthread_create uses; 8M unless `ulimit -s` changed it]
+    /// Stack of each thread, e.g. 1M or 65536 [default: pthread_create's,
+    /// the soft RLIMIT_STACK: 8M unless `ulimit -s` changed it]
     #[arg(long, value_name = "BYTES", value_parser = size_in(16 << 10, 1 << 30))]
     stack_size: Option<u64>,
 
@@ -25,7 +25,6 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let stack = cli.stack_size.unwrap_or_else(pthread_default_stack);
-    let result = thread::run(cli.threads, stack, &cli.work);
+    let result = thread::run(cli.threads, cli.stack_size, &cli.work);
     labkit::error::report("thread", labkit::cli::finish(result, &cli.work))
 }
