@@ -12,7 +12,16 @@ use serial_test::serial;
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
     let out = lab()
-        .args(["run", "fork-vs-thread", "--procs", "3", "--counts", "5,20", "--rounds", "2"])
+        .args([
+            "run",
+            "fork-vs-thread",
+            "--procs",
+            "3",
+            "--counts",
+            "5,20",
+            "--rounds",
+            "2",
+        ])
         .args(["--json", "--out"])
         .arg(dir.path())
         .output()
@@ -37,7 +46,8 @@ fn a_tiny_run_writes_parseable_results() {
         assert_eq!(row["procs"], 3);
         assert_eq!(row["count"], count);
         let programs = row["programs"].as_array().unwrap();
-        let names: Vec<&str> = programs.iter().map(|p| p["program"].as_str().unwrap()).collect();
+        let names: Vec<&str> =
+            programs.iter().map(|p| p["program"].as_str().unwrap()).collect();
         assert_eq!(names, ["fork", "thread"]);
         for p in programs {
             assert_eq!(p["runs"].as_array().unwrap().len(), 2);
@@ -67,12 +77,24 @@ fn a_tiny_run_writes_parseable_results() {
 fn the_table_is_printed_by_default() {
     let dir = tempfile::tempdir().unwrap();
     lab()
-        .args(["run", "fork-vs-thread", "--procs", "2,4", "--counts", "3", "--rounds", "1"])
+        .args([
+            "run",
+            "fork-vs-thread",
+            "--procs",
+            "2,4",
+            "--counts",
+            "3",
+            "--rounds",
+            "1",
+        ])
         .arg("--out")
         .arg(dir.path())
         .assert()
         .success()
-        .stdout(predicate::str::contains("| P | COUNT |").or(predicate::str::contains("P | COUNT")))
+        .stdout(
+            predicate::str::contains("| P | COUNT |")
+                .or(predicate::str::contains("P | COUNT")),
+        )
         .stderr(predicate::str::contains("results written to"));
     assert!(dir.path().join("custom.svg").is_file(), "workers axis chart");
 }
@@ -97,20 +119,38 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
     // A program that cannot run its setting: fork under a tiny process limit
     // would need another user, so use a bad binary directory instead.
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("fork"), "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n").unwrap();
+    std::fs::write(
+        dir.path().join("fork"),
+        "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n",
+    )
+    .unwrap();
     std::fs::write(dir.path().join("thread"), "#!/bin/sh\nexit 0\n").unwrap();
     for name in ["fork", "thread"] {
         let path = dir.path().join(name);
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(
+            &path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
     }
     let out = tempfile::tempdir().unwrap();
     lab()
         .env("LAB_BIN_DIR", dir.path())
-        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "1", "--rounds", "1"])
+        .args([
+            "run",
+            "fork-vs-thread",
+            "--procs",
+            "2",
+            "--counts",
+            "1",
+            "--rounds",
+            "1",
+        ])
         .arg("--out")
         .arg(out.path())
         .assert()
         .code(1)
-        .stderr(predicate::str::contains("fork P=2 COUNT=1: exit status 1: fork: boom"));
+        .stderr(predicate::str::contains(
+            "fork P=2 COUNT=1: exit status 1: fork: boom",
+        ));
 }

@@ -23,7 +23,9 @@ fn an_unknown_experiment_exits_2_listing_the_known_ones() {
         .assert()
         .code(2)
         .stdout("")
-        .stderr(predicate::str::starts_with("lab: unknown experiment 'fork-vs-threads'"))
+        .stderr(predicate::str::starts_with(
+            "lab: unknown experiment 'fork-vs-threads'",
+        ))
         .stderr(predicate::str::contains("fork-vs-thread"));
 }
 

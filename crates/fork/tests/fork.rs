@@ -14,7 +14,11 @@ fn fork() -> Command {
 fn every_child_prints_every_line_to_stdout_and_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("logFile.log");
-    let out = fork().args(["--procs", "5", "--count", "50", "--log"]).arg(&log).output().unwrap();
+    let out = fork()
+        .args(["--procs", "5", "--count", "50", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
     let text = payload(None);
@@ -47,13 +51,21 @@ fn the_log_is_appended_to_and_json_replaces_okay() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     std::fs::write(&log, "[0]hello linux\n").unwrap();
-    let out = fork().args(["-p", "2", "-c", "1", "--json", "--log"]).arg(&log).output().unwrap();
+    let out = fork()
+        .args(["-p", "2", "-c", "1", "--json", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
     assert!(out.status.success());
-    let last = String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
+    let last =
+        String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
     let report: serde_json::Value = serde_json::from_str(&last).unwrap();
     assert_eq!(report["workers"], 2);
     assert_eq!(report["lines"], 2);
-    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &payload(None), 3, 1), Ok(()));
+    assert_eq!(
+        check_log(&std::fs::read(&log).unwrap(), &payload(None), 3, 1),
+        Ok(())
+    );
 }
 
 #[test]
@@ -70,7 +82,12 @@ fn a_log_that_cannot_be_opened_fails_before_any_child() {
         .stderr(predicate::str::contains("no/such/dir/log"))
         .stderr(predicate::str::contains("ENOENT"))
         .stderr(predicate::str::contains("no worker was started"));
-    fork().arg("--log").arg(dir.path()).assert().code(1).stderr(predicate::str::contains("EISDIR"));
+    fork()
+        .arg("--log")
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("EISDIR"));
 }
 
 #[test]
@@ -84,12 +101,9 @@ fn bad_flags_exit_2_with_usage() {
         &["--line", "5000"],
         &["--bogus"],
     ] {
-        fork()
-            .args(args)
-            .assert()
-            .code(2)
-            .stdout("")
-            .stderr(predicate::str::contains("Usage").or(predicate::str::contains("--help")));
+        fork().args(args).assert().code(2).stdout("").stderr(
+            predicate::str::contains("Usage").or(predicate::str::contains("--help")),
+        );
     }
 }
 

@@ -46,22 +46,38 @@ fn children_are_reaped() {
 fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
     // (uid 65534) with a limit of 12 processes for that user.
-    if !nix::unistd::Uid::effective().is_root() || !tool("setpriv") || !tool("prlimit") {
-        println!("skipped: needs root, setpriv and prlimit to run as an unprivileged user");
+    if !nix::unistd::Uid::effective().is_root()
+        || !tool("setpriv")
+        || !tool("prlimit")
+    {
+        println!(
+            "skipped: needs root, setpriv and prlimit to run as an unprivileged user"
+        );
         return;
     }
     let busy = Command::new("pgrep").args(["-u", "65534"]).output().unwrap();
     if !busy.stdout.is_empty() {
-        println!("skipped: uid 65534 already runs processes, the limit would be shared");
+        println!(
+            "skipped: uid 65534 already runs processes, the limit would be shared"
+        );
         return;
     }
     become_subreaper();
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777))
-        .unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
     let log = dir.path().join("log");
     let out = Command::new("prlimit")
-        .args(["--nproc=12:12", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            "--nproc=12:12",
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ])
         .arg(env!("CARGO_BIN_EXE_fork"))
         .args(["-p", "50", "-c", "20", "--log"])
         .arg(&log)

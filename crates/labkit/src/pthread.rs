@@ -74,11 +74,16 @@ extern "C" fn trampoline<T: Sync>(arg: *mut c_void) -> *mut c_void {
 /// The caller must keep `start` (and what it borrows) alive, and must
 /// [`join`] the returned thread before that ends; `start.run` must not
 /// panic (a panic cannot unwind out of the thread and aborts the process).
-pub unsafe fn spawn<T: Sync>(attr: &Attr, start: &Start<'_, T>) -> Result<libc::pthread_t, Errno> {
+pub unsafe fn spawn<T: Sync>(
+    attr: &Attr,
+    start: &Start<'_, T>,
+) -> Result<libc::pthread_t, Errno> {
     let mut id: libc::pthread_t = 0;
     let arg = start as *const Start<'_, T> as *mut c_void;
     // SAFETY: valid pointers; the contract above keeps `arg` alive.
-    let rc = unsafe { libc::pthread_create(&mut id, attr.as_ptr(), trampoline::<T>, arg) };
+    let rc = unsafe {
+        libc::pthread_create(&mut id, attr.as_ptr(), trampoline::<T>, arg)
+    };
     if rc == 0 { Ok(id) } else { Err(Errno::from_raw(rc)) }
 }
 
@@ -105,8 +110,10 @@ mod tests {
         let start = Start { run: bump, data: &count };
         for attr in [Attr::default_stack(), Attr::stack_size(64 << 10).unwrap()] {
             // SAFETY: `start` outlives the threads, which are joined here.
-            let ids: Vec<_> = (0..4).map(|_| unsafe { spawn(&attr, &start) }.unwrap()).collect();
-            let mut results: Vec<i32> = ids.into_iter().map(|id| join(id).unwrap()).collect();
+            let ids: Vec<_> =
+                (0..4).map(|_| unsafe { spawn(&attr, &start) }.unwrap()).collect();
+            let mut results: Vec<i32> =
+                ids.into_iter().map(|id| join(id).unwrap()).collect();
             results.sort();
             assert_eq!(results.len(), 4);
         }

@@ -36,9 +36,14 @@ struct Job {
 
 /// Run `threads` threads, each with a stack of `stack_size` bytes, or
 /// glibc's default stack when `None`.
-pub fn run(threads: u32, stack_size: Option<u64>, work: &Workload) -> Result<Report> {
+pub fn run(
+    threads: u32,
+    stack_size: Option<u64>,
+    work: &Workload,
+) -> Result<Report> {
     let start = std::time::Instant::now();
-    let job = Job { log: open_log(&work.log)?, text: work.text(), count: work.count };
+    let job =
+        Job { log: open_log(&work.log)?, text: work.text(), count: work.count };
     let attr = match stack_size {
         None => Attr::default_stack(),
         Some(bytes) => Attr::stack_size(bytes as usize).map_err(|e| {

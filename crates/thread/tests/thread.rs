@@ -15,7 +15,11 @@ fn prlimit() -> bool {
 }
 
 /// Run `thread` under `prlimit` with the given limits.
-fn limited(limits: &[&str], args: &[&str], log: &std::path::Path) -> std::process::Output {
+fn limited(
+    limits: &[&str],
+    args: &[&str],
+    log: &std::path::Path,
+) -> std::process::Output {
     Std::new("prlimit")
         .args(limits)
         .arg(env!("CARGO_BIN_EXE_thread"))
@@ -33,7 +37,8 @@ const GIB3: &str = "--as=3221225472";
 fn every_thread_prints_every_line_to_stdout_and_log() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("logFile.log");
-    let out = thread().args(["-t", "7", "-c", "40", "--log"]).arg(&log).output().unwrap();
+    let out =
+        thread().args(["-t", "7", "-c", "40", "--log"]).arg(&log).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
     let text = payload(None);
@@ -46,7 +51,17 @@ fn long_lines_from_many_threads_are_never_torn() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let out = thread()
-        .args(["-t", "300", "-c", "40", "--line", "3000", "--stack-size", "256K", "--log"])
+        .args([
+            "-t",
+            "300",
+            "-c",
+            "40",
+            "--line",
+            "3000",
+            "--stack-size",
+            "256K",
+            "--log",
+        ])
         .arg(&log)
         .output()
         .unwrap();
@@ -67,7 +82,8 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
-    let out = limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
+    let out =
+        limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
@@ -85,7 +101,8 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
 
     // The article's fix, as a flag: 1 MiB stacks fit 1000 threads.
     let log1 = dir.path().join("log1");
-    let out = limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "1M"], &log1);
+    let out =
+        limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "1M"], &log1);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -102,7 +119,11 @@ fn default_stack_follows_ulimit_s_like_pthread_create() {
     let out = limited(&[GIB3, "--stack=1048576"], &["-t", "1000", "-c", "2"], &log);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let out = limited(&[GIB3, "--stack=8388608"], &["-t", "1000", "-c", "2"], &log);
-    assert_eq!(out.status.code(), Some(1), "8 MiB stacks must not fit 1000 threads in 3 GiB");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "8 MiB stacks must not fit 1000 threads in 3 GiB"
+    );
 }
 
 #[test]
@@ -128,6 +149,11 @@ fn bad_flags_exit_2_with_usage() {
         &["--stack-size", "8Q"],
         &["--count", "-1"],
     ] {
-        thread().args(args).assert().code(2).stdout("").stderr(predicate::str::contains("--help"));
+        thread()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::contains("--help"));
     }
 }
