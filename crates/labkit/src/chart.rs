@@ -108,10 +108,12 @@ impl Chart {
             .configure_mesh()
             .x_desc(&self.x_label)
             .y_desc(&self.y_label)
+            .x_label_formatter(&|v| number(*v))
+            .y_label_formatter(&|v| number(*v))
             .light_line_style(WHITE.mix(0.0))
             .draw()?;
         for (i, s) in self.series.iter().enumerate() {
-            let color = Palette99::pick(i).to_rgba();
+            let color = PALETTE[i % PALETTE.len()].to_rgba();
             chart
                 .draw_series(LineSeries::new(
                     s.points.iter().copied(),
@@ -136,6 +138,35 @@ impl Chart {
     }
 }
 
+/// Tableau's ten colours: distinct on white and for most colour blindness.
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Axis numbers without noise: `500`, `2.5`, `0.125`, `1e-5`.
+fn number(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e9 {
+        return format!("{v:.0}");
+    }
+    if v.abs() < 1e-3 {
+        return format!("{v:.0e}");
+    }
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +185,15 @@ mod tests {
         );
         let log = Chart { log_x: true, log_y: true, ..chart };
         assert!(log.to_svg().unwrap().contains("<polyline"));
+    }
+
+    #[test]
+    fn axis_numbers_are_short() {
+        assert_eq!(number(500.0), "500");
+        assert_eq!(number(2.5), "2.5");
+        assert_eq!(number(0.125), "0.125");
+        assert_eq!(number(0.1 + 0.2), "0.3");
+        assert_eq!(number(0.0), "0");
     }
 
     #[test]
