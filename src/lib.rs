@@ -28,8 +28,10 @@ enum Command {
     List,
     /// Run one experiment: `lab run NAME [OPTIONS]`; `lab run NAME --help`
     /// lists its options
+    #[command(disable_help_flag = true)]
     Run {
         /// The experiment, as `lab list` names it
+        #[arg(allow_hyphen_values = true)]
         name: String,
         /// Options for the experiment
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -37,14 +39,23 @@ enum Command {
     },
 }
 
+/// One line per experiment: name and summary.
+fn list(indent: &str) -> String {
+    let line = |e: &experiments::Experiment| {
+        format!("{indent}{:<16} {}\n", e.name, e.about)
+    };
+    experiments::ALL.iter().map(line).collect()
+}
+
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
     match Cli::parse_from(args).command {
-        Command::List => {
-            let lines: String = experiments::ALL
-                .iter()
-                .map(|e| format!("{:<16} {}\n", e.name, e.about))
-                .collect();
-            labkit::error::print(&lines)
+        Command::List => labkit::error::print(&list("")),
+        Command::Run { name, .. } if name == "--help" || name == "-h" => {
+            labkit::error::print(&format!(
+                "Run one experiment; `lab run NAME --help` lists its options.\n\n\
+                 Usage: lab run NAME [OPTIONS]\n\nExperiments:\n{}",
+                list("  ")
+            ))
         }
         Command::Run { name, args } => {
             let Some(experiment) = experiments::find(&name) else {

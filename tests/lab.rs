@@ -41,3 +41,18 @@ fn bad_usage_exits_2() {
         .code(2)
         .stderr(predicate::str::contains("--full"));
 }
+
+#[test]
+fn help_reaches_the_runner_and_each_experiment() {
+    lab()
+        .args(["run", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Usage: lab run NAME"))
+        .stdout(predicate::str::contains("fork-vs-thread"));
+    for experiment in lab::experiments::ALL {
+        lab().args(["run", experiment.name, "--help"]).assert().success().stdout(
+            predicate::str::contains(format!("Usage: lab run {}", experiment.name)),
+        );
+    }
+}

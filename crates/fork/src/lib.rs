@@ -17,7 +17,6 @@
 //!   parent can say why.
 
 use std::fs::File;
-use std::os::fd::AsFd;
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
@@ -76,8 +75,7 @@ pub fn run(procs: u32, work: &Workload) -> Result<Report> {
 /// The child's whole life: print, flush, leave with `_exit` (not `exit`,
 /// which would run the parent's atexit handlers and flush its stdio).
 fn child(log: &File, text: &[u8], count: u64) -> ! {
-    let stdout = std::io::stdout();
-    let mut out = LineBuf::new(&stdout.as_fd());
+    let mut out = LineBuf::stdout();
     let mut file = LineBuf::new(log);
     let mut print = || -> Result<(), Errno> {
         for j in 0..count {

@@ -22,12 +22,23 @@ pub fn bin_dir() -> Result<PathBuf> {
     Ok(exe.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf))
 }
 
-/// Make sure `programs` are built and return their paths, in order.
+/// Make sure `programs` are built and return their paths, in order; each
+/// program is the binary of the package of the same name.
 pub fn programs(programs: &[&str]) -> Result<Vec<PathBuf>> {
+    locate(programs, programs)
+}
+
+/// Like [`programs`] for binaries that share one package (`mq`'s `broker`
+/// and `load`).
+pub fn package_programs(package: &str, programs: &[&str]) -> Result<Vec<PathBuf>> {
+    locate(&[package], programs)
+}
+
+fn locate(packages: &[&str], programs: &[&str]) -> Result<Vec<PathBuf>> {
     let dir = bin_dir()?;
     let cargo = std::env::var_os("CARGO");
     if let (Some(cargo), None) = (cargo, std::env::var_os("LAB_BIN_DIR")) {
-        build(&cargo, &dir, programs)?;
+        build(&cargo, &dir, packages)?;
     }
     programs
         .iter()
@@ -46,14 +57,14 @@ pub fn programs(programs: &[&str]) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
-/// Build the packages named like `programs` in the profile `dir` belongs to.
-fn build(cargo: &std::ffi::OsStr, dir: &Path, programs: &[&str]) -> Result<()> {
+/// Build `packages` in the profile `dir` belongs to.
+fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
     let profile = dir.file_name().and_then(|n| n.to_str()).unwrap_or("debug");
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--quiet", "--profile"]);
     cmd.arg(if profile == "debug" { "dev" } else { profile });
-    for program in programs {
-        cmd.args(["-p", program]);
+    for package in packages {
+        cmd.args(["-p", package]);
     }
     let status = cmd.status().map_err(|e| Error::io("cannot run cargo", e))?;
     if status.success() {
@@ -61,7 +72,7 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, programs: &[&str]) -> Result<()> {
     } else {
         Err(Error::failed(format!(
             "building {} failed ({status})",
-            programs.join(", ")
+            packages.join(", ")
         )))
     }
 }

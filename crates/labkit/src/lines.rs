@@ -32,6 +32,14 @@ impl LineBuf {
         LineBuf { fd: fd.as_raw_fd(), len: 0, buf: [0; CAPACITY] }
     }
 
+    /// A buffer for standard output (fd 1). It does not touch
+    /// `std::io::stdout()`, whose first use allocates its buffer: not safe
+    /// in a forked child, and in a new thread enough to make glibc reserve
+    /// a 64 MiB malloc arena.
+    pub fn stdout() -> Self {
+        LineBuf { fd: libc::STDOUT_FILENO, len: 0, buf: [0; CAPACITY] }
+    }
+
     /// Append the line `[index]text\n`, first flushing the buffer if the
     /// line would not fit. A line longer than [`CAPACITY`] is refused with
     /// `EINVAL`, since it could not be written whole.

@@ -19,7 +19,6 @@
 //!   crashed at 500 threads on its 32-bit machine.
 
 use std::fs::File;
-use std::os::fd::AsFd;
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
@@ -102,8 +101,7 @@ pub fn run(
 /// One thread's work: the same lines a `fork` child prints. Returns 0, or
 /// the errno of the write that failed.
 fn print(job: &Job) -> i32 {
-    let stdout = std::io::stdout();
-    let mut out = LineBuf::new(&stdout.as_fd());
+    let mut out = LineBuf::stdout();
     let mut file = LineBuf::new(&job.log);
     let mut lines = || -> Result<(), Errno> {
         for j in 0..job.count {

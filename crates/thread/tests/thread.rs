@@ -92,7 +92,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
-    assert!((1..=384).contains(&created), "{stderr}");
+    assert!((300..=384).contains(&created), "near 3 GiB / 8 MiB = 384: {stderr}");
     assert!(stderr.contains("of 1000 threads; pthread_create: "), "{stderr}");
     assert!(stderr.ends_with(&format!("joined the {created}\n")), "{stderr}");
     // Every thread that was made finished its lines, whole.
