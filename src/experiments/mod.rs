@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 
 pub mod fork_vs_thread;
+pub mod mq_sweep;
 
 /// One runnable experiment.
 pub struct Experiment {
@@ -17,7 +18,10 @@ pub struct Experiment {
 }
 
 /// Every experiment, in the book's order.
-pub const ALL: &[Experiment] = &[fork_vs_thread::EXPERIMENT];
+pub const ALL: &[Experiment] = &[
+    fork_vs_thread::EXPERIMENT,
+    mq_sweep::EXPERIMENT,
+];
 
 pub fn find(name: &str) -> Option<&'static Experiment> {
     ALL.iter().find(|e| e.name == name)

@@ -1,0 +1,109 @@
+//! `broker --readers R --writers W --deliverers D --queues Q`: see the
+//! crate documentation.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use labkit::limits::size_in;
+
+/// A message-queue broker over TCP with reader, deliverer and writer thread
+/// pools (article 004), or one epoll loop with --event-loop. Prints the
+/// bound address first, serves until SIGINT or SIGTERM, then a stats line.
+/// Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// Address to listen on (port 0: any free port)
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+
+    /// Reader threads: parse frames from senders and enqueue them
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    readers: u32,
+
+    /// Writer threads: write messages out to receivers
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    writers: u32,
+
+    /// Deliverer threads: move messages from queues to receivers
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    deliverers: u32,
+
+    /// Queues (numbered 0 to Q-1)
+    #[arg(short, long, default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    queues: u16,
+
+    /// Messages a queue holds before the broker stops reading from senders
+    #[arg(long, default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    capacity: u32,
+
+    /// Messages waiting for one receiver before deliverers wait
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    outbox: u32,
+
+    /// Largest frame body accepted, e.g. 64K; a longer length closes the
+    /// connection
+    #[arg(long, value_name = "BYTES", default_value = "1M",
+          value_parser = size_in(16, 1 << 30))]
+    max_frame: u64,
+
+    /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
+    /// e.g. 64K; 0 leaves them to the kernel's autotuning (megabytes)
+    #[arg(long, value_name = "BYTES", default_value = "64K",
+          value_parser = size_in(0, 1 << 30))]
+    socket_buffer: u64,
+
+    /// Serve everything from one thread on epoll instead of the pools
+    #[arg(long)]
+    event_loop: bool,
+
+    /// After a stop signal, keep delivering accepted messages for at most
+    /// this many seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
+          value_parser = seconds)]
+    drain: f64,
+
+    /// Print the final stats as one JSON object instead of a text line
+    #[arg(long)]
+    json: bool,
+}
+
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=3600.0).contains(&s) => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds from 0 to 3600")),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let cfg = mq::Config {
+        listen: cli.listen,
+        readers: cli.readers as usize,
+        writers: cli.writers as usize,
+        deliverers: cli.deliverers as usize,
+        queues: cli.queues,
+        capacity: cli.capacity as usize,
+        outbox: cli.outbox as usize,
+        max_frame: cli.max_frame,
+        event_loop: cli.event_loop,
+        drain: Duration::from_secs_f64(cli.drain),
+        socket_buffer: cli.socket_buffer as usize,
+    };
+    let result = mq::run(&cfg).and_then(|stats| {
+        let line = if cli.json {
+            serde_json::to_string(&stats).unwrap_or_default()
+        } else {
+            stats.line()
+        };
+        labkit::error::print(&format!("{line}\n"))
+    });
+    labkit::error::report("broker", result)
+}

@@ -1,0 +1,135 @@
+//! `load --addr HOST:PORT --senders 100 --receivers 100 --queues 4 --size
+//! 1024 --duration 10`: see the crate documentation.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use labkit::Error;
+use labkit::limits::size_in;
+
+/// Load generator for `broker` (article 004's client): senders publish
+/// stamped messages for --duration, receivers take them; then exactly-once
+/// delivery is checked and messages/s and latency percentiles reported.
+/// Exit status: 0 ok, 1 a message was lost, duplicated or damaged (or the
+/// broker failed), 2 bad usage.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// The broker's address, as it printed it
+    #[arg(long)]
+    addr: SocketAddr,
+
+    /// Sender threads, each with its own connection
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    senders: u32,
+
+    /// Receiver threads, each with its own connection (at least --queues)
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    receivers: u32,
+
+    /// Queues; sender i publishes to and receiver i takes from queue i mod Q
+    #[arg(long, default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    queues: u16,
+
+    /// Bytes of data per message: at least 20 (sender, sequence, send
+    /// time), at most 1M - 3 (a frame within the broker's default --max-frame)
+    #[arg(long, value_name = "BYTES", default_value = "1024",
+          value_parser = size_in(20, (1 << 20) - 3))]
+    size: u64,
+
+    /// Seconds of sending
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
+          value_parser = seconds)]
+    duration: f64,
+
+    /// Messages per write call of a sender
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    batch: u32,
+
+    /// Messages per second, all senders together, spread evenly; 0 sends
+    /// as fast as the broker takes them (saturation)
+    #[arg(long, value_name = "MSGS_PER_S", default_value_t = 0.0,
+          value_parser = rate)]
+    rate: f64,
+
+    /// After sending stops, wait at most this many seconds without progress
+    /// for the last messages
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
+          value_parser = seconds)]
+    drain: f64,
+
+    /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
+    /// e.g. 64K; 0 leaves them to the kernel's autotuning (megabytes)
+    #[arg(long, value_name = "BYTES", default_value = "64K",
+          value_parser = size_in(0, 1 << 30))]
+    socket_buffer: u64,
+
+    /// Print one JSON object instead of the text report
+    #[arg(long)]
+    json: bool,
+}
+
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds from 0 to 86400")),
+    }
+}
+
+fn rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=1e9).contains(&r) => Ok(r),
+        _ => Err(format!("'{text}' is not a rate from 0 to 1e9 messages/s")),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    labkit::error::report("load", run(&cli))
+}
+
+fn run(cli: &Cli) -> labkit::Result<()> {
+    if cli.receivers < u32::from(cli.queues) {
+        return Err(Error::usage(format!(
+            "--receivers {} leaves queues without a receiver; give at least \
+             --queues ({})",
+            cli.receivers, cli.queues
+        )));
+    }
+    let cfg = mq::load::LoadConfig {
+        addr: cli.addr,
+        senders: cli.senders,
+        receivers: cli.receivers,
+        queues: cli.queues,
+        size: cli.size as usize,
+        duration: Duration::from_secs_f64(cli.duration),
+        batch: cli.batch as usize,
+        rate: cli.rate,
+        drain: Duration::from_secs_f64(cli.drain),
+        socket_buffer: cli.socket_buffer as usize,
+    };
+    let report = mq::load::run(&cfg)?;
+    let text = if cli.json {
+        let json = serde_json::to_string_pretty(&report)
+            .map_err(|e| Error::failed(format!("cannot encode the report: {e}")))?;
+        format!("{json}\n")
+    } else {
+        report.human()
+    };
+    labkit::error::print(&text)?;
+    if let Some(e) = &report.error {
+        return Err(Error::failed(e.clone()));
+    }
+    if !report.ok() {
+        return Err(Error::failed(format!(
+            "delivery check failed: {} lost, {} duplicated, {} corrupt of {} sent",
+            report.lost, report.duplicated, report.corrupt, report.sent
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,191 @@
+//! `mq`: the message-queue server of article 004 ("线程的上下文开销真得那么
+//! 厉害吗(2)?", a 2006 blog post; `shared/seeds/004_*.txt`) and its client.
+//!
+//! The article's server (JTangMQ, in Java) had pools of reader, writer and
+//! message-deliver threads; a client with 100 senders and 100 receivers
+//! pushed 1 KiB messages through 4 queues. With 100 threads per pool it moved
+//! about 600 messages/s with about 30% of the CPU spent switching threads,
+//! with 10 per pool about 800 messages/s and about 10%. The source of that
+//! server is not published; this crate rebuilds its shape:
+//!
+//! - `broker` ([`broker`]): an acceptor, `--readers R`, `--deliverers D` and
+//!   `--writers W` threads around `--queues Q` bounded queues, over TCP on
+//!   loopback; or, with `--event-loop` ([`event_loop`]), the same broker as
+//!   one thread on epoll, today's usual answer.
+//! - `load` ([`load`]): `--senders` and `--receivers` threads, each with its
+//!   own connection; every message carries its sender, a sequence number and
+//!   its send time, so the run ends by checking exactly-once delivery and
+//!   reporting messages/s and latency percentiles.
+//!
+//! The protocol is in [`protocol`]: 4-byte big-endian length, then a kind
+//! byte (1 HELLO_SEND, 2 HELLO_RECV queue:u16, 3 PUBLISH queue:u16 data,
+//! 4 DELIVER queue:u16 data).
+//!
+//! What differs from the article, on purpose: queues are bounded (a full
+//! queue stops the broker reading from senders, so memory stays bounded and
+//! senders slow down), and so are socket buffers (64 KiB by default, so
+//! that messages wait in the broker's queues, where they can be counted,
+//! rather than in megabytes of kernel buffers); a bad frame or a vanished peer closes that one
+//! connection with one log line; SIGINT/SIGTERM stop the broker cleanly
+//! (it delivers what it accepted, for at most `--drain`, joins every thread
+//! and prints a stats line with its CPU time and context switches).
+
+pub mod broker;
+pub mod event_loop;
+pub mod load;
+pub mod protocol;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use labkit::error::{Error, Result, describe_errno, describe_io};
+use nix::sys::signal::{SigSet, Signal};
+use serde::{Deserialize, Serialize};
+
+/// How to run the broker (the `broker` flags).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub readers: usize,
+    pub writers: usize,
+    pub deliverers: usize,
+    pub queues: u16,
+    /// Messages a queue holds before readers wait.
+    pub capacity: usize,
+    /// Messages waiting for one receiver before deliverers wait.
+    pub outbox: usize,
+    pub max_frame: u64,
+    pub event_loop: bool,
+    /// Longest time to keep delivering after a stop signal.
+    pub drain: Duration,
+    /// SO_SNDBUF and SO_RCVBUF of every connection (0: the kernel's
+    /// autotuning, which lets megabytes of messages wait in sockets).
+    pub socket_buffer: usize,
+}
+
+/// Set a socket's send and receive buffers to `bytes` (the kernel doubles
+/// the figure for its bookkeeping); 0 leaves them to the kernel.
+pub fn set_socket_buffers(socket: &impl std::os::fd::AsRawFd, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let size = bytes.min(i32::MAX as usize) as libc::c_int;
+    for option in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: setsockopt on an open socket with a pointer to a c_int and
+        // its size; a failure only leaves the kernel's default.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+}
+
+/// The broker's running totals.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub msgs_in: AtomicU64,
+    pub msgs_out: AtomicU64,
+    pub connections: AtomicU64,
+    /// Connections closed for a protocol violation or an I/O error.
+    pub closed_bad: AtomicU64,
+}
+
+/// The final stats line.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Stats {
+    pub mode: String,
+    pub readers: usize,
+    pub writers: usize,
+    pub deliverers: usize,
+    pub queues: u16,
+    pub messages_in: u64,
+    pub messages_out: u64,
+    pub connections: u64,
+    pub closed_bad: u64,
+    /// Worker threads started, all joined before this line was printed.
+    pub threads_joined: usize,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub voluntary_switches: u64,
+    pub involuntary_switches: u64,
+}
+
+impl Stats {
+    fn now(cfg: &Config, c: &Counters, threads: usize) -> Stats {
+        let u = labkit::measure::self_usage();
+        let (mode, r, w, d) = if cfg.event_loop {
+            ("event-loop", 0, 0, 0)
+        } else {
+            ("threads", cfg.readers, cfg.writers, cfg.deliverers)
+        };
+        Stats {
+            mode: mode.into(),
+            readers: r,
+            writers: w,
+            deliverers: d,
+            queues: cfg.queues,
+            messages_in: c.msgs_in.load(Relaxed),
+            messages_out: c.msgs_out.load(Relaxed),
+            connections: c.connections.load(Relaxed),
+            closed_bad: c.closed_bad.load(Relaxed),
+            threads_joined: threads,
+            user_s: u.user_s,
+            sys_s: u.sys_s,
+            voluntary_switches: u.voluntary_switches,
+            involuntary_switches: u.involuntary_switches,
+        }
+    }
+
+    /// The human stats line.
+    pub fn line(&self) -> String {
+        format!(
+            "stats: mode={} in={} out={} connections={} closed_bad={} \
+             threads_joined={} user={:.3}s sys={:.3}s voluntary={} involuntary={}",
+            self.mode,
+            self.messages_in,
+            self.messages_out,
+            self.connections,
+            self.closed_bad,
+            self.threads_joined,
+            self.user_s,
+            self.sys_s,
+            self.voluntary_switches,
+            self.involuntary_switches
+        )
+    }
+}
+
+/// Run the broker until SIGINT or SIGTERM: bind, print the bound address
+/// as the first line on stdout, serve, drain, and return the final stats.
+pub fn run(cfg: &Config) -> Result<Stats> {
+    // Block the stop signals before any thread exists, so every thread
+    // inherits the mask and the signals wait for whoever asks for them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals
+        .thread_block()
+        .map_err(|e| Error::failed(format!("sigprocmask: {}", describe_errno(e))))?;
+    let listener = TcpListener::bind(cfg.listen)
+        .map_err(|e| Error::io(format!("cannot listen on {}", cfg.listen), e))?;
+    let addr = listener.local_addr().map_err(|e| Error::io("getsockname", e))?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{addr}")
+        .and_then(|()| out.flush())
+        .map_err(|e| Error::failed(format!("stdout: {}", describe_io(&e))))?;
+    drop(out);
+    let counters = Arc::new(Counters::default());
+    if cfg.event_loop {
+        event_loop::run(cfg, listener, signals, counters)
+    } else {
+        broker::run(cfg, listener, signals, counters)
+    }
+}

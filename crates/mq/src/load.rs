@@ -1,0 +1,405 @@
+//! The load generator: the article's client, 100 senders and 100 receivers
+//! on 4 queues with 1 KiB messages, each a thread with its own connection.
+//!
+//! Sender `i` publishes to queue `i mod Q` as fast as the broker takes its
+//! messages, for `--duration`; receiver `j` takes the messages of queue
+//! `j mod Q`. Every message carries its sender, a sequence number and its
+//! send time ([`Stamp`]), so at the end the run knows, per message, whether
+//! it arrived once, never, or more than once, and how long it took.
+
+use std::io::{BufReader, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use labkit::error::{Error, Result, describe_io};
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{self, HELLO_RECV, HELLO_SEND, LEN, Stamp};
+
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub addr: SocketAddr,
+    pub senders: u32,
+    pub receivers: u32,
+    pub queues: u16,
+    /// Bytes of data per message (stamp included).
+    pub size: usize,
+    pub duration: Duration,
+    /// Messages per `write` call of a sender.
+    pub batch: usize,
+    /// Messages per second, all senders together (0: as fast as the broker
+    /// takes them).
+    pub rate: f64,
+    /// How long to wait for the last messages after the senders stop.
+    pub drain: Duration,
+    /// SO_SNDBUF and SO_RCVBUF of each connection (0: the kernel's).
+    pub socket_buffer: usize,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+}
+
+/// What a run saw.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub senders: u32,
+    pub receivers: u32,
+    pub queues: u16,
+    pub size: usize,
+    pub duration_s: f64,
+    /// The rate asked for (0: as fast as possible).
+    pub rate: f64,
+    /// Messages whose write completed.
+    pub sent: u64,
+    /// Distinct messages received.
+    pub received: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    /// Messages that arrived damaged, on the wrong queue, or never sent.
+    pub corrupt: u64,
+    /// From the first send to the last receipt.
+    pub elapsed_s: f64,
+    pub messages_per_s: f64,
+    pub latency: Latency,
+    /// The generator's own CPU time.
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// The first I/O error a sender or receiver met, if any.
+    pub error: Option<String>,
+}
+
+impl LoadReport {
+    pub fn ok(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0 && self.corrupt == 0
+    }
+
+    pub fn human(&self) -> String {
+        let ms = |us: f64| us / 1000.0;
+        format!(
+            "load: {} senders, {} receivers, {} queues, {}-byte messages, {:.1} s{}\n\
+             sent {}, received {}: lost {}, duplicated {}, corrupt {}\n\
+             {:.0} messages/s over {:.3} s; latency p50 {:.3} ms, p90 {:.3} ms, \
+             p99 {:.3} ms, max {:.3} ms\n\
+             load CPU: user {:.3} s, sys {:.3} s\n",
+            self.senders,
+            self.receivers,
+            self.queues,
+            self.size,
+            self.duration_s,
+            if self.rate > 0.0 {
+                format!(", at {} messages/s", self.rate)
+            } else {
+                String::new()
+            },
+            self.sent,
+            self.received,
+            self.lost,
+            self.duplicated,
+            self.corrupt,
+            self.messages_per_s,
+            self.elapsed_s,
+            ms(self.latency.p50_us),
+            ms(self.latency.p90_us),
+            ms(self.latency.p99_us),
+            ms(self.latency.max_us),
+            self.user_s,
+            self.sys_s
+        )
+    }
+}
+
+/// What one sender did: messages fully written, messages attempted.
+struct Sent {
+    ok: u64,
+    tried: u64,
+    error: Option<String>,
+}
+
+#[derive(Default)]
+struct Got {
+    stamps: Vec<(u32, u64)>,
+    latency_ns: Vec<u64>,
+    corrupt: u64,
+    error: Option<String>,
+}
+
+struct Shared {
+    base: Instant,
+    received: AtomicU64,
+    last_ns: AtomicU64,
+    /// When the senders started.
+    start_ns: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Shared {
+    fn now_ns(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+}
+
+fn connect(addr: SocketAddr, hello: &[u8], buffer: usize) -> Result<TcpStream> {
+    let mut s = TcpStream::connect(addr)
+        .map_err(|e| Error::io(format!("cannot connect to {addr}"), e))?;
+    let _ = s.set_nodelay(true);
+    crate::set_socket_buffers(&s, buffer);
+    s.write_all(hello).map_err(|e| Error::io(format!("hello to {addr}"), e))?;
+    Ok(s)
+}
+
+fn spawn<T: Send + 'static>(
+    name: String,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>> {
+    std::thread::Builder::new()
+        .name(name.clone())
+        .stack_size(256 << 10)
+        .spawn(f)
+        .map_err(|e| Error::io(format!("cannot start thread {name}"), e))
+}
+
+pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
+    let shared = Arc::new(Shared {
+        base: Instant::now(),
+        received: AtomicU64::new(0),
+        last_ns: AtomicU64::new(0),
+        start_ns: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
+    let q = |i: u32| (i % u32::from(cfg.queues)) as u16;
+    // Receivers first, so no queue fills up before anyone takes from it.
+    let mut rx_streams = Vec::new();
+    let mut receivers = Vec::new();
+    let mut senders = Vec::new();
+    let started = (|| -> Result<()> {
+        for j in 0..cfg.receivers {
+            let stream = connect(
+                cfg.addr,
+                &protocol::hello(HELLO_RECV, q(j)),
+                cfg.socket_buffer,
+            )?;
+            rx_streams.push(stream.try_clone().map_err(|e| Error::io("dup", e))?);
+            let (sh, size, queue) = (shared.clone(), cfg.size, q(j));
+            receivers.push(spawn(format!("receiver-{j}"), move || {
+                receive(stream, queue, size, &sh)
+            })?);
+        }
+        let start_ns = shared.now_ns();
+        shared.start_ns.store(start_ns, Relaxed);
+        let end_ns = start_ns + cfg.duration.as_nanos() as u64;
+        for i in 0..cfg.senders {
+            let stream = connect(
+                cfg.addr,
+                &protocol::hello(HELLO_SEND, 0),
+                cfg.socket_buffer,
+            )?;
+            let (sh, c, queue) = (shared.clone(), cfg.clone(), q(i));
+            senders.push(spawn(format!("sender-{i}"), move || {
+                send(stream, i, queue, &c, end_ns, &sh)
+            })?);
+        }
+        Ok(())
+    })();
+    if started.is_err() {
+        shared.stop.store(true, Relaxed);
+    }
+    let sent: Vec<Sent> = senders
+        .into_iter()
+        .map(|h| h.join().unwrap_or(Sent { ok: 0, tried: 0, error: None }))
+        .collect();
+    let total: u64 = sent.iter().map(|s| s.ok).sum();
+    // Wait for the last messages while they keep coming.
+    let mut seen = shared.received.load(Relaxed);
+    let mut progress = Instant::now();
+    while started.is_ok() && seen < total && progress.elapsed() < cfg.drain {
+        std::thread::sleep(Duration::from_millis(2));
+        let now = shared.received.load(Relaxed);
+        if now != seen {
+            (seen, progress) = (now, Instant::now());
+        }
+    }
+    shared.stop.store(true, Relaxed);
+    for s in &rx_streams {
+        let _ = s.shutdown(Shutdown::Both);
+    }
+    let got: Vec<Got> =
+        receivers.into_iter().map(|h| h.join().unwrap_or_default()).collect();
+    started?;
+    Ok(verify(cfg, &shared, &sent, got))
+}
+
+// ANCHOR: send
+fn send(
+    mut stream: TcpStream,
+    me: u32,
+    queue: u16,
+    cfg: &LoadConfig,
+    end_ns: u64,
+    sh: &Shared,
+) -> Sent {
+    let mut sent = Sent { ok: 0, tried: 0, error: None };
+    let mut buf = Vec::with_capacity(cfg.batch * (protocol::HEADER + cfg.size));
+    // With --rate, sender `me` sends batch k at start + k * gap (offset so
+    // the senders do not all fire at once); without, back to back.
+    let start = sh.start_ns.load(Relaxed);
+    let gap_ns = if cfg.rate > 0.0 {
+        1e9 * cfg.batch as f64 * f64::from(cfg.senders) / cfg.rate
+    } else {
+        0.0
+    };
+    let offset = gap_ns * f64::from(me) / f64::from(cfg.senders);
+    while sh.now_ns() < end_ns && !sh.stop.load(Relaxed) {
+        if gap_ns > 0.0 {
+            let k = sent.ok / cfg.batch as u64;
+            let due = start + (offset + k as f64 * gap_ns) as u64;
+            let now = sh.now_ns();
+            if due > now {
+                std::thread::sleep(Duration::from_nanos(
+                    (due - now).min(end_ns - now),
+                ));
+                continue;
+            }
+        }
+        buf.clear();
+        for k in 0..cfg.batch as u64 {
+            let stamp = Stamp { sender: me, seq: sent.ok + k, sent_ns: sh.now_ns() };
+            stamp.publish(queue, cfg.size, &mut buf);
+        }
+        sent.tried = sent.ok + cfg.batch as u64;
+        if let Err(e) = stream.write_all(&buf) {
+            sent.error = Some(format!("sender {me}: write: {}", describe_io(&e)));
+            return sent;
+        }
+        sent.ok = sent.tried;
+    }
+    // End of stream at a frame boundary: the broker closes us quietly.
+    let _ = stream.shutdown(Shutdown::Write);
+    sent
+}
+// ANCHOR_END: send
+
+fn receive(stream: TcpStream, queue: u16, size: usize, sh: &Shared) -> Got {
+    let mut got = Got::default();
+    let mut r = BufReader::with_capacity(64 << 10, stream);
+    let mut body = vec![0u8; 3 + size];
+    loop {
+        let mut len = [0u8; LEN];
+        if let Err(e) = r.read_exact(&mut len) {
+            if e.kind() != ErrorKind::UnexpectedEof && !sh.stop.load(Relaxed) {
+                got.error = Some(format!("receiver: read: {}", describe_io(&e)));
+            }
+            return got;
+        }
+        let n = u32::from_be_bytes(len) as usize;
+        if n != body.len() {
+            got.corrupt += 1;
+            got.error = Some(format!(
+                "receiver: frame of {n} bytes, expected {}",
+                body.len()
+            ));
+            return got;
+        }
+        if let Err(e) = r.read_exact(&mut body) {
+            if !sh.stop.load(Relaxed) {
+                got.error = Some(format!("receiver: read: {}", describe_io(&e)));
+            }
+            return got;
+        }
+        let now = sh.now_ns();
+        match Stamp::check(&body, queue, size) {
+            Some(s) => {
+                got.stamps.push((s.sender, s.seq));
+                got.latency_ns.push(now.saturating_sub(s.sent_ns));
+                sh.received.fetch_add(1, Relaxed);
+                sh.last_ns.fetch_max(now, Relaxed);
+            }
+            None => got.corrupt += 1,
+        }
+    }
+}
+
+// ANCHOR: verify
+/// Count every (sender, sequence) pair: each message written must arrive
+/// exactly once.
+fn verify(
+    cfg: &LoadConfig,
+    sh: &Shared,
+    sent: &[Sent],
+    got: Vec<Got>,
+) -> LoadReport {
+    let mut seen: Vec<Vec<u8>> =
+        sent.iter().map(|s| vec![0u8; s.tried as usize]).collect();
+    let (mut corrupt, mut duplicated, mut received) = (0, 0, 0);
+    let mut latency = Vec::new();
+    let mut error = sent.iter().find_map(|s| s.error.clone());
+    for g in got {
+        corrupt += g.corrupt;
+        error = error.or(g.error);
+        for (sender, seq) in g.stamps {
+            match seen.get_mut(sender as usize).and_then(|v| v.get_mut(seq as usize))
+            {
+                Some(0) => {
+                    received += 1;
+                    seen[sender as usize][seq as usize] = 1;
+                }
+                Some(n) => {
+                    duplicated += 1;
+                    *n = n.saturating_add(1);
+                }
+                None => corrupt += 1,
+            }
+        }
+        latency.extend(g.latency_ns);
+    }
+    // A message whose write failed may or may not have reached the broker:
+    // it is not lost if it never arrives.
+    let lost = sent
+        .iter()
+        .zip(&seen)
+        .map(|(s, v)| v[..s.ok as usize].iter().filter(|&&n| n == 0).count() as u64)
+        .sum();
+    latency.sort_unstable();
+    let pct = |p: f64| {
+        if latency.is_empty() {
+            return 0.0;
+        }
+        let i = ((latency.len() as f64 * p).ceil() as usize).clamp(1, latency.len());
+        latency[i - 1] as f64 / 1000.0
+    };
+    let (start, last) = (sh.start_ns.load(Relaxed), sh.last_ns.load(Relaxed));
+    let elapsed = last.saturating_sub(start) as f64 / 1e9;
+    let u = labkit::measure::self_usage();
+    LoadReport {
+        senders: cfg.senders,
+        receivers: cfg.receivers,
+        queues: cfg.queues,
+        size: cfg.size,
+        duration_s: cfg.duration.as_secs_f64(),
+        rate: cfg.rate,
+        sent: sent.iter().map(|s| s.ok).sum(),
+        received,
+        lost,
+        duplicated,
+        corrupt,
+        elapsed_s: elapsed,
+        messages_per_s: if elapsed > 0.0 { received as f64 / elapsed } else { 0.0 },
+        latency: Latency {
+            p50_us: pct(0.50),
+            p90_us: pct(0.90),
+            p99_us: pct(0.99),
+            max_us: pct(1.0),
+        },
+        user_s: u.user_s,
+        sys_s: u.sys_s,
+        error,
+    }
+}
+// ANCHOR_END: verify
