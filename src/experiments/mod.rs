@@ -4,8 +4,10 @@
 
 use std::ffi::OsString;
 
+pub mod footprint;
 pub mod fork_vs_thread;
 pub mod mq_sweep;
+pub mod thread_limits;
 
 /// One runnable experiment.
 pub struct Experiment {
@@ -21,6 +23,8 @@ pub struct Experiment {
 pub const ALL: &[Experiment] = &[
     fork_vs_thread::EXPERIMENT,
     mq_sweep::EXPERIMENT,
+    thread_limits::EXPERIMENT,
+    footprint::EXPERIMENT,
 ];
 
 pub fn find(name: &str) -> Option<&'static Experiment> {

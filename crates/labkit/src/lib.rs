@@ -17,6 +17,7 @@ pub mod chart;
 pub mod cli;
 pub mod error;
 pub mod limits;
+pub mod limited;
 pub mod lines;
 pub mod machine;
 pub mod measure;

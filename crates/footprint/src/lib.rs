@@ -1,0 +1,356 @@
+//! `footprint`: what N idle threads, or N idle processes, really cost in
+//! memory.
+//!
+//! Article 000 (`shared/seeds/000_*.txt`) opens with the folk wisdom it set
+//! out to test: processes are "slow to create and heavy in memory and
+//! resources", threads "light". The article measured time only; this
+//! program measures the memory. It creates N workers that do nothing but
+//! wait (each blocked in `read` on one pipe), and counts what they cost,
+//! the way the kernel does:
+//!
+//! - `Pss` from `/proc/<pid>/smaps_rollup` of this process and of every
+//!   child: resident memory with each shared page divided among the
+//!   processes sharing it (summing `Rss` instead counts the shared library
+//!   and program pages once per process);
+//! - the kernel's own memory, from `/proc/meminfo` deltas: `KernelStack`
+//!   (one kernel stack per task, thread or process), `PageTables` and
+//!   `SUnreclaim` (task, memory map and file structures);
+//! - `VmPTE` from `/proc/<pid>/status`: the page tables of each process
+//!   (threads share their process's);
+//! - `VmSize`, the address space reserved (a thread's 8 MiB stack is
+//!   reserved, not resident).
+//!
+//! With `--touch BYTES` the parent first fills a buffer of that size, and
+//! every worker then writes one byte to each of its pages: threads share
+//! the buffer, so nothing is copied; each forked child gets its own copy of
+//! every page it writes (copy-on-write).
+//!
+//! The figures are taken before the workers are created and when all of
+//! them have started (and touched), so the deltas are the workers' own.
+//! `/proc/meminfo` is machine-wide: other activity on the machine shows up
+//! in its deltas, so repeat runs and take the median.
+
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::Instant;
+
+use labkit::error::{Error, Result, describe_errno};
+use labkit::pthread::{self, Attr, Start};
+use nix::errno::Errno;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+use serde::{Deserialize, Serialize};
+
+/// Threads or processes.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Threads,
+    Procs,
+}
+
+/// Memory figures at one moment, KiB.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Sum over this process and its children of `Pss`.
+    pub pss_kib: u64,
+    /// Sum of `Pss_Anon`: the anonymous part of it (no program or library
+    /// pages, whose share also depends on who else maps those files).
+    pub pss_anon_kib: u64,
+    /// Sum of `Rss` (shared pages counted once per process).
+    pub rss_kib: u64,
+    /// Sum of `Private_Dirty`: pages only one process has written.
+    pub private_dirty_kib: u64,
+    /// Sum of `VmSize`: address space reserved.
+    pub vm_size_kib: u64,
+    /// Sum of `VmPTE`: each process's own page tables.
+    pub vm_pte_kib: u64,
+    /// Machine-wide `/proc/meminfo` fields.
+    pub kernel_stack_kib: u64,
+    pub page_tables_kib: u64,
+    pub slab_unreclaimable_kib: u64,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Footprint {
+    pub kind: Kind,
+    pub workers: u32,
+    pub touch_bytes: u64,
+    /// Before any worker existed (the buffer, if any, already filled).
+    pub before: Snapshot,
+    /// With every worker started (and done touching).
+    pub during: Snapshot,
+    /// Seconds from the first creation until every worker reported in.
+    pub ready_s: f64,
+}
+
+impl Footprint {
+    /// `during - before` per worker, KiB (negative when the machine-wide
+    /// figures fell because something else ended meanwhile).
+    pub fn per_worker(&self, f: fn(&Snapshot) -> u64) -> f64 {
+        (f(&self.during) as f64 - f(&self.before) as f64) / f64::from(self.workers)
+    }
+}
+
+fn field(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Add one process's figures (gone processes add nothing).
+fn add_process(s: &mut Snapshot, pid: &str) {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default();
+    s.pss_kib += field(&rollup, "Pss");
+    s.pss_anon_kib += field(&rollup, "Pss_Anon");
+    s.rss_kib += field(&rollup, "Rss");
+    s.private_dirty_kib += field(&rollup, "Private_Dirty");
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.vm_size_kib += field(&status, "VmSize");
+    s.vm_pte_kib += field(&status, "VmPTE");
+}
+
+/// This process, its `children`, and the machine's kernel figures now.
+pub fn snapshot(children: &[Pid]) -> Snapshot {
+    let mut s = Snapshot::default();
+    add_process(&mut s, "self");
+    for pid in children {
+        add_process(&mut s, &pid.to_string());
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    s.kernel_stack_kib = field(&meminfo, "KernelStack");
+    s.page_tables_kib = field(&meminfo, "PageTables");
+    s.slab_unreclaimable_kib = field(&meminfo, "SUnreclaim");
+    s
+}
+
+/// What every worker shares: the pipes and the buffer to touch.
+struct Shared {
+    /// Workers block reading this until every write end is closed.
+    gate: File,
+    /// Each worker writes one byte here once it has started and touched.
+    done: OwnedFd,
+    buffer: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the buffer is only written through volatile byte stores at page
+// offsets; the values do not matter (the point is the page fault), and the
+// pointer stays valid until every worker is joined.
+unsafe impl Sync for Shared {}
+
+const PAGE: usize = 4096;
+
+// ANCHOR: worker
+/// A worker's whole life: touch every page of the buffer, report in, wait
+/// for the gate to close. Only write(2), read(2) and stores: a forked child
+/// may run it.
+fn worker(s: &Shared) -> i32 {
+    for page in (0..s.len).step_by(PAGE) {
+        // SAFETY: `page` < len, inside the mapping; see `Shared`.
+        unsafe { s.buffer.add(page).write_volatile(2) };
+    }
+    let byte = 1u8;
+    // SAFETY: a valid one-byte buffer and an open fd.
+    if unsafe { libc::write(s.done.as_raw_fd(), (&raw const byte).cast(), 1) } != 1 {
+        return Errno::last() as i32;
+    }
+    let mut got = 0u8;
+    loop {
+        // SAFETY: a valid one-byte buffer and an open fd.
+        match unsafe { libc::read(s.gate.as_raw_fd(), (&raw mut got).cast(), 1) } {
+            0 => return 0,
+            n if n < 0 && Errno::last() != Errno::EINTR => {
+                return Errno::last() as i32;
+            }
+            _ => {}
+        }
+    }
+}
+// ANCHOR_END: worker
+
+fn pipe() -> Result<(OwnedFd, OwnedFd)> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| {
+        Error::failed(format!("cannot create a pipe: {}", describe_errno(e)))
+    })
+}
+
+/// Fill a fresh private mapping of `len` bytes, page by page, so that it is
+/// resident and this process's own before any worker exists.
+fn buffer(len: usize) -> Result<*mut u8> {
+    if len == 0 {
+        return Ok(std::ptr::NonNull::dangling().as_ptr());
+    }
+    // SAFETY: a new anonymous mapping; nothing else refers to it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(Error::failed(format!(
+            "cannot map a {len}-byte buffer: {}",
+            describe_errno(Errno::last())
+        )));
+    }
+    let p = p.cast::<u8>();
+    for page in (0..len).step_by(PAGE) {
+        // SAFETY: inside the mapping just made.
+        unsafe { p.add(page).write_volatile(1) };
+    }
+    Ok(p)
+}
+
+/// Create `workers` idle workers of `kind` (touching `touch` bytes each),
+/// measure, then release and join or reap them all.
+pub fn run(kind: Kind, workers: u32, touch: u64) -> Result<Footprint> {
+    let len =
+        usize::try_from(touch).map_err(|_| Error::usage("--touch is too large"))?;
+    let (gate, opener) = pipe()?;
+    let (reports, done) = pipe()?;
+    let shared = Shared { gate: File::from(gate), done, buffer: buffer(len)?, len };
+    let before = snapshot(&[]);
+    let start = Instant::now();
+    let result = match kind {
+        Kind::Threads => threads(&shared, workers, opener, &reports, start),
+        Kind::Procs => procs(&shared, workers, opener, &reports, start),
+    };
+    if len > 0 {
+        // SAFETY: every worker has been joined or reaped; nothing uses it.
+        unsafe { libc::munmap(shared.buffer.cast(), len) };
+    }
+    let (during, ready_s) = result?;
+    Ok(Footprint { kind, workers, touch_bytes: touch, before, during, ready_s })
+}
+
+/// Wait until `n` workers have written their byte on `reports`.
+fn await_reports(reports: &OwnedFd, n: u32) -> Result<()> {
+    let mut left = n as usize;
+    let mut buf = [0u8; 4096];
+    while left > 0 {
+        match nix::unistd::read(reports, &mut buf[..left.min(4096)]) {
+            Ok(0) => {
+                return Err(Error::failed("the workers' report pipe closed early"));
+            }
+            Ok(k) => left -= k,
+            Err(Errno::EINTR) => {}
+            Err(e) => {
+                return Err(Error::failed(format!(
+                    "reading the workers' reports: {}",
+                    describe_errno(e)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+type Measured = Result<(Snapshot, f64)>;
+
+fn threads(
+    shared: &Shared,
+    n: u32,
+    opener: OwnedFd,
+    reports: &OwnedFd,
+    start: Instant,
+) -> Measured {
+    let attr = Attr::default_stack();
+    let job = Start { run: worker, data: shared };
+    let mut ids = Vec::with_capacity(n as usize);
+    let mut failed = None;
+    for _ in 0..n {
+        // SAFETY: `job` and `shared` outlive the threads, joined below.
+        match unsafe { pthread::spawn(&attr, &job) } {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let created = ids.len() as u32;
+    let measured = match failed {
+        None => await_reports(reports, n).map(|()| {
+            let ready = start.elapsed().as_secs_f64();
+            (snapshot(&[]), ready)
+        }),
+        Some(e) => Err(Error::failed(format!(
+            "created {created} of {n} threads; pthread_create: {}; joined the {created}",
+            describe_errno(e)
+        ))),
+    };
+    drop(opener);
+    let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0)).count();
+    if bad > 0 && measured.is_ok() {
+        return Err(Error::failed(format!("{bad} of {n} threads failed")));
+    }
+    measured
+}
+
+fn procs(
+    shared: &Shared,
+    n: u32,
+    opener: OwnedFd,
+    reports: &OwnedFd,
+    start: Instant,
+) -> Measured {
+    let mut children: Vec<Pid> = Vec::with_capacity(n as usize);
+    let mut failed = None;
+    for _ in 0..n {
+        // SAFETY: this process has one thread; the child closes its copies
+        // of the write ends it must not hold, runs `worker` (write, read,
+        // stores) and leaves with _exit: all async-signal-safe.
+        match unsafe { fork() } {
+            Ok(ForkResult::Child) => unsafe {
+                libc::close(opener.as_raw_fd());
+                libc::close(reports.as_raw_fd());
+                libc::_exit(worker(shared))
+            },
+            Ok(ForkResult::Parent { child }) => children.push(child),
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    let created = children.len();
+    let measured = match failed {
+        None => await_reports(reports, n).map(|()| {
+            let ready = start.elapsed().as_secs_f64();
+            (snapshot(&children), ready)
+        }),
+        Some(e) => Err(Error::failed(format!(
+            "created {created} of {n} processes; fork: {}; waited for the {created}",
+            describe_errno(e)
+        ))),
+    };
+    drop(opener);
+    let mut bad = 0;
+    for &pid in &children {
+        loop {
+            match waitpid(pid, None) {
+                Ok(WaitStatus::Exited(_, 0)) => break,
+                Err(Errno::EINTR) => continue,
+                _ => {
+                    bad += 1;
+                    break;
+                }
+            }
+        }
+    }
+    if bad > 0 && measured.is_ok() {
+        return Err(Error::failed(format!("{bad} of {n} children failed")));
+    }
+    measured
+}

@@ -1,0 +1,115 @@
+//! The `stacklimit` probes: counts under limits, bounded, everything
+//! joined; overflows die the documented way; bad flags exit 2.
+
+use std::process::Command;
+use std::time::Duration;
+
+use labkit::limited::{Limits, Outcome, run};
+use serde_json::Value;
+use serial_test::serial;
+
+fn probe(args: &[&str], limits: Limits) -> Outcome {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacklimit"));
+    cmd.args(args).env_remove("RUST_BACKTRACE");
+    run(&mut cmd, limits, Duration::from_secs(60)).unwrap()
+}
+
+fn json(done: &Outcome) -> Value {
+    assert_eq!(done.ended(), "exit 0", "{}", done.stderr);
+    serde_json::from_str(done.stdout.trim()).unwrap()
+}
+
+#[test]
+#[serial(fork)]
+fn threads_stop_at_the_cap_and_are_all_joined() {
+    let v = json(&probe(&["threads", "--max", "50", "--json"], Limits::default()));
+    assert_eq!(v["created"], 50);
+    assert_eq!(v["stopped_by"], Value::Null);
+    assert_eq!(v["bad_exits"], 0);
+}
+
+#[test]
+#[serial(fork)]
+fn an_address_space_limit_stops_threads_near_space_over_stack() {
+    // 512 MiB / 8 MiB = 64: the article's arithmetic, minus what the
+    // program itself maps.
+    let limits = Limits { address_space: Some(512 << 20), ..Limits::default() };
+    for api in ["pthread", "std"] {
+        let args = ["threads", "--api", api, "--stack-size", "8M", "--max", "1000"];
+        let v = json(&probe(&[&args[..], &["--json"]].concat(), limits));
+        let created = v["created"].as_u64().unwrap();
+        assert!(created > 0 && created < 64, "{api}: {created}");
+        assert_eq!(v["stopped_by"], "EAGAIN", "{api}");
+        assert_eq!(v["bad_exits"], 0);
+    }
+    // A smaller stack fits more, as `ulimit -s 1024` did in the article.
+    let v = json(&probe(
+        &["threads", "--stack-size", "1M", "--max", "1000", "--json"],
+        limits,
+    ));
+    assert!(v["created"].as_u64().unwrap() > 300, "{v}");
+}
+
+#[test]
+#[serial(fork)]
+fn the_default_stack_follows_rlimit_stack() {
+    let limits = Limits {
+        address_space: Some(512 << 20),
+        stack: Some(1 << 20),
+        ..Limits::default()
+    };
+    let v = json(&probe(&["threads", "--max", "2000", "--json"], limits));
+    assert!(v["created"].as_u64().unwrap() > 300, "{v}");
+    assert_eq!(v["stack_size"], Value::Null);
+}
+
+#[test]
+#[serial(fork)]
+fn forks_are_not_bound_by_the_address_space_limit() {
+    let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
+    let v = json(&probe(&["forks", "--max", "40", "--json"], limits));
+    assert_eq!(v["created"], 40);
+    assert_eq!(v["bad_exits"], 0);
+}
+
+#[test]
+#[serial(fork)]
+fn nproc_limits_an_unprivileged_user() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to run the probe as uid 65534");
+        return;
+    }
+    let limits = Limits { nproc: Some(12), user: Some(65534), ..Limits::default() };
+    let v = json(&probe(&["forks", "--max", "100", "--json"], limits));
+    let created = v["created"].as_u64().unwrap();
+    assert!(created < 12, "{v}");
+    assert_eq!(v["stopped_by"], "EAGAIN");
+    let v = json(&probe(&["threads", "--stack-size", "64K", "--json"], limits));
+    assert!(v["created"].as_u64().unwrap() < 12, "{v}");
+}
+
+#[test]
+#[serial(fork)]
+fn overflows_die_in_the_documented_way() {
+    let seg = probe(&["overflow", "--stack-size", "64K"], Limits::default());
+    assert_eq!(seg.ended(), "SIGSEGV", "{}", seg.stderr);
+    let std = probe(&["overflow", "--api", "std"], Limits::default());
+    assert_eq!(std.ended(), "SIGABRT", "{}", std.stderr);
+    assert!(std.stderr.contains("has overflowed its stack"), "{}", std.stderr);
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        &["threads", "--max", "0"][..],
+        &["threads", "--stack-size", "1K"],
+        &["threads", "--api", "green"],
+        &["forks", "--max", "x"],
+        &["sideways"],
+        &[],
+    ] {
+        let done = probe(args, Limits::default());
+        assert_eq!(done.ended(), "exit 2", "{args:?}: {}", done.stderr);
+    }
+}

@@ -1,0 +1,83 @@
+//! `lab run thread-limits` end to end, at tiny settings: every probe runs
+//! bounded in its own limited child and its results parse.
+
+mod common;
+
+use common::lab;
+use serde_json::Value;
+use serial_test::serial;
+
+#[test]
+#[serial(fork)]
+fn a_tiny_run_writes_parseable_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = lab()
+        .args(["run", "thread-limits", "--rounds", "2", "--as", "512M"])
+        .args(["--stacks", "8M,1M", "--max", "200", "--threads", "100"])
+        .args(["--nproc", "16", "--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = std::fs::read(dir.path().join("thread-limits.json")).unwrap();
+    let saved: Value = serde_json::from_slice(&file).unwrap();
+    assert_eq!(printed, saved);
+    assert_eq!(saved["experiment"], "thread-limits");
+    assert_eq!(saved["max"], 200);
+
+    // 512 MiB / 8 MiB = 64: fewer fit (the program's own mappings, guard
+    // pages), creation stops with EAGAIN; 1 MiB stacks reach the cap.
+    let stacks = saved["stacks"].as_array().unwrap();
+    assert_eq!(stacks.len(), 2);
+    assert_eq!(stacks[0]["predicted"], 64);
+    for probe in stacks[0]["pthread"].as_array().unwrap() {
+        let created = probe["created"].as_u64().unwrap();
+        assert!(created > 0 && created < 64, "{probe}");
+        assert_eq!(probe["stopped_by"], "EAGAIN");
+    }
+    for probe in stacks[1]["pthread"].as_array().unwrap() {
+        assert_eq!(probe["created"], 200, "{probe}");
+    }
+    assert_eq!(stacks[0]["std"].as_array().unwrap().len(), 2);
+
+    // The thread program: 100 threads of 8 MiB do not fit in 512 MiB, and
+    // it says so in one line with exit 1; 1 MiB stacks pass.
+    let program = saved["program"].as_array().unwrap();
+    assert_eq!(program.len(), 3);
+    assert_eq!(program[0]["ended"], "exit 1");
+    let said = program[0]["said"].as_str().unwrap();
+    assert!(
+        said.starts_with("thread: created ") && said.contains("EAGAIN"),
+        "{said}"
+    );
+    for run in &program[1..] {
+        assert_eq!(run["ended"], "exit 0", "{run}");
+        assert_eq!(run["log_checked"], true);
+    }
+
+    let procs = saved["processes"].as_array().unwrap();
+    assert_eq!(procs[0]["forks"]["created"], 200, "forks ignore RLIMIT_AS");
+    let overflow = saved["overflow"].as_array().unwrap();
+    assert_eq!(overflow[0]["ended"], "SIGSEGV");
+    assert_eq!(overflow[1]["ended"], "SIGABRT");
+
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("| stack |"), "{tables}");
+    let svg =
+        std::fs::read_to_string(dir.path().join("threads-vs-stack.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        &["--as", "1K"][..],
+        &["--stacks", "8X"],
+        &["--max", "0"],
+        &["--nproc", "1"],
+        &["--bogus"],
+    ] {
+        lab().args(["run", "thread-limits"]).args(args).assert().code(2);
+    }
+}
