@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 
+pub mod ctx_switch;
 pub mod footprint;
 pub mod fork_vs_thread;
 pub mod mq_sweep;
@@ -22,6 +23,7 @@ pub struct Experiment {
 /// Every experiment, in the book's order.
 pub const ALL: &[Experiment] = &[
     fork_vs_thread::EXPERIMENT,
+    ctx_switch::EXPERIMENT,
     mq_sweep::EXPERIMENT,
     thread_limits::EXPERIMENT,
     footprint::EXPERIMENT,

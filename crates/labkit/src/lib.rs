@@ -12,6 +12,7 @@
 //! - [`machine`]: what machine a figure was measured on;
 //! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
 
+pub mod affinity;
 pub mod bins;
 pub mod chart;
 pub mod cli;

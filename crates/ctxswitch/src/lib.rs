@@ -1,0 +1,717 @@
+//! `ctxswitch`: what one context switch costs.
+//!
+//! Article 004 (`shared/seeds/004_*.txt`) blamed about 30% of a message
+//! server's CPU on switching between its 300 threads; checking a verdict
+//! like that needs the price of one switch. This program measures it the
+//! way lmbench's `lat_ctx` and `perf bench sched pipe` do: two tasks, A and
+//! B, pass a one-byte token back and forth over a pair of pipes. Each
+//! `read(2)` finds its pipe empty and sleeps until the other task writes,
+//! so one round trip is two switches (A to B, B to A) plus two writes and
+//! two reads.
+//!
+//! What it does differently, on purpose:
+//! - It gives both answers: the raw time (what `perf bench sched pipe`
+//!   prints, per round trip) and lmbench's, with the cost of the pipe calls
+//!   themselves (one task writing a byte and reading it back, no switch)
+//!   subtracted.
+//! - It checks its assumption, two switches per round trip, against the
+//!   kernel's own voluntary and involuntary counts (`getrusage` per thread,
+//!   `wait4` for a child process), and fails when they disagree.
+//! - Placement is a flag, `--pin same|cross|none`, applied to each task
+//!   with `sched_setaffinity(2)`; `perf bench sched pipe` 6.1 has none, and
+//!   `taskset` can only confine both tasks to the same CPUs.
+//! - The token is a counter that both sides check, so a lost or doubled
+//!   byte is an error, not a faster figure.
+//! - Only the round trips are timed, after a warm-up, not the creation of
+//!   the second task.
+
+use std::ops::Range;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::time::Instant;
+
+use labkit::error::{Error, Result, describe_errno, describe_io};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::unistd::{ForkResult, Pid, fork, pipe2};
+use serde::{Deserialize, Serialize};
+
+/// What the two tasks are.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Two threads of one process: a switch keeps the address space
+    Threads,
+    /// Two processes: a switch changes the address space as well
+    Processes,
+}
+
+/// Where the two tasks run.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Pin {
+    /// Both on one CPU: every round trip is two real task-to-task switches
+    Same,
+    /// On two different CPUs: each task sleeps and is woken from the other
+    /// CPU
+    Cross,
+    /// Not pinned: wherever the scheduler puts them
+    None,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Threads => "threads",
+            Mode::Processes => "processes",
+        }
+    }
+}
+
+impl Pin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pin::Same => "same",
+            Pin::Cross => "cross",
+            Pin::None => "none",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub mode: Mode,
+    pub pin: Pin,
+    /// Timed round trips.
+    pub iterations: u64,
+    /// Untimed round trips before them.
+    pub warmup: u64,
+    /// CPUs asked for with `--cpus` (empty: the first allowed ones).
+    pub cpus: Vec<usize>,
+}
+
+/// How far the kernel's switch count may be from the assumed one before
+/// the figures are refused: 10% plus a few for starting and ending a task.
+pub const TOLERANCE: f64 = 0.10;
+pub const SLACK: u64 = 10;
+
+/// The method's assumption, two switches per round trip, against the
+/// kernel's count for both tasks over all round trips (warm-up included).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Switches {
+    /// Two per round trip.
+    pub expected: u64,
+    /// The kernel's voluntary switches of both tasks (they slept).
+    pub voluntary: u64,
+    /// The kernel's involuntary switches (they were preempted).
+    pub involuntary: u64,
+    /// (voluntary + involuntary) per round trip.
+    pub per_round_trip: f64,
+    /// Whether the kernel's total is within 10% (plus 10) of `expected`.
+    pub holds: bool,
+}
+
+/// One run's figures. Times are microseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub mode: Mode,
+    pub pin: Pin,
+    /// The CPUs task A and task B were pinned to (`null` for `--pin none`).
+    pub cpus: Option<[usize; 2]>,
+    /// The CPUs A and B were on when they finished.
+    pub last_cpus: [usize; 2],
+    pub iterations: u64,
+    pub warmup: u64,
+    /// Wall-clock seconds of the timed round trips.
+    pub elapsed_s: f64,
+    pub us_per_round_trip: f64,
+    /// Half a round trip: what `perf bench sched pipe` implies per switch.
+    pub us_per_switch: f64,
+    /// One task writing one byte to a pipe and reading it back: the pipe
+    /// calls' share of a switch, without the switch.
+    pub pipe_us: f64,
+    /// A round trip less its two pipe write+read pairs (lmbench's way).
+    pub net_us_per_round_trip: f64,
+    pub net_us_per_switch: f64,
+    pub switches: Switches,
+}
+
+/// Measure: check the placement, time the pipe calls alone, then bounce
+/// the token between two threads or two processes.
+pub fn run(cfg: &Config) -> Result<Report> {
+    let cpus = placement(cfg.pin, &cfg.cpus)?;
+    let total = cfg.warmup.checked_add(cfg.iterations).ok_or_else(|| {
+        Error::usage("--warmup plus --iterations is too large".to_string())
+    })?;
+    // Task A is the calling thread; pin it for the run and restore its old
+    // mask afterwards.
+    let _pinned = Pinned::to(cpus.map(|c| c[0]))?;
+    let pipe_us = pipe_cost(cfg.warmup, cfg.iterations)?;
+    let (a, b) = match cfg.mode {
+        Mode::Threads => threads(total, cfg.warmup, cpus)?,
+        Mode::Processes => processes(total, cfg.warmup, cpus)?,
+    };
+    let round_trip = a.elapsed_s * 1e6 / cfg.iterations as f64;
+    let net = round_trip - 2.0 * pipe_us;
+    let (voluntary, involuntary) = (a.nvcsw + b.nvcsw, a.nivcsw + b.nivcsw);
+    let expected = 2 * total;
+    let counted = voluntary + involuntary;
+    let holds = agrees(expected, counted);
+    Ok(Report {
+        mode: cfg.mode,
+        pin: cfg.pin,
+        cpus,
+        last_cpus: [a.cpu, b.cpu],
+        iterations: cfg.iterations,
+        warmup: cfg.warmup,
+        elapsed_s: a.elapsed_s,
+        us_per_round_trip: round_trip,
+        us_per_switch: round_trip / 2.0,
+        pipe_us,
+        net_us_per_round_trip: net,
+        net_us_per_switch: net / 2.0,
+        switches: Switches {
+            expected,
+            voluntary,
+            involuntary,
+            per_round_trip: counted as f64 / total.max(1) as f64,
+            holds,
+        },
+    })
+}
+
+/// Whether the kernel's count of switches agrees with the expected one:
+/// within 10%, plus a few for starting and ending a task.
+pub fn agrees(expected: u64, counted: u64) -> bool {
+    (counted as f64 - expected as f64).abs()
+        <= TOLERANCE * expected as f64 + SLACK as f64
+}
+
+/// The CPUs for task A and task B, or `None` when not pinning. Only CPUs
+/// this process may run on (its affinity mask, as `taskset` set it).
+pub fn placement(pin: Pin, asked: &[usize]) -> Result<Option<[usize; 2]>> {
+    let allowed = allowed_cpus()?;
+    let list = allowed.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    if let Some(cpu) = asked.iter().find(|c| !allowed.contains(c)) {
+        return Err(Error::usage(format!(
+            "CPU {cpu} is not one this process may run on (allowed: {list})"
+        )));
+    }
+    match (pin, asked) {
+        (Pin::None, []) => Ok(None),
+        (Pin::None, _) => Err(Error::usage("--cpus needs --pin same or cross")),
+        (Pin::Same, []) => Ok(Some([allowed[0]; 2])),
+        (Pin::Same, &[a]) => Ok(Some([a, a])),
+        (Pin::Same, _) => Err(Error::usage("--pin same takes one CPU in --cpus")),
+        (Pin::Cross, []) if allowed.len() < 2 => Err(Error::usage(format!(
+            "--pin cross needs two CPUs; this process may run only on CPU {list}"
+        ))),
+        (Pin::Cross, []) => Ok(Some([allowed[0], allowed[1]])),
+        (Pin::Cross, &[a, b]) if a != b => Ok(Some([a, b])),
+        (Pin::Cross, _) => Err(Error::usage(
+            "--pin cross takes two different CPUs in --cpus, e.g. --cpus 0,1",
+        )),
+    }
+}
+
+fn allowed_cpus() -> Result<Vec<usize>> {
+    let set = sched_getaffinity(Pid::from_raw(0)).map_err(|e| {
+        Error::failed(format!("sched_getaffinity: {}", describe_errno(e)))
+    })?;
+    let cpus: Vec<usize> =
+        (0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect();
+    if cpus.is_empty() {
+        return Err(Error::failed("sched_getaffinity returned no CPU"));
+    }
+    Ok(cpus)
+}
+
+fn cpu_set(cpu: usize) -> Result<CpuSet> {
+    let mut set = CpuSet::new();
+    set.set(cpu)
+        .map_err(|e| Error::usage(format!("CPU {cpu}: {}", describe_errno(e))))?;
+    Ok(set)
+}
+
+/// The calling thread pinned to one CPU until dropped.
+struct Pinned {
+    saved: Option<CpuSet>,
+}
+
+impl Pinned {
+    fn to(cpu: Option<usize>) -> Result<Pinned> {
+        let Some(cpu) = cpu else { return Ok(Pinned { saved: None }) };
+        let me = Pid::from_raw(0);
+        let fail = |e| {
+            Error::failed(format!(
+                "cannot pin task A to CPU {cpu}: sched_setaffinity: {}",
+                describe_errno(e)
+            ))
+        };
+        let saved = sched_getaffinity(me).map_err(fail)?;
+        sched_setaffinity(me, &cpu_set(cpu)?).map_err(fail)?;
+        Ok(Pinned { saved: Some(saved) })
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = sched_setaffinity(Pid::from_raw(0), saved);
+        }
+    }
+}
+
+/// Why a task stopped before its last round trip.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Stop {
+    Os(Errno),
+    /// The other task closed its end of the pipe: it ended or died.
+    Eof,
+    /// Not the token expected: a byte was lost or doubled.
+    Token {
+        round: u64,
+        got: u8,
+        want: u8,
+    },
+}
+
+impl Stop {
+    fn describe(self) -> String {
+        match self {
+            Stop::Os(e) => describe_errno(e),
+            Stop::Eof => "the other task closed its pipe".to_string(),
+            Stop::Token { round, got, want } => {
+                format!("round trip {round}: token {got}, expected {want}")
+            }
+        }
+    }
+}
+
+/// Write one byte. Only a system call, so a forked child may use it.
+fn put(fd: RawFd, byte: u8) -> Result<(), Stop> {
+    loop {
+        // SAFETY: `fd` stays open for the whole run; the buffer is one byte
+        // of our own stack.
+        let n = unsafe { libc::write(fd, (&raw const byte).cast(), 1) };
+        if n == 1 {
+            return Ok(());
+        }
+        match Errno::last() {
+            Errno::EINTR if n < 0 => continue,
+            e if n < 0 => return Err(Stop::Os(e)),
+            _ => return Err(Stop::Os(Errno::EIO)),
+        }
+    }
+}
+
+/// Read one byte, sleeping until there is one. Only a system call.
+fn get(fd: RawFd) -> Result<u8, Stop> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: as in `put`; read writes at most one byte into `byte`.
+        let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+        match n {
+            1 => return Ok(byte),
+            0 => return Err(Stop::Eof),
+            _ => match Errno::last() {
+                Errno::EINTR => continue,
+                e => return Err(Stop::Os(e)),
+            },
+        }
+    }
+}
+
+// ANCHOR: bounce
+/// Task A: send the token, then sleep in read(2) until B sends it back,
+/// one higher. Each round trip: B is switched in, then A again.
+fn ping(tx: RawFd, rx: RawFd, rounds: Range<u64>) -> Result<(), Stop> {
+    for round in rounds {
+        let token = round as u8;
+        put(tx, token)?; // wakes B
+        let back = get(rx)?; // A sleeps until B has answered
+        if back != token.wrapping_add(1) {
+            return Err(Stop::Token {
+                round,
+                got: back,
+                want: token.wrapping_add(1),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Task B: sleep until A's token arrives, send it back one higher.
+fn pong(rx: RawFd, tx: RawFd, rounds: Range<u64>) -> Result<(), Stop> {
+    for round in rounds {
+        let token = get(rx)?; // B sleeps until A has written
+        if token != round as u8 {
+            return Err(Stop::Token { round, got: token, want: round as u8 });
+        }
+        put(tx, token.wrapping_add(1))?; // wakes A
+    }
+    Ok(())
+}
+// ANCHOR_END: bounce
+
+// ANCHOR: pipe_cost
+/// The pipe calls without the switches: one task writes a byte to a pipe
+/// and reads it straight back (the read never sleeps). Microseconds per
+/// write+read pair.
+fn pipe_cost(warmup: u64, iterations: u64) -> Result<f64> {
+    let (rx, tx) = new_pipe()?;
+    let (tx, rx) = (tx.as_raw_fd(), rx.as_raw_fd());
+    let pass = |rounds: Range<u64>| -> Result<(), Stop> {
+        for round in rounds {
+            put(tx, round as u8)?;
+            let back = get(rx)?;
+            if back != round as u8 {
+                return Err(Stop::Token { round, got: back, want: round as u8 });
+            }
+        }
+        Ok(())
+    };
+    let fail = |s: Stop| Error::failed(format!("pipe alone: {}", s.describe()));
+    pass(0..warmup).map_err(fail)?;
+    let start = Instant::now();
+    pass(0..iterations).map_err(fail)?;
+    Ok(start.elapsed().as_secs_f64() * 1e6 / iterations as f64)
+}
+// ANCHOR_END: pipe_cost
+
+/// A pipe whose descriptors no other program inherits: a stray copy of a
+/// write end would keep a reader from ever seeing its peer go.
+fn new_pipe() -> Result<(OwnedFd, OwnedFd)> {
+    pipe2(OFlag::O_CLOEXEC)
+        .map_err(|e| Error::failed(format!("pipe: {}", describe_errno(e))))
+}
+
+/// What one task did: its switch counts, its last CPU and, for A, the
+/// timed stretch and the CPU B said it ended on.
+#[derive(Clone, Copy, Debug, Default)]
+struct Side {
+    nvcsw: u64,
+    nivcsw: u64,
+    cpu: usize,
+    peer_cpu: usize,
+    elapsed_s: f64,
+}
+
+/// (voluntary, involuntary) switches of the calling thread so far.
+fn thread_switches() -> (u64, u64) {
+    // SAFETY: rusage is plain old data that getrusage fills in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer; RUSAGE_THREAD cannot fail on Linux.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+}
+
+/// The CPU the caller is on now (a system call, or the vDSO), 255 if
+/// unknown; B sends it as one byte.
+fn current_cpu() -> u8 {
+    // SAFETY: no arguments; returns -1 on failure.
+    let cpu = unsafe { libc::sched_getcpu() };
+    u8::try_from(cpu).unwrap_or(u8::MAX)
+}
+
+// ANCHOR: side_a
+/// Task A's whole part: warm up, time the round trips, then collect the
+/// CPU B ended on. The kernel counts switches for this thread alone.
+fn side_a(tx: RawFd, rx: RawFd, warmup: u64, total: u64) -> Result<Side, Stop> {
+    let (v0, i0) = thread_switches();
+    ping(tx, rx, 0..warmup)?;
+    let start = Instant::now();
+    ping(tx, rx, warmup..total)?;
+    let elapsed_s = start.elapsed().as_secs_f64();
+    let cpu = usize::from(current_cpu());
+    let peer_cpu = usize::from(get(rx)?);
+    let (v1, i1) = thread_switches();
+    Ok(Side { nvcsw: v1 - v0, nivcsw: i1 - i0, cpu, peer_cpu, elapsed_s })
+}
+// ANCHOR_END: side_a
+
+/// Task B's whole part: answer every token, then send its CPU number.
+fn side_b(rx: RawFd, tx: RawFd, total: u64) -> Result<(), Stop> {
+    pong(rx, tx, 0..total)?;
+    put(tx, current_cpu())
+}
+
+/// The error to report when A or B stopped early: the first cause, not
+/// the other side's "closed its pipe".
+fn blame<B>(a: Result<Side, Stop>, b: Result<B, String>) -> Result<(Side, B)> {
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        // A's end-of-file or broken pipe is B going away: B says why.
+        (Err(Stop::Eof | Stop::Os(Errno::EPIPE)), Err(b)) | (Ok(_), Err(b)) => {
+            Err(Error::failed(format!("task B: {b}")))
+        }
+        (Err(a), _) => Err(Error::failed(format!("task A: {}", a.describe()))),
+    }
+}
+
+/// A and B as two threads of this process.
+fn threads(
+    total: u64,
+    warmup: u64,
+    cpus: Option<[usize; 2]>,
+) -> Result<(Side, Side)> {
+    let (a_rx, b_tx) = new_pipe()?; // B to A
+    let (b_rx, a_tx) = new_pipe()?; // A to B
+    let b_set = cpus.map(|c| cpu_set(c[1])).transpose()?;
+    std::thread::scope(|scope| {
+        // B owns its two ends: when it returns, early or not, they close
+        // and A's read sees end-of-file instead of sleeping forever.
+        let b = std::thread::Builder::new()
+            .name("ctxswitch-b".into())
+            .spawn_scoped(scope, move || -> Result<Side, String> {
+                if let Some(set) = &b_set {
+                    sched_setaffinity(Pid::from_raw(0), set).map_err(|e| {
+                        format!("cannot pin itself: {}", describe_errno(e))
+                    })?;
+                }
+                let (v0, i0) = thread_switches();
+                side_b(b_rx.as_raw_fd(), b_tx.as_raw_fd(), total)
+                    .map_err(Stop::describe)?;
+                let (v1, i1) = thread_switches();
+                Ok(Side { nvcsw: v1 - v0, nivcsw: i1 - i0, ..Side::default() })
+            })
+            .map_err(|e| {
+                Error::failed(format!("cannot start thread B: {}", describe_io(&e)))
+            })?;
+        let a = side_a(a_tx.as_raw_fd(), a_rx.as_raw_fd(), warmup, total);
+        drop((a_tx, a_rx)); // a B still waiting now sees end-of-file
+        let b = b.join().unwrap_or_else(|_| Err("panicked".to_string()));
+        let (a, b) = blame(a, b)?;
+        Ok((a, Side { cpu: a.peer_cpu, ..b }))
+    })
+}
+
+/// Exit statuses of the child B, beyond the errno values (1..=133).
+const CHILD_EOF: i32 = 200;
+const CHILD_TOKEN: i32 = 201;
+const CHILD_PIN: i32 = 202;
+
+/// A and B as two processes: this one and a forked child.
+fn processes(
+    total: u64,
+    warmup: u64,
+    cpus: Option<[usize; 2]>,
+) -> Result<(Side, Side)> {
+    let (a_rx, b_tx) = new_pipe()?; // B to A
+    let (b_rx, a_tx) = new_pipe()?; // A to B
+    // Everything the child needs is made before the fork.
+    let b_set = cpus.map(|c| cpu_set(c[1])).transpose()?;
+    // ANCHOR: fork
+    // SAFETY: the child runs only `child`, which makes system calls
+    // (close, sched_setaffinity, read, write, sched_getcpu, _exit), all
+    // async-signal-safe, touches no lock or allocator, and never returns.
+    let pid = match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            drop((a_rx, a_tx)); // A's ends: so A sees end-of-file if B dies
+            child(b_rx.as_raw_fd(), b_tx.as_raw_fd(), b_set.as_ref(), total)
+        }
+        Ok(ForkResult::Parent { child }) => child,
+        Err(e) => return Err(Error::failed(format!("fork: {}", describe_errno(e)))),
+    };
+    drop((b_rx, b_tx)); // B's ends: so B sees end-of-file if A stops
+    let a = side_a(a_tx.as_raw_fd(), a_rx.as_raw_fd(), warmup, total);
+    drop((a_tx, a_rx));
+    // The child's switches come from the kernel's record of the whole
+    // child, which wait4 hands over when reaping it.
+    let (status, ru) = wait4(pid)?;
+    // ANCHOR_END: fork
+    let b = match status {
+        Exited(0) => Ok(Side {
+            nvcsw: ru.ru_nvcsw as u64,
+            nivcsw: ru.ru_nivcsw as u64,
+            ..Side::default()
+        }),
+        Exited(CHILD_EOF) => Err(Stop::Eof.describe()),
+        Exited(CHILD_TOKEN) => Err("a lost or doubled token".to_string()),
+        Exited(CHILD_PIN) => Err("cannot pin itself to its CPU".to_string()),
+        Exited(errno) => Err(describe_errno(Errno::from_raw(errno))),
+        Killed(signal) => Err(format!("killed by signal {signal}")),
+    };
+    let (a, b) = blame(a, b.map_err(|e| format!("child {pid}: {e}")))?;
+    Ok((a, Side { cpu: a.peer_cpu, ..b }))
+}
+
+/// The child B's whole life. Only system calls, then `_exit`.
+fn child(rx: RawFd, tx: RawFd, set: Option<&CpuSet>, total: u64) -> ! {
+    let pinned = set.map_or(Ok(()), |s| sched_setaffinity(Pid::from_raw(0), s));
+    let status = match pinned.map_err(|_| CHILD_PIN).and_then(|()| {
+        side_b(rx, tx, total).map_err(|stop| match stop {
+            Stop::Os(errno) => errno as i32,
+            Stop::Eof => CHILD_EOF,
+            Stop::Token { .. } => CHILD_TOKEN,
+        })
+    }) {
+        Ok(()) => 0,
+        Err(code) => code,
+    };
+    // SAFETY: _exit ends the process at once, running no atexit handler
+    // and flushing no stdio buffer of the parent's.
+    unsafe { libc::_exit(status) }
+}
+
+enum Ended {
+    Exited(i32),
+    Killed(i32),
+}
+use Ended::{Exited, Killed};
+
+/// Reap `pid` and take the kernel's accounting of its whole life.
+fn wait4(pid: Pid) -> Result<(Ended, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; wait4 fills it in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: pointers to our locals; `pid` is our own child.
+        let r = unsafe { libc::wait4(pid.as_raw(), &mut status, 0, &mut ru) };
+        if r == pid.as_raw() {
+            break;
+        }
+        match Errno::last() {
+            Errno::EINTR => continue,
+            e => {
+                return Err(Error::failed(format!(
+                    "wait4({pid}): {}",
+                    describe_errno(e)
+                )));
+            }
+        }
+    }
+    let ended = if libc::WIFEXITED(status) {
+        Exited(libc::WEXITSTATUS(status))
+    } else {
+        Killed(libc::WTERMSIG(status))
+    };
+    Ok((ended, ru))
+}
+
+/// The report as the program prints it.
+pub fn render(r: &Report) -> String {
+    let place = match r.cpus {
+        Some([a, b]) if a == b => format!("both pinned to CPU {a}"),
+        Some([a, b]) => format!("A pinned to CPU {a}, B to CPU {b}"),
+        None => format!(
+            "not pinned (ended on CPUs {} and {})",
+            r.last_cpus[0], r.last_cpus[1]
+        ),
+    };
+    let s = &r.switches;
+    format!(
+        "ctxswitch: {}, {place}, {} round trips (+{} warm-up)\n\
+         round trip               {:>9.3} us\n\
+         per switch (raw)         {:>9.3} us   half a round trip\n\
+         pipe write+read alone    {:>9.3} us   one task, no switch\n\
+         per switch (net)         {:>9.3} us   (round trip - 2 x pipe) / 2\n\
+         switches: kernel counted {} ({} voluntary, {} involuntary), \
+         expected {} (2 per round trip): {}\n",
+        if r.mode == Mode::Threads {
+            "two threads of one process"
+        } else {
+            "two processes"
+        },
+        r.iterations,
+        r.warmup,
+        r.us_per_round_trip,
+        r.us_per_switch,
+        r.pipe_us,
+        r.net_us_per_switch,
+        s.voluntary + s.involuntary,
+        s.voluntary,
+        s.involuntary,
+        s.expected,
+        if s.holds { "ok" } else { "MISMATCH" },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(mode: Mode, pin: Pin) -> Config {
+        Config { mode, pin, iterations: 100, warmup: 10, cpus: vec![] }
+    }
+
+    #[test]
+    fn a_vanished_partner_is_end_of_file_not_a_hang() {
+        let (a_rx, b_tx) = new_pipe().unwrap();
+        let (_b_rx, a_tx) = new_pipe().unwrap();
+        drop(b_tx);
+        let got = side_a(a_tx.as_raw_fd(), a_rx.as_raw_fd(), 0, 5);
+        assert_eq!(got.unwrap_err(), Stop::Eof);
+        for a in [Stop::Eof, Stop::Os(Errno::EPIPE)] {
+            let err = blame(Err(a), Err::<(), _>("killed by signal 9".into()));
+            assert_eq!(err.unwrap_err().message, "task B: killed by signal 9");
+        }
+        let err = blame(Err(Stop::Os(Errno::EIO)), Err::<(), _>("x".into()));
+        assert_eq!(err.unwrap_err().message, "task A: Input/output error (EIO)");
+    }
+
+    #[test]
+    fn a_lost_or_doubled_token_is_an_error() {
+        let (a_rx, b_tx) = new_pipe().unwrap();
+        let (b_rx, a_tx) = new_pipe().unwrap();
+        // A B that answers the first token twice: the second answer is
+        // one token too early for A's second round trip.
+        let b = std::thread::spawn(move || {
+            let t = get(b_rx.as_raw_fd()).unwrap();
+            put(b_tx.as_raw_fd(), t + 1).unwrap();
+            put(b_tx.as_raw_fd(), t + 1).unwrap();
+            (b_rx, b_tx) // kept open until A is done
+        });
+        let got = ping(a_tx.as_raw_fd(), a_rx.as_raw_fd(), 0..3);
+        assert_eq!(got, Err(Stop::Token { round: 1, got: 1, want: 2 }));
+        b.join().unwrap();
+        // And a B that receives a wrong token says so.
+        let (rx, tx) = new_pipe().unwrap();
+        put(tx.as_raw_fd(), 7).unwrap();
+        let got = pong(rx.as_raw_fd(), tx.as_raw_fd(), 0..1);
+        assert_eq!(got, Err(Stop::Token { round: 0, got: 7, want: 0 }));
+    }
+
+    #[test]
+    fn every_child_is_reaped_and_the_callers_mask_restored() {
+        let before = sched_getaffinity(Pid::from_raw(0)).unwrap();
+        for mode in [Mode::Threads, Mode::Processes] {
+            let r = run(&config(mode, Pin::Same)).unwrap();
+            assert!(r.switches.holds, "{r:?}");
+            assert_eq!(r.switches.expected, 220);
+        }
+        assert_eq!(sched_getaffinity(Pid::from_raw(0)).unwrap(), before);
+        // wait4(-1) finds no child left behind.
+        // SAFETY: a null status pointer is allowed; WNOHANG never blocks.
+        let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+        assert_eq!((r, Errno::last()), (-1, Errno::ECHILD));
+    }
+
+    #[test]
+    fn the_count_check_has_its_documented_tolerance() {
+        assert!(agrees(20_000, 20_000));
+        assert!(agrees(20_000, 22_010) && agrees(20_000, 17_990));
+        assert!(!agrees(20_000, 22_011) && !agrees(20_000, 17_989));
+        // One switch per round trip (reads that never slept) is refused.
+        assert!(!agrees(20_000, 10_000));
+        assert!(agrees(0, 10) && !agrees(0, 11));
+    }
+
+    #[test]
+    fn placement_follows_the_affinity_mask() {
+        let allowed = allowed_cpus().unwrap();
+        assert_eq!(placement(Pin::None, &[]).unwrap(), None);
+        assert_eq!(placement(Pin::Same, &[]).unwrap(), Some([allowed[0]; 2]));
+        let err = placement(Pin::Same, &[0, 1]).unwrap_err();
+        assert_eq!(err.code as u8, 2);
+        if allowed.len() >= 2 {
+            let got = placement(Pin::Cross, &[]).unwrap();
+            assert_eq!(got, Some([allowed[0], allowed[1]]));
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The `ctxswitch` program: its switch counts, its placement, its flags.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use serial_test::serial;
+
+fn ctxswitch() -> Command {
+    Command::cargo_bin("ctxswitch").unwrap()
+}
+
+fn allowed_cpus() -> Vec<usize> {
+    labkit::affinity::allowed_cpus().unwrap()
+}
+
+/// Run with `args` plus `--json`, expect success, return the object.
+fn json(args: &[&str]) -> Value {
+    let out = ctxswitch().args(args).arg("--json").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{args:?}: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+#[serial(fork)]
+fn the_kernel_counts_two_switches_per_round_trip() {
+    let mut pins = vec!["same", "none"];
+    if allowed_cpus().len() >= 2 {
+        pins.push("cross");
+    } else {
+        eprintln!("skipping --pin cross: this test may run on one CPU only");
+    }
+    for mode in ["threads", "processes"] {
+        for &pin in &pins {
+            let r = json(&["-m", mode, "-p", pin, "-n", "200", "--warmup", "0"]);
+            let what = format!("{mode} {pin}: {r}");
+            assert_eq!(r["mode"], mode, "{what}");
+            assert_eq!(r["pin"], pin, "{what}");
+            assert_eq!(r["iterations"], 200, "{what}");
+            let s = &r["switches"];
+            assert_eq!(s["expected"], 400, "{what}");
+            assert_eq!(s["holds"], true, "{what}");
+            let counted = s["voluntary"].as_u64().unwrap()
+                + s["involuntary"].as_u64().unwrap();
+            assert!((360..=450).contains(&counted), "{what}");
+            let rt = r["us_per_round_trip"].as_f64().unwrap();
+            assert!(rt > 0.0, "{what}");
+            assert!(
+                (r["us_per_switch"].as_f64().unwrap() - rt / 2.0).abs() < 1e-9,
+                "{what}"
+            );
+            let pipe = r["pipe_us"].as_f64().unwrap();
+            let net = r["net_us_per_round_trip"].as_f64().unwrap();
+            assert!((net - (rt - 2.0 * pipe)).abs() < 1e-9, "{what}");
+        }
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn the_tasks_run_where_they_were_pinned() {
+    let cpus = allowed_cpus();
+    let last = *cpus.last().unwrap();
+    for mode in ["threads", "processes"] {
+        let r = json(&["-m", mode, "-n", "50"]);
+        assert_eq!(r["cpus"], serde_json::json!([cpus[0], cpus[0]]), "{r}");
+        assert_eq!(r["last_cpus"], r["cpus"], "{r}");
+        let r = json(&["-m", mode, "-n", "50", "--cpus", &last.to_string()]);
+        assert_eq!(r["last_cpus"], serde_json::json!([last, last]), "{r}");
+        let r = json(&["-m", mode, "-p", "none", "-n", "50"]);
+        assert_eq!(r["cpus"], Value::Null, "{r}");
+        if cpus.len() >= 2 {
+            let pair = format!("{},{}", cpus[1], cpus[0]);
+            let r = json(&["-m", mode, "-p", "cross", "-n", "50", "--cpus", &pair]);
+            assert_eq!(r["cpus"], serde_json::json!([cpus[1], cpus[0]]), "{r}");
+            assert_eq!(r["last_cpus"], r["cpus"], "{r}");
+        }
+    }
+}
+
+#[test]
+fn the_text_report_names_both_figures_and_the_check() {
+    ctxswitch()
+        .args(["-m", "processes", "-n", "100"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("per switch (raw)"))
+        .stdout(predicate::str::contains("per switch (net)"))
+        .stdout(predicate::str::contains("pipe write+read alone"))
+        .stdout(predicate::str::contains("expected 2200 (2 per round trip): ok"));
+}
+
+#[test]
+fn impossible_placements_exit_2() {
+    ctxswitch()
+        .args(["--pin", "none", "--cpus", "0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--cpus needs --pin same or cross"));
+    ctxswitch()
+        .args(["--pin", "cross", "--cpus", "0,0"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("two different CPUs"));
+    ctxswitch().args(["--pin", "same", "--cpus", "4000"]).assert().code(2).stderr(
+        predicate::str::contains("CPU 4000 is not one this process may run on"),
+    );
+    let taskset = std::process::Command::new("taskset").arg("-V").output();
+    if !taskset.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipping the one-CPU case: no taskset");
+        return;
+    }
+    let cpu = allowed_cpus()[0].to_string();
+    let out = std::process::Command::new("taskset")
+        .args(["-c", &cpu])
+        .arg(env!("CARGO_BIN_EXE_ctxswitch"))
+        .args(["--pin", "cross"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "ctxswitch: --pin cross needs two CPUs; this process may run only on CPU {cpu}\n"
+        )
+    );
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_flags_exit_2_with_usage() {
+    for args in [
+        &["--mode", "fibers"][..],
+        &["--pin", "left"],
+        &["--iterations", "0"],
+        &["-n", "many"],
+        &["--warmup", "-1"],
+        &["--cpus", "x"],
+        &["--frobnicate"],
+    ] {
+        ctxswitch()
+            .args(args)
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(predicate::str::starts_with("error:"));
+    }
+}
+
+#[test]
+fn help_documents_every_flag_and_default() {
+    let out = ctxswitch().arg("--help").output().unwrap();
+    let help = String::from_utf8(out.stdout).unwrap();
+    for text in [
+        "--mode",
+        "[default: threads]",
+        "--pin",
+        "[default: same]",
+        "--iterations",
+        "[default: 100000]",
+        "--warmup",
+        "[default: 1000]",
+        "--cpus",
+        "--json",
+        "Exit status",
+    ] {
+        assert!(help.contains(text), "missing {text}:\n{help}");
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn a_killed_child_is_reported_not_waited_for_forever() {
+    // Long enough (seconds) that the child is still bouncing when killed.
+    let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_ctxswitch"))
+        .args(["-m", "processes", "-p", "none", "-n", "500000"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let child = loop {
+        if let Some(&pid) = labkit::affinity::children(parent.id()).first() {
+            break Some(pid);
+        }
+        if start.elapsed().as_secs() > 30 || parent.try_wait().unwrap().is_some() {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let Some(child) = child else {
+        let _ = parent.kill();
+        let _ = parent.wait();
+        panic!("ctxswitch did not fork within 30 s");
+    };
+    // SAFETY: a plain kill(2) of ctxswitch's own child.
+    assert_eq!(unsafe { libc::kill(child, libc::SIGKILL) }, 0);
+    let out = parent.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        format!("ctxswitch: task B: child {child}: killed by signal 9\n")
+    );
+}

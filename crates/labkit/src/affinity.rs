@@ -1,0 +1,86 @@
+//! CPU placement of other programs' tasks, for runners that compare a lab
+//! program with an outside tool (`perf bench`) that has no placement flag:
+//! which CPUs this process may use, which tasks a program has started, and
+//! moving one of them to a CPU.
+
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::unistd::Pid;
+
+use crate::error::{Error, Result, describe_errno};
+
+/// The CPUs this process may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> Result<Vec<usize>> {
+    let set = sched_getaffinity(Pid::from_raw(0)).map_err(|e| {
+        Error::failed(format!("sched_getaffinity: {}", describe_errno(e)))
+    })?;
+    Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+}
+
+/// Pin task `tid` (a process, or one thread of one) to `cpu`.
+pub fn pin_task(tid: i32, cpu: usize) -> Result<()> {
+    let mut set = CpuSet::new();
+    set.set(cpu).and_then(|()| sched_setaffinity(Pid::from_raw(tid), &set)).map_err(
+        |e| {
+            Error::failed(format!(
+                "cannot pin task {tid} to CPU {cpu}: {}",
+                describe_errno(e)
+            ))
+        },
+    )
+}
+
+/// The threads of process `pid` other than its main thread, from
+/// `/proc/<pid>/task` (empty once it has ended).
+pub fn other_threads(pid: u32) -> Vec<i32> {
+    let mut tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&tid| tid != pid as i32)
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// The child processes of process `pid` (of any of its threads), from
+/// `/proc/<pid>/task/*/children`.
+pub fn children(pid: u32) -> Vec<i32> {
+    let mut kids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            std::fs::read_to_string(e.ok()?.path().join("children")).ok()
+        })
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect::<Vec<i32>>()
+        })
+        .collect();
+    kids.sort_unstable();
+    kids
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_threads_children_and_cpus() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || rx.recv());
+        assert!(!other_threads(me).is_empty());
+        let mut kid = std::process::Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(children(me).contains(&(kid.id() as i32)));
+        pin_task(kid.id() as i32, cpus[0]).unwrap();
+        assert!(pin_task(kid.id() as i32, 1 << 20).is_err());
+        kid.kill().unwrap();
+        kid.wait().unwrap();
+        tx.send(()).unwrap();
+        t.join().unwrap().unwrap();
+        assert!(other_threads(u32::MAX).is_empty());
+    }
+}
