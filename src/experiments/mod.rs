@@ -4,10 +4,12 @@
 
 use std::ffi::OsString;
 
+pub mod create_destroy;
 pub mod ctx_switch;
 pub mod footprint;
 pub mod fork_vs_thread;
 pub mod mq_sweep;
+pub mod spawn_methods;
 pub mod thread_limits;
 
 /// One runnable experiment.
@@ -23,8 +25,10 @@ pub struct Experiment {
 /// Every experiment, in the book's order.
 pub const ALL: &[Experiment] = &[
     fork_vs_thread::EXPERIMENT,
+    create_destroy::EXPERIMENT,
     ctx_switch::EXPERIMENT,
     mq_sweep::EXPERIMENT,
+    spawn_methods::EXPERIMENT,
     thread_limits::EXPERIMENT,
     footprint::EXPERIMENT,
 ];

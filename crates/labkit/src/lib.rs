@@ -13,12 +13,14 @@
 //! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
 
 pub mod affinity;
+pub mod bars;
 pub mod bins;
 pub mod chart;
+pub mod children;
 pub mod cli;
 pub mod error;
-pub mod limits;
 pub mod limited;
+pub mod limits;
 pub mod lines;
 pub mod machine;
 pub mod measure;

@@ -1,0 +1,178 @@
+//! `creattime`: how long does the create call alone take?
+//!
+//! Reproduces Gergely Czuczy's test from the 2004 mailing-list post "Linux
+//! 2.4 VS 2.6 fork VS thread creation time test"
+//! (`shared/seeds/003_*.txt`): time only the `fork()` call, SAMPLES times,
+//! each child leaving at once with `_exit(0)`; then time only the
+//! thread-create call, SAMPLES times, each thread ending at once; print
+//! failures, average and total per kind and the fork/thread ratio.
+//!
+//! What it does differently, on purpose:
+//! - The original never reaped its children or joined its threads (the
+//!   post saw "a lot of defunct processes" and a limit near 4K children).
+//!   This one leaves them just as long, counts the zombies in `/proc`
+//!   after the fork test, then reaps every child and joins every thread
+//!   before it exits.
+//! - `Instant` (the monotonic clock) instead of `gettimeofday`, and no
+//!   `\r` progress line on stdout between samples.
+//! - Threads get `pthread_create`'s default stack (the soft
+//!   `RLIMIT_STACK`), as in C.
+
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use labkit::error::{describe_errno, describe_io};
+use nix::errno::Errno;
+use nix::sys::wait::{WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+use serde::Serialize;
+
+/// One kind of creation, as the original reports it.
+#[derive(Debug, Default, Serialize)]
+pub struct Kind {
+    pub failures: u64,
+    pub successes: u64,
+    /// Milliseconds spent in the create call, summed over the successes
+    /// and the failures (as the original sums them).
+    pub total_ms: f64,
+    /// `total_ms` over the successes (the original's "average").
+    pub average_ms: Option<f64>,
+    pub first_error: Option<String>,
+}
+
+impl Kind {
+    fn finish(&mut self) {
+        self.average_ms =
+            (self.successes > 0).then(|| self.total_ms / self.successes as f64);
+    }
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub samples: u64,
+    pub fork: Kind,
+    pub thread: Kind,
+    pub average_ratio: Option<f64>,
+    pub total_ratio: Option<f64>,
+    /// Children that were zombies (ended, not yet reaped) just before the
+    /// reaping, out of `fork.successes`.
+    pub zombies_before_reaping: u64,
+    pub reaped: u64,
+    pub joined: u64,
+    /// Children of this process still in `/proc` at the end (must be 0).
+    pub left_behind: u64,
+}
+
+impl Report {
+    /// The original's output, line for line (with "Average" spelt right).
+    pub fn text(&self) -> String {
+        let ms = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.6}"));
+        let ratio =
+            |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.6}"));
+        format!(
+            "Fork failures: {} (success: {})\n\
+             Average fork time: {} msecs\n\
+             Total fork time: {:.6} msecs\n\
+             Thread failures: {} (success: {})\n\
+             Average thread time: {} msecs\n\
+             Total thread time: {:.6} msecs\n\
+             Average fork/thread ratio: {}\n\
+             Total fork/thread ratio: {}\n\
+             Zombies before reaping: {} of {} children (reaped {}, joined {} threads)\n",
+            self.fork.failures,
+            self.fork.successes,
+            ms(self.fork.average_ms),
+            self.fork.total_ms,
+            self.thread.failures,
+            self.thread.successes,
+            ms(self.thread.average_ms),
+            self.thread.total_ms,
+            ratio(self.average_ratio),
+            ratio(self.total_ratio),
+            self.zombies_before_reaping,
+            self.fork.successes,
+            self.reaped,
+            self.joined,
+        )
+    }
+}
+
+/// Run the test with `samples` of each kind; threads get `stack_size`.
+pub fn run(samples: u64, stack_size: u64) -> Report {
+    let mut r = Report { samples, ..Report::default() };
+    let mut children: Vec<Pid> = Vec::with_capacity(samples as usize);
+
+    // ANCHOR: fork
+    for _ in 0..samples {
+        let begin = Instant::now();
+        // SAFETY: the child calls only _exit, which is async-signal-safe.
+        let result = unsafe { fork() };
+        let took = begin.elapsed();
+        match result {
+            Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
+            Ok(ForkResult::Parent { child }) => {
+                r.fork.successes += 1;
+                children.push(child);
+            }
+            Err(errno) => {
+                r.fork.failures += 1;
+                r.fork.first_error.get_or_insert_with(|| describe_errno(errno));
+            }
+        }
+        r.fork.total_ms += took.as_secs_f64() * 1e3;
+        std::thread::sleep(Duration::from_micros(1)); // the original's usleep(1)
+    }
+    // ANCHOR_END: fork
+
+    std::thread::sleep(Duration::from_millis(10)); // usleep(10000)
+    r.zombies_before_reaping =
+        labkit::children::of_self().map_or(0, |(_, zombies)| zombies as u64);
+
+    let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(samples as usize);
+    // ANCHOR: thread
+    for _ in 0..samples {
+        let builder = std::thread::Builder::new().stack_size(stack_size as usize);
+        let begin = Instant::now();
+        let result = builder.spawn(|| {});
+        let took = begin.elapsed();
+        match result {
+            Ok(handle) => {
+                r.thread.successes += 1;
+                threads.push(handle);
+            }
+            Err(err) => {
+                r.thread.failures += 1;
+                r.thread.first_error.get_or_insert_with(|| describe_io(&err));
+            }
+        }
+        r.thread.total_ms += took.as_secs_f64() * 1e3;
+        std::thread::sleep(Duration::from_micros(1));
+    }
+    // ANCHOR_END: thread
+
+    // What the original left to exit(): reap and join everything.
+    for pid in children {
+        loop {
+            match waitpid(pid, None) {
+                Err(Errno::EINTR) => continue,
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {
+                    r.reaped += 1
+                }
+                _ => {}
+            }
+            break;
+        }
+    }
+    for handle in threads {
+        if handle.join().is_ok() {
+            r.joined += 1;
+        }
+    }
+    r.fork.finish();
+    r.thread.finish();
+    r.average_ratio = r.fork.average_ms.zip(r.thread.average_ms).map(|(f, t)| f / t);
+    r.total_ratio =
+        (r.thread.total_ms > 0.0).then(|| r.fork.total_ms / r.thread.total_ms);
+    r.left_behind = labkit::children::of_self().map_or(0, |(n, _)| n as u64);
+    r
+}

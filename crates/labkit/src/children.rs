@@ -1,0 +1,82 @@
+//! A process's children as `/proc` shows them, to prove that a program left
+//! no zombie behind (and to count the ones it let pile up).
+
+/// One child: its pid and its state letter from `/proc/<pid>/stat`
+/// (`R` running, `S` sleeping, `Z` zombie, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Child {
+    pub pid: i32,
+    pub state: char,
+}
+
+/// Every process whose parent is `parent`, found by scanning `/proc`.
+/// Processes that end during the scan are skipped.
+pub fn of(parent: i32) -> std::io::Result<Vec<Child>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((state, ppid)) = parse_stat(&stat)
+            && ppid == parent
+        {
+            found.push(Child { pid, state });
+        }
+    }
+    Ok(found)
+}
+
+/// The state and parent pid of a `/proc/<pid>/stat` line. The command
+/// name in parentheses may itself hold spaces and parentheses, so the
+/// fields are read after the last `)`.
+fn parse_stat(stat: &str) -> Option<(char, i32)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    Some((state, ppid))
+}
+
+/// This process's children, and how many of them are zombies.
+pub fn of_self() -> std::io::Result<(usize, usize)> {
+    let kids = of(std::process::id() as i32)?;
+    let zombies = kids.iter().filter(|c| c.state == 'Z').count();
+    Ok((kids.len(), zombies))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        assert_eq!(parse_stat("42 (a) b) Z 7 42 42 0"), Some(('Z', 7)));
+        assert_eq!(parse_stat("1 (init) S 0 1 1"), Some(('S', 0)));
+        assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn finds_a_zombie_child_then_none() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        // Wait until it has exited but is not reaped: a zombie.
+        let mut zombie = false;
+        for _ in 0..500 {
+            let kids = of(std::process::id() as i32).unwrap();
+            if kids.iter().any(|c| c.pid == pid && c.state == 'Z') {
+                zombie = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(zombie, "the exited child never showed as a zombie");
+        child.wait().unwrap();
+        let kids = of(std::process::id() as i32).unwrap();
+        assert!(kids.iter().all(|c| c.pid != pid));
+    }
+}
