@@ -33,15 +33,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: &Cli) -> labkit::Result<()> {
     let stack = cli.stack_size.unwrap_or_else(pthread_default_stack);
     let r = creattime::run(cli.samples, stack);
-    let text = if cli.json {
-        let mut json = serde_json::to_string(&r)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
-        json.push('\n');
-        json
-    } else {
-        r.text()
-    };
-    labkit::error::print(&text)?;
+    labkit::cli::emit(cli.json, &r, |r| r.text())?;
     let mut failed = Vec::new();
     for (what, kind) in [("fork", &r.fork), ("thread spawn", &r.thread)] {
         if let Some(err) = &kind.first_error {

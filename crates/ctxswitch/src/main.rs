@@ -55,15 +55,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(cfg: &Config, json: bool) -> labkit::Result<()> {
     let report = ctxswitch::run(cfg)?;
-    let text = if json {
-        let mut text = serde_json::to_string(&report)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
-        text.push('\n');
-        text
-    } else {
-        ctxswitch::render(&report)
-    };
-    labkit::error::print(&text)?;
+    labkit::cli::emit(json, &report, ctxswitch::render)?;
     let s = &report.switches;
     if s.holds {
         Ok(())

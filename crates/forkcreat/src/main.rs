@@ -35,15 +35,7 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: &Cli) -> labkit::Result<()> {
     let r = forkcreat::run(cli.iterations, cli.reap);
-    let text = if cli.json {
-        let mut json = serde_json::to_string(&r)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
-        json.push('\n');
-        json
-    } else {
-        r.text()
-    };
-    labkit::error::print(&text)?;
+    labkit::cli::emit(cli.json, &r, |r| r.text())?;
     if r.failed > 0 {
         return Err(Error::failed(format!(
             "{} of {} forks failed; first: fork: {}; reaped all {} created",

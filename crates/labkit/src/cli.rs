@@ -1,7 +1,6 @@
 //! Command-line pieces that several programs share.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -60,14 +59,23 @@ pub struct Report {
     pub elapsed_s: f64,
 }
 
+/// Print a program's report: one JSON object with `--json`, else `text`.
+pub fn emit<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    text: impl FnOnce(&T) -> String,
+) -> Result<()> {
+    let out = if json {
+        let encoded = serde_json::to_string(report)
+            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
+        encoded + "\n"
+    } else {
+        text(report)
+    };
+    crate::error::print(&out)
+}
+
 /// End a run as the C programs do, with `Okay` (or the report as JSON).
 pub fn finish(result: Result<Report>, work: &Workload) -> Result<()> {
-    let report = result?;
-    let last = if work.json {
-        serde_json::to_string(&report)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?
-    } else {
-        "Okay".to_string()
-    };
-    writeln!(std::io::stdout(), "{last}").map_err(|e| Error::io("stdout", e))
+    emit(work.json, &result?, |_| "Okay\n".to_string())
 }

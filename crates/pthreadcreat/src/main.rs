@@ -39,15 +39,7 @@ fn main() -> std::process::ExitCode {
 fn run(cli: &Cli) -> labkit::Result<()> {
     let stack = cli.stack_size.unwrap_or_else(pthread_default_stack);
     let r = pthreadcreat::run(cli.iterations, stack, cli.api);
-    let text = if cli.json {
-        let mut json = serde_json::to_string(&r)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
-        json.push('\n');
-        json
-    } else {
-        r.text()
-    };
-    labkit::error::print(&text)?;
+    labkit::cli::emit(cli.json, &r, |r| r.text())?;
     if r.failed > 0 {
         return Err(Error::failed(format!(
             "{} of {} thread creates failed; first: thread create: {}; joined all {} created",
