@@ -9,6 +9,7 @@ pub mod ctx_switch;
 pub mod footprint;
 pub mod fork_vs_thread;
 pub mod mq_sweep;
+pub mod pipe_speed;
 pub mod spawn_methods;
 pub mod thread_limits;
 
@@ -26,6 +27,7 @@ pub struct Experiment {
 pub const ALL: &[Experiment] = &[
     fork_vs_thread::EXPERIMENT,
     create_destroy::EXPERIMENT,
+    pipe_speed::EXPERIMENT,
     ctx_switch::EXPERIMENT,
     mq_sweep::EXPERIMENT,
     spawn_methods::EXPERIMENT,

@@ -1,0 +1,60 @@
+/* pipespeed2.c: the C program the `pipespeed2` crate reproduces, rewritten
+ * from the description in shared/seeds/002_*.txt (Bradford's pipespeed2.cpp;
+ * the listing is not in the article). One thread writes a block into a pipe
+ * and reads it back, COUNT times; the rate is printed. Like the Rust
+ * program it grows the pipe when asked, refuses a block that cannot fit,
+ * keeps the write end non-blocking, and compares the last block read back.
+ * COUNT takes the article's "500k" spelling (k = 1000); BYTES a "4k" (1024).
+ * Build: cc -O2 -o pipespeed2-c pipespeed2.c
+ * Run:   ./pipespeed2-c COUNT BYTES [PIPE_SIZE]   (prints one JSON line) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long number(const char *s, long long k)
+{
+    char *end;
+    long long n = strtoll(s, &end, 10);
+    if (*end == 'k' || *end == 'K') n *= k;
+    else if (*end == 'm' || *end == 'M') n *= k * k;
+    return n;
+}
+
+int main(int argc, char *argv[])
+{
+    if (argc < 3) { fprintf(stderr, "usage: %s COUNT BYTES [PIPE_SIZE]\n", argv[0]); return 2; }
+    long long count = number(argv[1], 1000), bytes = number(argv[2], 1024);
+    if (count < 1 || bytes < 1) { fprintf(stderr, "bad COUNT or BYTES\n"); return 2; }
+    int fd[2];
+    if (pipe(fd)) { perror("pipe"); return 1; }
+    int size = argc > 3 ? fcntl(fd[1], F_SETPIPE_SZ, (int)number(argv[3], 1024))
+                        : fcntl(fd[1], F_GETPIPE_SZ);
+    if (size < 0) { perror("fcntl"); return 1; }
+    if (bytes > size) { fprintf(stderr, "a %lld-byte block does not fit a %d-byte pipe\n", bytes, size); return 2; }
+    fcntl(fd[1], F_SETFL, O_NONBLOCK);
+    char *data = malloc(bytes), *back = malloc(bytes);
+    for (long long i = 0; i < bytes; i++) data[i] = (char)((i % 251) ^ 0x5a);
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (long long i = 0; i < count; i++) {
+        if (write(fd[1], data, bytes) != bytes) { perror("write"); return 1; }
+        for (long long got = 0; got < bytes;) {
+            ssize_t n = read(fd[0], back + got, bytes - got);
+            if (n <= 0) { if (n < 0 && errno == EINTR) continue; perror("read"); return 1; }
+            got += n;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (memcmp(data, back, bytes)) { fprintf(stderr, "block differs\n"); return 1; }
+    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("{\"program\":\"pipespeed2.c\",\"count\":%lld,\"block_bytes\":%lld,"
+           "\"bytes\":%lld,\"elapsed_s\":%.9f,\"mb_per_s\":%.3f,\"pipe_size\":%d}\n",
+           count, bytes, count * bytes, s, count * bytes / s / 1e6, size);
+    return 0;
+}

@@ -1,0 +1,37 @@
+//! `pipespeed2 COUNT BYTES`: see the crate documentation.
+
+use clap::Parser;
+use labkit::limits::size_in;
+
+/// Write a block of BYTES into a pipe and read it back, COUNT times, in one
+/// thread (Bradford's pipespeed2), and print the rate in MB/s (10^6 bytes).
+/// A block larger than the pipe's buffer is refused, since one thread would
+/// wait forever. Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// Blocks to write and read back; 500k means 500,000 (the article used
+    /// 500k below about 100 bytes and 100k above)
+    #[arg(value_parser = pipespeed2::parse_count)]
+    count: u64,
+
+    /// Bytes per block, e.g. 64, 4096, 4k (the article went from 1 to 4k)
+    #[arg(value_parser = size_in(1, 1 << 30))]
+    bytes: u64,
+
+    /// Ask for a pipe buffer of this size (F_SETPIPE_SZ; the kernel rounds
+    /// up to a power of two pages) [default: the kernel's, F_GETPIPE_SZ]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(1, 1 << 30))]
+    pipe_size: Option<u64>,
+
+    /// Print one JSON object instead of the line
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = pipespeed2::run(cli.count, cli.bytes, cli.pipe_size)
+        .and_then(|report| report.print(cli.json));
+    labkit::error::report("pipespeed2", result)
+}

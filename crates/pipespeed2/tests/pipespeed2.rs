@@ -1,0 +1,166 @@
+//! The `pipespeed2` program: bytes counted, blocks refused rather than
+//! hung on, pipe sizes granted or denied, bad usage.
+
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn pipespeed2() -> Command {
+    let mut cmd = Command::cargo_bin("pipespeed2").unwrap();
+    // A hang is the failure this program exists to avoid: never wait long.
+    cmd.timeout(Duration::from_secs(30));
+    cmd
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[test]
+fn odd_blocks_go_round_byte_for_byte() {
+    for (count, bytes, pipe_size) in
+        [(1000, 1, None), (50, 4095, None), (5, 65537, Some("65537"))]
+    {
+        let mut cmd = pipespeed2();
+        cmd.args([count.to_string(), bytes.to_string(), "--json".into()]);
+        if let Some(size) = pipe_size {
+            cmd.args(["--pipe-size", size]);
+        }
+        let v = json_of(&cmd.output().unwrap());
+        assert_eq!(v["bytes"], count * bytes);
+        assert_eq!(v["count"], count);
+        assert_eq!(v["block_bytes"], bytes);
+        assert_eq!(v["verified"], true);
+        assert!(v["pipe_size"].as_u64().unwrap() >= bytes);
+        assert!(v["mb_per_s"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn a_mebibyte_and_one_needs_a_bigger_pipe_than_unprivileged_users_get() {
+    // 1 MiB + 1 rounds up to a 2 MiB pipe: above the default
+    // /proc/sys/fs/pipe-max-size (1 MiB), which only CAP_SYS_RESOURCE may
+    // exceed. Either way the answer is clear and nothing hangs.
+    let out = pipespeed2()
+        .args(["3", "1048577", "--pipe-size", "1048577", "--json"])
+        .output()
+        .unwrap();
+    if out.status.success() {
+        let v = json_of(&out);
+        assert_eq!(v["bytes"], 3 * 1_048_577);
+        assert!(v["pipe_size"].as_u64().unwrap() >= 2 << 20);
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("pipe-max-size"), "{err}");
+    }
+}
+
+#[test]
+fn a_block_larger_than_the_pipe_is_refused_not_hung_on() {
+    pipespeed2().args(["10", "1M"]).assert().code(2).stdout("").stderr(
+        predicate::str::contains("does not fit").and(
+            predicate::str::contains("--pipe-size")
+                .and(predicate::str::contains("would wait forever")),
+        ),
+    );
+    // A pipe shrunk to one page refuses anything larger, and says what it
+    // was granted.
+    pipespeed2()
+        .args(["10", "4097", "--pipe-size", "4096"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("was granted a 4096-byte buffer"));
+}
+
+#[test]
+fn the_kernel_rounds_a_pipe_size_up() {
+    let out = pipespeed2()
+        .args(["2", "5000", "--pipe-size", "5000", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(json_of(&out)["pipe_size"], 8192);
+}
+
+#[test]
+fn unprivileged_users_are_told_the_pipe_max_size() {
+    if !nix_is_root() || which("setpriv").is_none() {
+        eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
+        return;
+    }
+    let max: u64 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("pipespeed2");
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(bin)
+        .args(["1", "1", "--pipe-size", &(max * 2).to_string()])
+        .timeout(Duration::from_secs(30));
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("Permission denied") && !err.contains("pipespeed2:") {
+        eprintln!("skipped: the test binary is not reachable as nobody: {err}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("EPERM") && err.contains("pipe-max-size"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    for args in [
+        &[][..],
+        &["10"],
+        &["0", "64"],
+        &["10", "0"],
+        &["ten", "64"],
+        &["10", "8X"],
+        &["10", "64", "--pipe-size", "big"],
+        &["10", "64", "--bogus"],
+    ] {
+        pipespeed2().args(args).assert().code(2).stdout("");
+    }
+}
+
+#[test]
+fn help_documents_every_flag_and_default() {
+    pipespeed2().arg("--help").assert().success().stdout(
+        predicate::str::contains("--pipe-size")
+            .and(predicate::str::contains("--json"))
+            .and(predicate::str::contains("default: the kernel's"))
+            .and(predicate::str::contains("Exit status")),
+    );
+}
+
+#[test]
+fn the_human_line_names_the_rate_and_the_buffer() {
+    pipespeed2().args(["100", "64"]).assert().success().stdout(
+        predicate::str::is_match(
+            r"^100 x 64 bytes = 6400 bytes in [0-9.]+ s: [0-9.]+ MB/s \(pipe, single thread, pipe buffer \d+ bytes\)\n$",
+        )
+        .unwrap(),
+    );
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines().any(|l| {
+                l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")
+            })
+        })
+        .unwrap_or(false)
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths).map(|p| p.join(program)).find(|p| p.is_file())
+    })
+}

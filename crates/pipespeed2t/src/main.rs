@@ -1,0 +1,75 @@
+//! `pipespeed2t COUNT BYTES`: see the crate documentation.
+
+use clap::Parser;
+use labkit::limits::size_in;
+use pipespeed2t::{Options, Transport};
+
+/// Write COUNT blocks of BYTES into a pipe from one thread while a second
+/// thread reads them (Bradford's pipespeed2t); the clock stops when every
+/// byte has been read, checked and the reader joined. Prints the rate in
+/// MB/s (10^6 bytes). Exit status: 0 ok, 1 failed (including bytes lost or
+/// changed, or a reader that went away), 2 bad usage.
+#[derive(Parser)]
+#[command(version)]
+struct Cli {
+    /// Blocks to send; 100k means 100,000
+    #[arg(value_parser = pipespeed2::parse_count)]
+    count: u64,
+
+    /// Bytes per block, e.g. 4096, 64k, 1M
+    #[arg(value_parser = size_in(1, 1 << 30))]
+    bytes: u64,
+
+    /// Use a named pipe (mkfifo in a temporary directory) instead of an
+    /// unnamed one [default: unnamed pipe]
+    #[arg(long, conflicts_with = "socketpair")]
+    fifo: bool,
+
+    /// Use a Unix stream socket pair instead of a pipe
+    #[arg(long)]
+    socketpair: bool,
+
+    /// Ask for a pipe buffer of this size (F_SETPIPE_SZ; the kernel rounds
+    /// up to a power of two pages) [default: the kernel's, F_GETPIPE_SZ]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(1, 1 << 30),
+          conflicts_with = "socketpair")]
+    pipe_size: Option<u64>,
+
+    /// Read in a forked child process instead of a second thread
+    #[arg(long)]
+    processes: bool,
+
+    /// Write with vmsplice(2): the pipe takes the writer's pages instead of
+    /// a copy, so each byte is copied once (by the reader), not twice
+    #[arg(long, conflicts_with = "socketpair")]
+    vmsplice: bool,
+
+    /// Fault drill: the reader closes its end after this many bytes, so the
+    /// writer meets EPIPE (the run then fails, exit 1) [default: never]
+    #[arg(long, value_name = "BYTES", value_parser = labkit::limits::parse_size)]
+    reader_stops_after: Option<u64>,
+
+    /// Print one JSON object instead of the line
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let transport = match (cli.fifo, cli.socketpair) {
+        (true, _) => Transport::Fifo,
+        (_, true) => Transport::Socketpair,
+        _ => Transport::Pipe,
+    };
+    let opts = Options {
+        count: cli.count,
+        block: cli.bytes,
+        transport,
+        pipe_size: cli.pipe_size,
+        processes: cli.processes,
+        vmsplice: cli.vmsplice,
+        reader_stops_after: cli.reader_stops_after,
+    };
+    let result = pipespeed2t::run(&opts).and_then(|report| report.print(cli.json));
+    labkit::error::report("pipespeed2t", result)
+}

@@ -1,0 +1,169 @@
+//! The `pipespeed2t` program: every byte arrives unchanged over every
+//! transport, with threads and with processes; a reader that goes away is
+//! an EPIPE message, not a death by SIGPIPE; bad usage exits 2.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::Duration;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use serial_test::serial;
+
+fn pipespeed2t() -> Command {
+    let mut cmd = Command::cargo_bin("pipespeed2t").unwrap();
+    cmd.timeout(Duration::from_secs(60));
+    cmd
+}
+
+const TRANSPORTS: [(&str, &[&str]); 6] = [
+    ("pipe", &[]),
+    ("fifo", &["--fifo"]),
+    ("socketpair", &["--socketpair"]),
+    // A one-page pipe: every block larger than 4 KiB takes many partial
+    // reads, and the writer blocks mid-block.
+    ("pipe", &["--pipe-size", "4096"]),
+    // The writer hands over its pages instead of copying them.
+    ("pipe", &["--vmsplice"]),
+    ("fifo", &["--fifo", "--vmsplice", "--pipe-size", "4096"]),
+];
+
+/// Odd sizes, so that reads and writes never line up with pages.
+const SIZES: [(u64, u64); 4] =
+    [(3000, 1), (40, 4095), (9, 65537), (3, (1 << 20) + 1)];
+
+fn check(mode: &[&str]) {
+    for (transport, flags) in TRANSPORTS {
+        for (count, bytes) in SIZES {
+            let out = pipespeed2t()
+                .args([count.to_string(), bytes.to_string(), "--json".into()])
+                .args(flags)
+                .args(mode)
+                .output()
+                .unwrap();
+            let what = format!("{count} x {bytes} {flags:?} {mode:?}");
+            assert!(
+                out.status.success(),
+                "{what}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: Value =
+                serde_json::from_slice(&out.stdout).expect("one JSON object");
+            assert_eq!(v["bytes"], count * bytes, "{what}");
+            assert_eq!(v["verified"], true, "{what}");
+            assert_eq!(v["transport"], transport, "{what}");
+            assert_eq!(
+                v["pipe_size"].is_null(),
+                transport == "socketpair",
+                "{what}"
+            );
+        }
+    }
+}
+
+#[test]
+fn threads_move_odd_blocks_byte_for_byte() {
+    check(&[]);
+}
+
+#[test]
+#[serial(fork)]
+fn processes_move_odd_blocks_byte_for_byte() {
+    check(&["--processes"]);
+}
+
+#[test]
+fn a_bigger_pipe_is_granted_and_reported() {
+    let out = pipespeed2t()
+        .args(["4", "1M", "--pipe-size", "1M", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["pipe_size"], 1 << 20);
+}
+
+#[test]
+#[serial(fork)]
+fn a_reader_that_goes_away_gives_the_writer_epipe() {
+    for mode in [&[][..], &["--processes"], &["--socketpair"], &["--fifo"]] {
+        let out = pipespeed2t()
+            .args(["100000", "4096", "--reader-stops-after", "1"])
+            .args(mode)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), None, "{mode:?} killed: {err}");
+        assert_eq!(out.status.code(), Some(1), "{mode:?}: {err}");
+        assert!(
+            err.contains("went away") && err.contains("write: "),
+            "{mode:?}: {err}"
+        );
+        assert!(
+            err.contains("EPIPE") || err.contains("ECONNRESET"),
+            "{mode:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn a_short_stream_is_a_failure_not_a_rate() {
+    // Everything fits in the pipe before the reader stops: no EPIPE, but
+    // the reader did not get every byte, and the run must say so.
+    pipespeed2t()
+        .args(["2", "100", "--reader-stops-after", "1"])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(
+            predicate::str::contains("received")
+                .and(predicate::str::contains("of 200 bytes")),
+        );
+}
+
+#[test]
+fn the_fifo_directory_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    pipespeed2t()
+        .env("TMPDIR", tmp.path())
+        .args(["100", "1000", "--fifo"])
+        .assert()
+        .success();
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    for args in [
+        &[][..],
+        &["0", "64"],
+        &["10", "0"],
+        &["10", "2G"],
+        &["10", "64", "--fifo", "--socketpair"],
+        &["10", "64", "--socketpair", "--pipe-size", "1M"],
+        &["10", "64", "--socketpair", "--vmsplice"],
+        &["10", "64", "--reader-stops-after", "x"],
+    ] {
+        pipespeed2t().args(args).assert().code(2).stdout("");
+    }
+}
+
+#[test]
+fn help_documents_every_flag() {
+    let help = pipespeed2t().arg("--help").output().unwrap();
+    let text = String::from_utf8(help.stdout).unwrap();
+    for flag in [
+        "--fifo",
+        "--socketpair",
+        "--pipe-size",
+        "--processes",
+        "--reader-stops-after",
+        "--json",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from:\n{text}");
+    }
+    assert!(text.contains("default"), "{text}");
+}

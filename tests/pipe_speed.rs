@@ -1,0 +1,115 @@
+//! `lab run pipe-speed` end to end, at tiny settings.
+
+mod common;
+
+use common::lab;
+use predicates::prelude::*;
+use serde_json::Value;
+use serial_test::serial;
+
+#[test]
+#[serial(fork)]
+fn a_tiny_run_writes_parseable_results() {
+    let dir = tempfile::tempdir().unwrap();
+    // 65537 bytes does not fit a default pipe: pipespeed2 must skip it,
+    // pipespeed2t must not.
+    let out = lab()
+        .args([
+            "run",
+            "pipe-speed",
+            "--blocks",
+            "1,65537",
+            "--count",
+            "5",
+            "--rounds",
+            "2",
+        ])
+        .args(["--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = std::fs::read(dir.path().join("pipe-speed.json")).unwrap();
+    let saved: Value = serde_json::from_slice(&file).unwrap();
+    assert_eq!(printed, saved);
+    assert_eq!(saved["experiment"], "pipe-speed");
+    assert_eq!(saved["rounds"], 2);
+    assert!(saved["pipe"]["default_buffer_bytes"].as_u64().unwrap() >= 4096);
+    assert_eq!(saved["pipe"]["article_buffer_bytes"], 4096);
+
+    let variants = saved["variants"].as_array().unwrap();
+    let keys: Vec<&str> =
+        variants.iter().map(|v| v["key"].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "pipespeed2",
+            "pipe",
+            "pipe-1M",
+            "fifo",
+            "processes",
+            "socketpair",
+            "vmsplice"
+        ]
+    );
+    for v in variants {
+        let blocks: Vec<u64> = v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["block_bytes"].as_u64().unwrap())
+            .collect();
+        let expected: &[u64] =
+            if v["key"] == "pipespeed2" { &[1] } else { &[1, 65537] };
+        assert_eq!(blocks, expected, "{}", v["key"]);
+        for p in v["points"].as_array().unwrap() {
+            assert_eq!(p["count"], 5);
+            assert_eq!(p["runs"].as_array().unwrap().len(), 2);
+            assert_eq!(p["mb_per_s"]["n"], 2);
+            assert!(p["mb_per_s"]["median"].as_f64().unwrap() > 0.0);
+            assert!(p["fraction_of_copy_limit"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let limits = saved["copy_limit"].as_array().unwrap();
+    assert_eq!(limits.len(), 2);
+    assert!(limits.iter().all(|c| c["mb_per_s"].as_f64().unwrap() > 0.0));
+    assert!(saved["pairs"].as_array().unwrap().is_empty());
+
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(
+        tables.contains("Then and now") && tables.contains(" 65537 |"),
+        "{tables}"
+    );
+    for svg in ["one-thread.svg", "two-threads.svg", "transports.svg"] {
+        let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
+        assert!(text.starts_with("<svg"), "{svg}");
+    }
+}
+
+#[test]
+fn bad_options_exit_2() {
+    for args in [
+        &["--blocks", "0"][..],
+        &["--blocks", "1,x"],
+        &["--full", "--blocks", "64"],
+        &["--count", "0"],
+        &["--rounds", "0"],
+    ] {
+        lab()
+            .args(["run", "pipe-speed"])
+            .args(args)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::is_empty().not());
+    }
+}
+
+#[test]
+fn it_is_listed() {
+    lab()
+        .arg("list")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("pipe-speed"));
+}
