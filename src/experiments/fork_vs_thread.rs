@@ -345,8 +345,16 @@ fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
     Row { setting: *s, programs }
 }
 
-fn median(row: &Row, program: &str) -> Option<f64> {
-    row.programs.iter().find(|p| p.program == program).map(|p| p.wall_s.median)
+/// The median over rounds of `a`'s time over `b`'s in the same round: each
+/// round runs every program once, so the pair shares whatever the machine
+/// was doing then.
+fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
+    let runs =
+        |name| row.programs.iter().find(|p| p.program == name).map(|p| &p.runs);
+    let (a, b) = (runs(a)?, runs(b)?);
+    let ratios: Vec<f64> =
+        a.iter().zip(b).map(|(a, b)| a.wall_s / b.wall_s).collect();
+    Summary::of(&ratios).map(|s| s.median)
 }
 
 fn table(g: &GridResult, programs: &[Program]) -> Table {
@@ -369,13 +377,13 @@ fn table(g: &GridResult, programs: &[Program]) -> Table {
             cells.push(with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3));
         }
         for (_, a, b) in ratios {
-            let ratio = median(r, a).zip(median(r, b)).map(|(a, b)| a / b);
+            let ratio = paired_ratio(r, a, b);
             cells.push(ratio.map_or("-".into(), |x| format!("{x:.2}")));
         }
         t.row(cells);
     }
     t.note("Seconds of wall-clock time (`time`'s real): median (min-max) of the rounds; \
-            ratios of medians.");
+            ratios: median over the rounds of one program's time over the other's in the same round.");
     t
 }
 
