@@ -4,7 +4,7 @@
 //! more than `pthread_create`: it maps, protects and installs an alternate
 //! signal stack in every new thread (to report stack overflows), asks for
 //! the thread's attributes and CPU set, and allocates its handle. With 255
-//! short-lived threads that was about a quarter more time than the C
+//! short-lived threads that was about a fifth more time than the C
 //! program on the lab's machine. The programs that reproduce C's
 //! `pthread_create` loops use this module instead, so that they measure
 //! what the C measured; the `spawn-methods` experiment compares the two.

@@ -8,7 +8,7 @@
 //! What it does differently, on purpose:
 //! - Threads are made with `pthread_create` itself ([`labkit::pthread`]),
 //!   like the C, rather than `std::thread`, whose extra per-thread signal
-//!   stack made this program about a quarter slower than the C at 255
+//!   stack made this program about a fifth slower than the C at 255
 //!   threads of 100 lines. Without `--stack-size` the attributes are NULL,
 //!   so the stack is glibc's default (the soft `RLIMIT_STACK`, 8 MiB unless
 //!   `ulimit -s` changed it), exactly as in the article.
