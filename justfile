@@ -21,7 +21,7 @@ book:
 results:
     cargo lab run fork-vs-thread --full --vs-c --rounds 11
     cargo lab run create-destroy
-    cargo lab run create-destroy --vs-c --rounds 11 --out results/create-destroy/vs-c
+    cargo lab run create-destroy --vs-c --rounds 31 --out results/create-destroy/vs-c
     cargo lab run spawn-methods
     cargo lab run thread-limits
     cargo lab run footprint
