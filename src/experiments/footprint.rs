@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser;
-use footprint_types::{Footprint, Kind, Snapshot};
+use footprint::{Footprint, Kind, Snapshot};
 use labkit::chart::Chart;
 use labkit::limited::Limits;
 use labkit::limits::{format_size, size_in};
@@ -55,42 +55,6 @@ struct Args {
     #[arg(long, default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
-}
-
-/// The JSON the `footprint` program prints, read back.
-mod footprint_types {
-    use serde::{Deserialize, Serialize};
-
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum Kind {
-        Threads,
-        Procs,
-    }
-
-    #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-    pub struct Snapshot {
-        pub pss_kib: u64,
-        #[serde(default)]
-        pub pss_anon_kib: u64,
-        pub rss_kib: u64,
-        pub private_dirty_kib: u64,
-        pub vm_size_kib: u64,
-        pub vm_pte_kib: u64,
-        pub kernel_stack_kib: u64,
-        pub page_tables_kib: u64,
-        pub slab_unreclaimable_kib: u64,
-    }
-
-    #[derive(Clone, Debug, Serialize, Deserialize)]
-    pub struct Footprint {
-        pub kind: Kind,
-        pub workers: u32,
-        pub touch_bytes: u64,
-        pub before: Snapshot,
-        pub during: Snapshot,
-        pub ready_s: f64,
-    }
 }
 
 /// One figure per worker, KiB, summarised over the rounds.
