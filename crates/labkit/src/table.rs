@@ -31,8 +31,9 @@ impl Table {
     /// (numbers right-aligned), then the notes.
     pub fn render(&self) -> String {
         let cols = self.headers.len();
+        // At least 3 wide: a Markdown rule needs `--:` or `:--`.
         let mut width: Vec<usize> =
-            self.headers.iter().map(|h| h.chars().count()).collect();
+            self.headers.iter().map(|h| h.chars().count().max(3)).collect();
         for row in &self.rows {
             for (w, cell) in width.iter_mut().zip(row) {
                 *w = (*w).max(cell.chars().count());
@@ -69,7 +70,7 @@ impl Table {
         out.push_str(&line(&self.headers));
         let rule: Vec<String> = (0..cols)
             .map(|c| {
-                let dashes = "-".repeat(width[c].max(3) - 1);
+                let dashes = "-".repeat(width[c] - 1);
                 if numeric[c] { format!("{dashes}:") } else { format!(":{dashes}") }
             })
             .collect();
@@ -115,6 +116,9 @@ mod tests {
              \nmeasured here\n"
         );
         assert_eq!(with_range(1.0, 0.5, 2.0, 2), "1.00 (0.50-2.00)");
+        let mut narrow = Table::new("", &["P"]);
+        narrow.row(vec!["3".into()]);
+        assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");
         assert_eq!(secs(0.12345), "0.123");
     }
 }
