@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::lab;
+use common::{lab, run_json};
 use predicates::prelude::*;
 use serde_json::Value;
 use serial_test::serial;
@@ -22,17 +22,7 @@ fn perf_works() -> bool {
 /// be the saved one.
 fn run(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .args(["run", "ctx-switch"])
-        .args(args)
-        .args(["--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.path().join("ctx-switch.json")).unwrap();
-    assert_eq!(printed, serde_json::from_slice::<Value>(&file).unwrap());
+    let printed = run_json("ctx-switch", args, dir.path());
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("What one switch costs"), "{tables}");
     let svg = std::fs::read_to_string(dir.path().join("ctx-switch.svg")).unwrap();

@@ -2,25 +2,24 @@
 
 mod common;
 
-use common::lab;
-use serde_json::Value;
+use common::{lab, run_json};
 use serial_test::serial;
 
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .args(["run", "footprint", "--rounds", "2", "--workers", "2,5"])
-        .args(["--touch", "256K", "--cow-workers", "3", "--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.path().join("footprint.json")).unwrap();
-    let saved: Value = serde_json::from_slice(&file).unwrap();
-    assert_eq!(printed, saved);
+    let args = [
+        "--rounds",
+        "2",
+        "--workers",
+        "2,5",
+        "--touch",
+        "256K",
+        "--cow-workers",
+        "3",
+    ];
+    let saved = run_json("footprint", &args, dir.path());
     assert_eq!(saved["experiment"], "footprint");
 
     let idle = saved["idle"].as_array().unwrap();

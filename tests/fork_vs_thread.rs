@@ -2,35 +2,16 @@
 
 mod common;
 
-use common::lab;
+use common::{lab, run_json};
 use predicates::prelude::*;
-use serde_json::Value;
 use serial_test::serial;
 
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .args([
-            "run",
-            "fork-vs-thread",
-            "--procs",
-            "3",
-            "--counts",
-            "5,20",
-            "--rounds",
-            "2",
-        ])
-        .args(["--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.path().join("fork-vs-thread.json")).unwrap();
-    let saved: Value = serde_json::from_slice(&file).unwrap();
-    assert_eq!(printed, saved);
+    let args = ["--procs", "3", "--counts", "5,20", "--rounds", "2"];
+    let saved = run_json("fork-vs-thread", &args, dir.path());
 
     assert_eq!(saved["experiment"], "fork-vs-thread");
     assert!(saved["command"].as_str().unwrap().contains("--counts 5,20"));

@@ -2,9 +2,8 @@
 
 mod common;
 
-use common::lab;
+use common::{lab, run_json};
 use predicates::prelude::*;
-use serde_json::Value;
 use serial_test::serial;
 
 #[test]
@@ -13,26 +12,8 @@ fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
     // 65537 bytes does not fit a default pipe: pipespeed2 must skip it,
     // pipespeed2t must not.
-    let out = lab()
-        .args([
-            "run",
-            "pipe-speed",
-            "--blocks",
-            "1,65537",
-            "--count",
-            "5",
-            "--rounds",
-            "2",
-        ])
-        .args(["--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.path().join("pipe-speed.json")).unwrap();
-    let saved: Value = serde_json::from_slice(&file).unwrap();
-    assert_eq!(printed, saved);
+    let args = ["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
+    let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
     assert_eq!(saved["rounds"], 2);
     assert!(saved["pipe"]["default_buffer_bytes"].as_u64().unwrap() >= 4096);

@@ -3,26 +3,28 @@
 
 mod common;
 
-use common::lab;
-use serde_json::Value;
+use common::{lab, run_json};
 use serial_test::serial;
 
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .args(["run", "thread-limits", "--rounds", "2", "--as", "512M"])
-        .args(["--stacks", "8M,1M", "--max", "200", "--threads", "100"])
-        .args(["--nproc", "16", "--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.path().join("thread-limits.json")).unwrap();
-    let saved: Value = serde_json::from_slice(&file).unwrap();
-    assert_eq!(printed, saved);
+    let args = [
+        "--rounds",
+        "2",
+        "--as",
+        "512M",
+        "--stacks",
+        "8M,1M",
+        "--max",
+        "200",
+        "--threads",
+        "100",
+        "--nproc",
+        "16",
+    ];
+    let saved = run_json("thread-limits", &args, dir.path());
     assert_eq!(saved["experiment"], "thread-limits");
     assert_eq!(saved["max"], 200);
 

@@ -28,3 +28,26 @@ pub fn lab() -> Command {
     cmd.env("LAB_BIN_DIR", bin_dir());
     cmd
 }
+
+/// `lab run EXPERIMENT ARGS --json --out DIR`: checks that it succeeded and
+/// that the JSON it printed is the one it saved as `DIR/EXPERIMENT.json`,
+/// and returns it.
+pub fn run_json(
+    experiment: &str,
+    args: &[&str],
+    dir: &std::path::Path,
+) -> serde_json::Value {
+    let out = lab()
+        .args(["run", experiment])
+        .args(args)
+        .args(["--json", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = std::fs::read(dir.join(format!("{experiment}.json"))).unwrap();
+    let saved: serde_json::Value = serde_json::from_slice(&file).unwrap();
+    assert_eq!(printed, saved, "the printed JSON is the saved one");
+    saved
+}
