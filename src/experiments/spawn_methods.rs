@@ -19,6 +19,7 @@ use clap::Parser;
 use labkit::chart::Chart;
 use labkit::error::describe_errno;
 use labkit::limits::{format_size, pthread_default_stack, size_in};
+use labkit::memory::Touched;
 use labkit::results::Header;
 use labkit::stats::Summary;
 use labkit::table::{Table, with_range};
@@ -232,7 +233,13 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let mut rss_rows = Vec::new();
     for &bytes in &args.rss {
         bar.set_message(format!("{} resident", format_size(bytes)));
-        let region = Touched::new(bytes)?;
+        let region = Touched::new(bytes as usize).map_err(|e| {
+            Error::failed(format!(
+                "cannot map {} to touch: {}",
+                format_size(bytes),
+                describe_errno(e)
+            ))
+        })?;
         let vm_rss_kib = vm_rss_kib();
         // Calibrated again: each fork copies more page tables.
         let n = calibrate_all(&rss_methods, budget, &exec, None)?;
@@ -602,58 +609,6 @@ fn tokio_tasks(n: u64) -> Result<f64> {
     })
 }
 // ANCHOR_END: tokio
-
-/// An anonymous region of `bytes`, every page written so it is resident;
-/// 4 KiB pages (no transparent huge pages), like most heaps.
-struct Touched {
-    addr: *mut c_void,
-    len: usize,
-}
-
-impl Touched {
-    fn new(bytes: u64) -> Result<Touched> {
-        let len = bytes as usize;
-        if len == 0 {
-            return Ok(Touched { addr: std::ptr::null_mut(), len });
-        }
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // touched.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Error::failed(format!(
-                "cannot map {} to touch: {}",
-                format_size(bytes),
-                describe_errno(Errno::last())
-            )));
-        }
-        // SAFETY: advice on our own mapping; failure only leaves THP as is.
-        unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
-        let page = 4096;
-        for off in (0..len).step_by(page) {
-            // SAFETY: within the mapping, which is writable.
-            unsafe { addr.cast::<u8>().add(off).write_volatile(1) };
-        }
-        Ok(Touched { addr, len })
-    }
-}
-
-impl Drop for Touched {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: unmapping exactly the mapping made in `new`.
-            unsafe { libc::munmap(self.addr, self.len) };
-        }
-    }
-}
 
 fn vm_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

@@ -35,6 +35,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno};
+use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -136,26 +137,18 @@ struct Shared {
     gate: File,
     /// Each worker writes one byte here once it has started and touched.
     done: OwnedFd,
-    buffer: *mut u8,
-    len: usize,
+    /// Resident before any worker exists; unmapped after all are gone.
+    buffer: Touched,
 }
-
-// SAFETY: the buffer is only written through volatile byte stores at page
-// offsets; the values do not matter (the point is the page fault), and the
-// pointer stays valid until every worker is joined.
-unsafe impl Sync for Shared {}
-
-const PAGE: usize = 4096;
 
 // ANCHOR: worker
 /// A worker's whole life: touch every page of the buffer, report in, wait
 /// for the gate to close. Only write(2), read(2) and stores: a forked child
 /// may run it.
 fn worker(s: &Shared) -> i32 {
-    for page in (0..s.len).step_by(PAGE) {
-        // SAFETY: `page` < len, inside the mapping; see `Shared`.
-        unsafe { s.buffer.add(page).write_volatile(2) };
-    }
+    // SAFETY: the values stored do not matter, only the page faults, so
+    // workers storing into the same pages at once is harmless.
+    unsafe { s.buffer.write_pages(2) };
     let byte = 1u8;
     // SAFETY: a valid one-byte buffer and an open fd.
     if unsafe { libc::write(s.done.as_raw_fd(), (&raw const byte).cast(), 1) } != 1 {
@@ -181,37 +174,6 @@ fn pipe() -> Result<(OwnedFd, OwnedFd)> {
     })
 }
 
-/// Fill a fresh private mapping of `len` bytes, page by page, so that it is
-/// resident and this process's own before any worker exists.
-fn buffer(len: usize) -> Result<*mut u8> {
-    if len == 0 {
-        return Ok(std::ptr::NonNull::dangling().as_ptr());
-    }
-    // SAFETY: a new anonymous mapping; nothing else refers to it.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(Error::failed(format!(
-            "cannot map a {len}-byte buffer: {}",
-            describe_errno(Errno::last())
-        )));
-    }
-    let p = p.cast::<u8>();
-    for page in (0..len).step_by(PAGE) {
-        // SAFETY: inside the mapping just made.
-        unsafe { p.add(page).write_volatile(1) };
-    }
-    Ok(p)
-}
-
 /// Create `workers` idle workers of `kind` (touching `touch` bytes each),
 /// measure, then release and join or reap them all.
 pub fn run(kind: Kind, workers: u32, touch: u64) -> Result<Footprint> {
@@ -219,17 +181,20 @@ pub fn run(kind: Kind, workers: u32, touch: u64) -> Result<Footprint> {
         usize::try_from(touch).map_err(|_| Error::usage("--touch is too large"))?;
     let (gate, opener) = pipe()?;
     let (reports, done) = pipe()?;
-    let shared = Shared { gate: File::from(gate), done, buffer: buffer(len)?, len };
+    let buffer = Touched::new(len).map_err(|e| {
+        Error::failed(format!(
+            "cannot map a {len}-byte buffer: {}",
+            describe_errno(e)
+        ))
+    })?;
+    let shared = Shared { gate: File::from(gate), done, buffer };
     let before = snapshot(&[]);
     let start = Instant::now();
     let result = match kind {
         Kind::Threads => threads(&shared, workers, opener, &reports, start),
         Kind::Procs => procs(&shared, workers, opener, &reports, start),
     };
-    if len > 0 {
-        // SAFETY: every worker has been joined or reaped; nothing uses it.
-        unsafe { libc::munmap(shared.buffer.cast(), len) };
-    }
+    drop(shared); // every worker has been joined or reaped
     let (during, ready_s) = result?;
     Ok(Footprint { kind, workers, touch_bytes: touch, before, during, ready_s })
 }

@@ -24,6 +24,7 @@ pub mod limits;
 pub mod lines;
 pub mod machine;
 pub mod measure;
+pub mod memory;
 pub mod progress;
 pub mod pthread;
 pub mod results;
