@@ -52,7 +52,9 @@ struct Args {
     samples: Vec<u64>,
 
     /// Also run the C loops (crates/*/c/*.c, built with cc -O2) in the same
-    /// rounds, alternating with the Rust programs, and compare them in pairs
+    /// rounds, back to back with the Rust programs, and compare them in
+    /// pairs; forkcreat.c runs twice, as it is and with a Rust program's
+    /// mappings (crates/forkcreat/c/rust_image.c)
     #[arg(long)]
     vs_c: bool,
 }
@@ -82,6 +84,9 @@ struct CreattimeRow {
 #[derive(Clone, Debug, Serialize)]
 struct Pair {
     program: String,
+    /// The C twin's row in table 1: "<program> (C)", or "<program> (C,
+    /// Rust's mappings)" for forkcreat.c linked with rust_image.c.
+    against: String,
     /// Rust us / C us in each round, run back to back.
     ratio: Summary,
 }
@@ -101,8 +106,18 @@ struct Loop {
     label: String,
     path: PathBuf,
     args: Vec<String>,
-    /// The C twin's position in the same list, for pairing.
+    /// For a C twin: the position of its Rust program in the same list.
     twin_of: Option<usize>,
+    /// A Rust program and its C twins share a group and run back to back.
+    group: usize,
+}
+
+/// The C twins of table 1, built by [`c_programs`].
+struct CPrograms {
+    forkcreat: PathBuf,
+    /// forkcreat.c linked with rust_image.c.
+    forkcreat_image: PathBuf,
+    pthreadcreat: PathBuf,
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
@@ -123,16 +138,11 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let mut lecture_runs = vec![Vec::new(); lecture.len()];
     let mut creattime_runs = vec![Vec::new(); args.samples.len()];
     for round in 0..rounds {
-        // Rotate who goes first so drift does not favour one program; a
-        // Rust program and its C twin sit next to each other, so they run
-        // back to back: a pair.
-        for k in 0..article.len() {
-            let i = (k + round * 2) % article.len();
+        for i in round_order(&article, round) {
             article_runs[i].push(run_loop(&article[i])?);
             bar.inc(1);
         }
-        for k in 0..lecture.len() {
-            let i = (k + round) % lecture.len();
+        for i in round_order(&lecture, round) {
             lecture_runs[i].push(run_loop(&lecture[i])?);
             bar.inc(1);
         }
@@ -171,6 +181,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
                 .collect();
             Some(Pair {
                 program: article[twin].label.clone(),
+                against: l.label.clone(),
                 ratio: summary(&ratios),
             })
         })
@@ -224,25 +235,29 @@ fn summary(values: &[f64]) -> Summary {
     })
 }
 
-fn c_programs() -> Result<[PathBuf; 2]> {
+fn c_programs() -> Result<CPrograms> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    Ok([
-        labkit::bins::compile_c(
-            &root.join("crates/forkcreat/c/forkcreat.c"),
-            "forkcreat-c",
+    let forkcreat = root.join("crates/forkcreat/c/forkcreat.c");
+    let image = root.join("crates/forkcreat/c/rust_image.c");
+    Ok(CPrograms {
+        forkcreat: labkit::bins::compile_c(&forkcreat, "forkcreat-c")?,
+        forkcreat_image: labkit::bins::compile_c_with(
+            &[&forkcreat, &image],
+            &["-Wl,--no-as-needed", "-lgcc_s"],
+            "forkcreat-c-rust-image",
         )?,
-        labkit::bins::compile_c(
+        pthreadcreat: labkit::bins::compile_c(
             &root.join("crates/pthreadcreat/c/pthreadcreat.c"),
             "pthreadcreat-c",
         )?,
-    ])
+    })
 }
 
 /// forkcreat in each reap mode and pthreadcreat, each followed by its C
-/// twin when there is one.
+/// twins when `c` is given.
 fn loops(
     bins: &[PathBuf],
-    c: Option<&[PathBuf; 2]>,
+    c: Option<&CPrograms>,
     n: u64,
     modes: &[&str],
 ) -> Vec<Loop> {
@@ -250,30 +265,36 @@ fn loops(
     let mut push = |label: String,
                     path: &PathBuf,
                     args: Vec<String>,
-                    c_path: Option<&PathBuf>,
+                    twins: Vec<(&str, &PathBuf)>,
                     c_args: Vec<String>| {
+        let (rust, group) =
+            (list.len(), list.last().map_or(0, |l: &Loop| l.group + 1));
         list.push(Loop {
             label: label.clone(),
             path: path.clone(),
             args,
             twin_of: None,
+            group,
         });
-        if let Some(c_path) = c_path {
-            let twin = list.len() - 1;
+        for (suffix, c_path) in twins {
             list.push(Loop {
-                label: format!("{label} (C)"),
+                label: format!("{label} ({suffix})"),
                 path: c_path.clone(),
-                args: c_args,
-                twin_of: Some(twin),
+                args: c_args.clone(),
+                twin_of: Some(rust),
+                group,
             });
         }
     };
     for mode in modes {
+        let twins = c.map_or(Vec::new(), |c| {
+            vec![("C", &c.forkcreat), ("C, Rust's mappings", &c.forkcreat_image)]
+        });
         push(
             format!("forkcreat --reap {mode}"),
             &bins[0],
             vec!["-n".into(), n.to_string(), "--reap".into(), mode.to_string()],
-            c.map(|c| &c[0]),
+            twins,
             vec![n.to_string(), mode.to_string()],
         );
     }
@@ -281,10 +302,27 @@ fn loops(
         "pthreadcreat".into(),
         &bins[1],
         vec!["-n".into(), n.to_string()],
-        c.map(|c| &c[1]),
+        c.map_or(Vec::new(), |c| vec![("C", &c.pthreadcreat)]),
         vec![n.to_string()],
     );
     list
+}
+
+/// The order of `list` in round `round`: the groups rotate, so drift does
+/// not favour one program, and a Rust program and its C twins run back to
+/// back, in turn first and last.
+fn round_order(list: &[Loop], round: usize) -> Vec<usize> {
+    let groups = list.last().map_or(0, |l| l.group + 1);
+    let mut order = Vec::with_capacity(list.len());
+    for g in 0..groups {
+        let g = (g + round) % groups;
+        let start = order.len();
+        order.extend((0..list.len()).filter(|&i| list[i].group == g));
+        if round % 2 == 1 {
+            order[start..].reverse();
+        }
+    }
+    order
 }
 
 /// Run `cmd` as a whole process with stdout in a temporary file; return
@@ -488,17 +526,25 @@ fn creattime_table(d: &Data) -> Table {
 fn vs_c_table(d: &Data) -> Table {
     let mut t = Table::new(
         "4. Rust against the C loops (cc -O2), run back to back in each round",
-        &["program", "Rust us", "C us", "Rust / C (median of pairs)", "min-max"],
+        &[
+            "program",
+            "against",
+            "Rust us",
+            "C us",
+            "Rust / C (median of pairs)",
+            "min-max",
+        ],
     );
     for p in &d.vs_c {
-        let (Some(rust), Some(c)) = (
-            find(&d.article, &p.program),
-            find(&d.article, &format!("{} (C)", p.program)),
-        ) else {
+        let (Some(rust), Some(c)) =
+            (find(&d.article, &p.program), find(&d.article, &p.against))
+        else {
             continue;
         };
+        let against = p.against.strip_prefix(&p.program).unwrap_or(&p.against);
         t.row(vec![
             p.program.clone(),
+            against.trim().trim_matches(['(', ')']).to_string(),
             format!("{:.1}", rust.us_per_create.median),
             format!("{:.1}", c.us_per_create.median),
             format!("{:.3}", p.ratio.median),
@@ -506,8 +552,13 @@ fn vs_c_table(d: &Data) -> Table {
         ]);
     }
     t.note(format!(
-        "{} pairs; each program timed its own loop with the same clock placement.",
-        d.rounds
+        "{} pairs; each program timed its own loop with the same clock placement. \
+         \"C, Rust's mappings\" is forkcreat.c linked with rust_image.c: the same \
+         loop in a process with the mappings a Rust program starts with (libgcc_s, \
+         the main thread's signal stack, a heap), which fork copies and exit tears \
+         down for every child. All C is built with {}.",
+        d.rounds,
+        labkit::bins::C_FLAGS.join(" ")
     ));
     t
 }
