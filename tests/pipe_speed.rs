@@ -55,7 +55,7 @@ fn a_tiny_run_writes_parseable_results() {
     let limits = saved["copy_limit"].as_array().unwrap();
     assert_eq!(limits.len(), 2);
     assert!(limits.iter().all(|c| c["mb_per_s"].as_f64().unwrap() > 0.0));
-    assert!(saved["pairs"].as_array().unwrap().is_empty());
+    assert!(saved["vs_c"].as_array().unwrap().is_empty());
 
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(
@@ -66,6 +66,68 @@ fn a_tiny_run_writes_parseable_results() {
         let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
         assert!(text.starts_with("<svg"), "{svg}");
     }
+}
+
+#[test]
+#[serial(fork)]
+fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
+    if std::process::Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("skipped: no C compiler");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--blocks", "1,65537", "--count", "5", "--rounds", "2", "--vs-c"];
+    let saved = run_json("pipe-speed", &args, dir.path());
+    let vs_c = saved["vs_c"].as_array().unwrap();
+    let cells: Vec<(&str, &str, &str)> = vs_c
+        .iter()
+        .map(|c| {
+            (
+                c["rust"].as_str().unwrap(),
+                c["c"].as_str().unwrap(),
+                c["placement"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("pipespeed2", "pipespeed2.c", "one CPU"),
+            ("pipespeed2t", "pipespeed2t.c", "one CPU"),
+            ("pipespeed2", "pipespeed2.c", "unpinned"),
+            ("pipespeed2t", "pipespeed2t.c", "unpinned"),
+        ]
+    );
+    for c in vs_c {
+        assert_eq!(
+            c["placement"]["cpu"].is_u64(),
+            c["placement"]["name"] == "one CPU"
+        );
+        let blocks: Vec<u64> = c["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["block_bytes"].as_u64().unwrap())
+            .collect();
+        // 65537 bytes does not fit a default pipe: pipespeed2 skips it.
+        let expected: &[u64] =
+            if c["rust"] == "pipespeed2" { &[1] } else { &[1, 65537] };
+        assert_eq!(blocks, expected);
+        for p in c["points"].as_array().unwrap() {
+            assert_eq!(p["count"], 5);
+            assert_eq!(p["rust_mb_per_s"].as_array().unwrap().len(), 2);
+            assert_eq!(p["c_mb_per_s"].as_array().unwrap().len(), 2);
+            assert_eq!(p["ratio"]["n"], 2);
+            assert!(p["ratio"]["median"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let text = std::fs::read_to_string(dir.path().join("vs-c.md")).unwrap();
+    assert!(
+        text.contains("pipespeed2t, one CPU") && text.contains(" 65537 |"),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(dir.path().join("vs-c.svg")).unwrap();
+    assert!(svg.starts_with("<svg"));
 }
 
 #[test]

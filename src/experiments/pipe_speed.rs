@@ -7,6 +7,10 @@
 //! rate is the program's own (bytes moved / time of its loop, as the
 //! article's programs printed it), the context switches come from `wait4`.
 //! Programs sharing a block size take turns within each round.
+//!
+//! `--vs-c` then compares `pipespeed2` and `pipespeed2t` with their C twins
+//! in pairs run back to back, twice: with every thread of both programs on
+//! one CPU, and unpinned.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -54,8 +58,10 @@ struct Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     count: Option<u64>,
 
-    /// Also run the C programs (crates/pipespeed2*/c/*.c, cc -O2) in the
-    /// same rounds, paired with pipespeed2 and pipespeed2t
+    /// Then compare pipespeed2 and pipespeed2t with their C twins
+    /// (crates/pipespeed2*/c/*.c, cc -O2) in --rounds pairs run back to
+    /// back, on one CPU and unpinned, at a tenth of the article's counts
+    /// (or --count)
     #[arg(long)]
     vs_c: bool,
 }
@@ -164,11 +170,30 @@ struct CopyPoint {
     vector_loop: Summary,
 }
 
+/// Where the comparison with C runs both programs.
+#[derive(Clone, Copy, Serialize)]
+struct Placement {
+    name: &'static str,
+    /// The one CPU every thread of both programs runs on; None: wherever
+    /// the scheduler puts them.
+    cpu: Option<usize>,
+}
+
+/// A Rust program against its C twin at one placement.
 #[derive(Serialize)]
-struct Pairs {
+struct Comparison {
     rust: &'static str,
     c: &'static str,
+    placement: Placement,
+    points: Vec<PairPoint>,
+}
+
+#[derive(Serialize)]
+struct PairPoint {
     block_bytes: u64,
+    count: u64,
+    rust_mb_per_s: Vec<f64>,
+    c_mb_per_s: Vec<f64>,
     /// Rust MB/s over C MB/s, one ratio per round (run back to back).
     ratio: Summary,
 }
@@ -194,7 +219,8 @@ struct Data {
     pipe: PipeFacts,
     copy_limit: Vec<CopyPoint>,
     variants: Vec<VariantResult>,
-    pairs: Vec<Pairs>,
+    /// `--vs-c`: empty without it.
+    vs_c: Vec<Comparison>,
 }
 
 /// The article's counts: 500k blocks below 100 bytes, 100k above; beyond
@@ -206,6 +232,15 @@ fn count_for(block: u64, full: bool) -> u64 {
         _ => (400_000_000 / block).max(1),
     };
     if full { article } else { (article / 25).max(16) }
+}
+
+/// Blocks per run in the comparison with C: a tenth of the article's
+/// counts. Shorter runs and more pairs: on a busy virtual machine the two
+/// runs of a short pair see more nearly the same machine (two runs of the
+/// same pipespeed2 at 8 bytes, pinned: the pair's ratio varied by 4.1% at
+/// 50,000 blocks and by 6.4% at 500,000).
+fn pair_count(block: u64) -> u64 {
+    (count_for(block, true) / 10).max(16)
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
@@ -246,7 +281,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         let mut records: Vec<Vec<RunRecord>> = vec![Vec::new(); variants.len()];
         let (mut copies, mut loops) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            for i in round_order(&here, &variants, round) {
+            for i in round_order(&here, round) {
                 records[i].push(run_once(
                     &variants[i],
                     count,
@@ -295,7 +330,11 @@ fn main(argv: Vec<OsString>) -> Result<()> {
                 .collect(),
         })
         .collect();
-    let pairs = pairs(&results);
+    let vs_c = if args.vs_c {
+        compare_with_c(&args, &bins, &variants)?
+    } else {
+        Vec::new()
+    };
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
@@ -305,12 +344,12 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         pipe: facts,
         copy_limit,
         variants: results,
-        pairs,
+        vs_c,
     };
     let mut tables =
         vec![then_and_now(&data), one_thread_table(&data), two_thread_table(&data)];
     let header = Header::new(EXPERIMENT.name);
-    let vs_c = (!data.pairs.is_empty()).then(|| {
+    let vs_c = (!data.vs_c.is_empty()).then(|| {
         let table = pairs_table(&data);
         tables.push(table.clone());
         format!(
@@ -345,7 +384,7 @@ fn pipe_facts(pipespeed2: &Path, scratch: &Path) -> Result<PipeFacts> {
         rust: true,
         blocks: Vec::new(),
     };
-    let (printed, _) = spawn(&probe, 1, 1, scratch)?;
+    let (printed, _) = spawn(&probe, probe.command(1, 1), 1, 1, scratch)?;
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
         .and_then(|s| s.trim().parse().ok());
@@ -381,7 +420,7 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
     let fits = |blocks: Vec<u64>| {
         blocks.into_iter().filter(|&b| b <= buffer).collect::<Vec<_>>()
     };
-    let mut list = vec![
+    let list = vec![
         one(
             "pipespeed2",
             "pipespeed2 (one thread)",
@@ -420,68 +459,127 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
             pick(sample),
         ),
     ];
-    if args.vs_c {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        for (key, source, blocks) in [
-            (
-                "pipespeed2.c",
-                "crates/pipespeed2/c/pipespeed2.c",
-                list[0].blocks.clone(),
-            ),
-            (
-                "pipespeed2t.c",
-                "crates/pipespeed2t/c/pipespeed2t.c",
-                list[1].blocks.clone(),
-            ),
-        ] {
-            let path =
-                labkit::bins::compile_c(&root.join(source), &key.replace('.', "-"))?;
-            list.push(Variant {
-                key,
-                label: key,
-                path,
-                flags: Vec::new(),
-                rust: false,
-                blocks,
-            });
-        }
-    }
     Ok(list)
 }
 
-/// The C program a Rust variant is compared with.
-fn c_twin(rust_key: &str) -> Option<&'static str> {
-    match rust_key {
-        "pipespeed2" => Some("pipespeed2.c"),
-        "pipe" => Some("pipespeed2t.c"),
-        _ => None,
-    }
+/// One round's order: rotated by the round, so slow drift does not always
+/// favour the same program.
+fn round_order(here: &[usize], round: usize) -> Vec<usize> {
+    (0..here.len()).map(|k| here[(k + round) % here.len()]).collect()
 }
 
-/// One round's order: rotated by the round, so slow drift does not always
-/// favour the same program; each C program runs right after its Rust twin
-/// in even rounds and right before it in odd ones.
-fn round_order(here: &[usize], variants: &[Variant], round: usize) -> Vec<usize> {
-    let rust: Vec<usize> =
-        here.iter().copied().filter(|&i| variants[i].rust).collect();
-    let mut order = Vec::with_capacity(here.len());
-    for k in 0..rust.len() {
-        let i = rust[(k + round) % rust.len()];
-        let twin = c_twin(variants[i].key)
-            .and_then(|key| here.iter().copied().find(|&j| variants[j].key == key));
-        match twin {
-            Some(j) if round % 2 == 1 => order.extend([j, i]),
-            Some(j) => order.extend([i, j]),
-            None => order.push(i),
+/// The comparison with C: each of pipespeed2 and pipespeed2t against its
+/// C twin at each of its block sizes, `rounds` pairs run back to back
+/// (which goes first alternates), with every thread on one CPU and then
+/// unpinned, at [`pair_count`] blocks unless `--count` says otherwise.
+fn compare_with_c(
+    args: &Args,
+    bins: &[PathBuf],
+    variants: &[Variant],
+) -> Result<Vec<Comparison>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cpu = *labkit::affinity::allowed_cpus()?
+        .first()
+        .ok_or_else(|| Error::failed("this process may run on no CPU"))?;
+    let placements = [
+        Placement { name: "one CPU", cpu: Some(cpu) },
+        Placement { name: "unpinned", cpu: None },
+    ];
+    let twins = [
+        (
+            "pipespeed2",
+            "pipespeed2.c",
+            &bins[0],
+            "crates/pipespeed2/c/pipespeed2.c",
+            "pipespeed2",
+        ),
+        (
+            "pipespeed2t",
+            "pipespeed2t.c",
+            &bins[1],
+            "crates/pipespeed2t/c/pipespeed2t.c",
+            "pipe",
+        ),
+    ];
+    let rounds = args.common.rounds as usize;
+    let mut jobs = Vec::new();
+    for (rust, c, path, source, key) in twins {
+        let c_path =
+            labkit::bins::compile_c(&root.join(source), &c.replace('.', "-"))?;
+        let blocks = variants
+            .iter()
+            .find(|v| v.key == key)
+            .map_or(Vec::new(), |v| v.blocks.clone());
+        let program = |key, path: &PathBuf, rust| Variant {
+            key,
+            label: key,
+            path: path.clone(),
+            flags: Vec::new(),
+            rust,
+            blocks: blocks.clone(),
+        };
+        jobs.push((program(rust, path, true), program(c, &c_path, false)));
+    }
+    let steps: usize =
+        jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
+    let bar =
+        labkit::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
+    let scratch = tempfile::Builder::new()
+        .prefix("lab-pipe-speed-c-")
+        .tempdir()
+        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
+    let mut out = Vec::new();
+    for placement in placements {
+        for (rust, c) in &jobs {
+            let mut points = Vec::new();
+            for &block in &rust.blocks {
+                bar.set_message(format!(
+                    "{}, {}, {} bytes",
+                    rust.key,
+                    placement.name,
+                    format_size(block)
+                ));
+                let count = args.count.unwrap_or_else(|| pair_count(block));
+                let (mut r, mut k) = (Vec::new(), Vec::new());
+                for round in 0..rounds {
+                    let pair = if round % 2 == 0 { [rust, c] } else { [c, rust] };
+                    for v in pair {
+                        let mut cmd = v.command(count, block);
+                        if let Some(cpu) = placement.cpu {
+                            labkit::affinity::pin_command(&mut cmd, cpu)?;
+                        }
+                        let (printed, _) =
+                            spawn(v, cmd, count, block, scratch.path())?;
+                        if v.rust {
+                            r.push(printed.mb_per_s)
+                        } else {
+                            k.push(printed.mb_per_s)
+                        }
+                        bar.inc(1);
+                    }
+                }
+                let ratios: Vec<f64> =
+                    r.iter().zip(&k).map(|(a, b)| a / b).collect();
+                points.push(PairPoint {
+                    block_bytes: block,
+                    count,
+                    ratio: Summary::of(&ratios).expect("at least one round"),
+                    rust_mb_per_s: r,
+                    c_mb_per_s: k,
+                });
+            }
+            out.push(Comparison { rust: rust.key, c: c.key, placement, points });
         }
     }
-    order
+    bar.finish_and_clear();
+    Ok(out)
 }
 
 /// Run a program once with its stdout in a file; return what it printed
 /// and what it cost.
 fn spawn(
     v: &Variant,
+    mut cmd: Command,
     count: u64,
     block: u64,
     scratch: &Path,
@@ -489,7 +587,6 @@ fn spawn(
     let what = format!("{} {count} {block}", v.key);
     let path = scratch.join("stdout.json");
     let file = File::create(&path).map_err(|e| Error::io(path.display(), e))?;
-    let mut cmd = v.command(count, block);
     cmd.stdin(Stdio::null()).stdout(file);
     let done =
         run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
@@ -519,7 +616,7 @@ fn run_once(
     block: u64,
     scratch: &Path,
 ) -> Result<RunRecord> {
-    let (printed, usage) = spawn(v, count, block, scratch)?;
+    let (printed, usage) = spawn(v, v.command(count, block), count, block, scratch)?;
     Ok(RunRecord { elapsed_s: printed.elapsed_s, mb_per_s: printed.mb_per_s, usage })
 }
 // ANCHOR_END: run_once
@@ -582,32 +679,6 @@ fn point(block: u64, count: u64, runs: Vec<RunRecord>, limit: f64) -> Point {
 }
 
 /// Rust over C, round by round, for the blocks both ran.
-fn pairs(results: &[VariantResult]) -> Vec<Pairs> {
-    let find = |key: &str| results.iter().find(|v| v.key == key);
-    let mut out = Vec::new();
-    for rust in ["pipespeed2", "pipe"] {
-        let c = c_twin(rust).expect("a twin");
-        let (Some(r), Some(cv)) = (find(rust), find(c)) else { continue };
-        for (p, q) in r.points.iter().zip(&cv.points) {
-            let ratios: Vec<f64> = p
-                .runs
-                .iter()
-                .zip(&q.runs)
-                .map(|(a, b)| a.mb_per_s / b.mb_per_s)
-                .collect();
-            if let Some(ratio) = Summary::of(&ratios) {
-                out.push(Pairs {
-                    rust: r.key,
-                    c: cv.key,
-                    block_bytes: p.block_bytes,
-                    ratio,
-                });
-            }
-        }
-    }
-    out
-}
-
 fn variant<'a>(data: &'a Data, key: &str) -> Option<&'a VariantResult> {
     data.variants.iter().find(|v| v.key == key)
 }
@@ -762,39 +833,61 @@ fn two_thread_table(data: &Data) -> Table {
 
 fn pairs_table(data: &Data) -> Table {
     let mut t = Table::new(
-        "Rust against C (gcc -O2), paired runs",
-        &["block (bytes)", "Rust", "C", "Rust/C: median (min-max) of pairs"],
+        "Rust against C (gcc -O2): Rust MB/s / C MB/s, median (min-max) of pairs",
+        &[
+            "block (bytes)",
+            "pipespeed2, one CPU",
+            "pipespeed2, unpinned",
+            "pipespeed2t, one CPU",
+            "pipespeed2t, unpinned",
+        ],
     );
-    for p in &data.pairs {
-        t.row(vec![
-            p.block_bytes.to_string(),
-            p.rust.to_string(),
-            p.c.to_string(),
-            with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3),
-        ]);
+    let mut blocks: Vec<u64> = data
+        .vs_c
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.block_bytes))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    let column = |rust: &str, placement: &str| {
+        data.vs_c.iter().find(|c| c.rust == rust && c.placement.name == placement)
+    };
+    let columns = [
+        column("pipespeed2", "one CPU"),
+        column("pipespeed2", "unpinned"),
+        column("pipespeed2t", "one CPU"),
+        column("pipespeed2t", "unpinned"),
+    ];
+    for block in blocks {
+        let mut cells = vec![block.to_string()];
+        for c in columns {
+            cells.push(
+                c.and_then(|c| c.points.iter().find(|p| p.block_bytes == block))
+                    .map_or("-".into(), |p| {
+                        with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3)
+                    }),
+            );
+        }
+        t.row(cells);
     }
-    for rust in ["pipespeed2", "pipe"] {
-        let medians: Vec<f64> = data
-            .pairs
-            .iter()
-            .filter(|p| p.rust == rust)
-            .map(|p| p.ratio.median)
-            .collect();
+    for c in &data.vs_c {
+        let medians: Vec<f64> = c.points.iter().map(|p| p.ratio.median).collect();
         if let Some(all) = Summary::of(&medians) {
             let close = medians.iter().filter(|&&r| (r - 1.0).abs() <= 0.05).count();
             t.note(format!(
-                "{rust} against {}: the median of the {} per-size ratios is {:.3}; \
-                 {close} of {} block sizes are within 5%.",
-                c_twin(rust).unwrap_or("C"),
-                all.n,
-                all.median,
-                all.n
+                "{} against {}, {}: {close} of {} block sizes within 5% (medians from {:.3} to {:.3}; their median {:.3}).",
+                c.rust, c.c, c.placement.name, all.n, all.min, all.max, all.median
             ));
         }
     }
-    t.note("Each round runs the Rust program and the C program back to back (which goes \
-            first alternates); \
-            a ratio above 1 means Rust moved more MB/s.");
+    let rounds =
+        data.vs_c.first().and_then(|c| c.points.first()).map_or(0, |p| p.ratio.n);
+    t.note(format!(
+        "{rounds} pairs per cell, each the Rust program and the C program run back to back \
+         (which goes first alternates), at the counts in the JSON. One CPU: both programs \
+         and all their threads pinned to one CPU, as on a one-CPU machine; unpinned: the \
+         scheduler's choice. Above 1: Rust moved more MB/s."
+    ));
     t
 }
 
@@ -821,11 +914,8 @@ fn charts(data: &Data) -> Vec<(String, Chart)> {
     };
     if let Some(v) = variant(data, "pipespeed2").filter(|v| !v.points.is_empty()) {
         let blocks: Vec<u64> = v.points.iter().map(|p| p.block_bytes).collect();
-        let mut chart = new("One thread: pipespeed2 (cf. the article's figure 1)")
+        let chart = new("One thread: pipespeed2 (cf. the article's figure 1)")
             .series(v.label, line(v));
-        if let Some(c) = variant(data, "pipespeed2.c") {
-            chart = chart.series(c.label, line(c));
-        }
         out.push((
             "one-thread".to_string(),
             chart.series("copy limit (2 copies)", limit(&blocks)),
@@ -835,7 +925,7 @@ fn charts(data: &Data) -> Vec<(String, Chart)> {
         (
             "two-threads",
             "Writer and reader: pipespeed2t (cf. the article's figure 4)",
-            &["pipe", "pipe-1M", "pipespeed2t.c"][..],
+            &["pipe", "pipe-1M"][..],
         ),
         (
             "transports",
@@ -858,6 +948,25 @@ fn charts(data: &Data) -> Vec<(String, Chart)> {
             ));
         }
     }
+    if !data.vs_c.is_empty() {
+        let mut chart = Chart {
+            log_x: true,
+            ..Chart::new(
+                "Rust against C: MB/s ratio by block size (median of pairs)",
+                "block size (bytes, log scale)",
+                "Rust MB/s / C MB/s",
+            )
+        };
+        for c in &data.vs_c {
+            let points =
+                c.points.iter().map(|p| (p.block_bytes as f64, p.ratio.median));
+            chart = chart.series(
+                &format!("{}, {}", c.rust, c.placement.name),
+                points.collect(),
+            );
+        }
+        out.push(("vs-c".to_string(), chart));
+    }
     out
 }
 
@@ -866,26 +975,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn c_programs_run_next_to_their_twins() {
-        let v = |key| Variant {
-            key,
-            label: key,
-            path: PathBuf::new(),
-            flags: Vec::new(),
-            rust: !key.ends_with(".c"),
-            blocks: Vec::new(),
-        };
-        let variants = [
-            v("pipespeed2"),
-            v("pipe"),
-            v("fifo"),
-            v("pipespeed2.c"),
-            v("pipespeed2t.c"),
-        ];
-        let here = [0, 1, 2, 3, 4];
-        assert_eq!(round_order(&here, &variants, 0), [0, 3, 1, 4, 2]);
-        assert_eq!(round_order(&here, &variants, 1), [4, 1, 2, 3, 0]);
-        assert_eq!(round_order(&[1, 2], &variants, 2), [1, 2]);
+    fn rounds_rotate_who_goes_first() {
+        assert_eq!(round_order(&[0, 1, 2], 0), [0, 1, 2]);
+        assert_eq!(round_order(&[0, 1, 2], 1), [1, 2, 0]);
+        assert_eq!(round_order(&[3, 5], 3), [5, 3]);
     }
 
     #[test]
@@ -897,5 +990,7 @@ mod tests {
         assert_eq!(count_for(1, false), 20_000);
         assert_eq!(count_for(1 << 20, false), 16);
         assert_eq!(ARTICLE_BLOCKS.len(), 62);
+        assert_eq!(pair_count(1), 50_000);
+        assert_eq!(pair_count(1 << 20), 38);
     }
 }

@@ -29,6 +29,24 @@ pub fn pin_task(tid: i32, cpu: usize) -> Result<()> {
     )
 }
 
+/// Start `cmd` pinned to `cpu`: the affinity is set in the child before it
+/// runs the program, so every thread the program creates inherits it.
+pub fn pin_command(cmd: &mut std::process::Command, cpu: usize) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(|e| {
+        Error::failed(format!("no CPU {cpu} here: {}", describe_errno(e)))
+    })?;
+    // SAFETY: sched_setaffinity is a plain system call, safe between fork
+    // and exec; the set was built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            sched_setaffinity(Pid::from_raw(0), &set).map_err(std::io::Error::from)
+        });
+    }
+    Ok(())
+}
+
 /// The threads of process `pid` other than its main thread, from
 /// `/proc/<pid>/task` (empty once it has ended).
 pub fn other_threads(pid: u32) -> Vec<i32> {
@@ -76,6 +94,14 @@ mod tests {
         let mut kid = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         assert!(children(me).contains(&(kid.id() as i32)));
         pin_task(kid.id() as i32, cpus[0]).unwrap();
+        let mut cmd = std::process::Command::new("grep");
+        cmd.args(["Cpus_allowed_list", "/proc/self/status"]);
+        pin_command(&mut cmd, cpus[0]).unwrap();
+        let out = String::from_utf8(cmd.output().unwrap().stdout).unwrap();
+        assert_eq!(
+            out.split_whitespace().nth(1),
+            Some(cpus[0].to_string().as_str())
+        );
         assert!(pin_task(kid.id() as i32, 1 << 20).is_err());
         kid.kill().unwrap();
         kid.wait().unwrap();
