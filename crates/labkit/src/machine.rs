@@ -22,7 +22,8 @@ pub struct Machine {
     /// UTC, ISO 8601.
     pub date: String,
     /// `git describe`-like: the commit of the lab's checkout, `-dirty` when
-    /// it has uncommitted changes, `unknown` outside a checkout.
+    /// it has uncommitted changes outside `results/`, `unknown` outside a
+    /// checkout.
     pub commit: String,
 }
 
@@ -96,8 +97,20 @@ fn commit() -> String {
     let Some(head) = output("git", &["rev-parse", "--short=12", "HEAD"]) else {
         return "unknown".into();
     };
-    let dirty = output("git", &["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    // Changes under results/ do not count: they are this lab's output, and
+    // the second run of `just results` would otherwise see the first's.
+    let dirty = output(
+        "git",
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ":/",
+            ":(top,exclude)results",
+        ],
+    )
+    .is_some_and(|s| !s.is_empty());
     if dirty { format!("{head}-dirty") } else { head }
 }
 
