@@ -4,6 +4,8 @@
  * and reads it back, COUNT times; the rate is printed. Like the Rust
  * program it grows the pipe when asked, refuses a block that cannot fit,
  * keeps the write end non-blocking, and compares the last block read back.
+ * Both buffers start on a page boundary and are zeroed before the clock
+ * starts, as the Rust program's are (labkit::memory::PageAligned says why).
  * COUNT takes the article's "500k" spelling (k = 1000); BYTES a "4k" (1024).
  * Build: cc -O2 -o pipespeed2-c pipespeed2.c
  * Run:   ./pipespeed2-c COUNT BYTES [PIPE_SIZE]   (prints one JSON line) */
@@ -15,6 +17,14 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* A zeroed buffer of n bytes that starts on a page boundary. */
+static char *page_aligned(long long n)
+{
+    char *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    if (!p) { perror("aligned_alloc"); exit(1); }
+    return memset(p, 0, n);
+}
 
 static long long number(const char *s, long long k)
 {
@@ -37,7 +47,7 @@ int main(int argc, char *argv[])
     if (size < 0) { perror("fcntl"); return 1; }
     if (bytes > size) { fprintf(stderr, "a %lld-byte block does not fit a %d-byte pipe\n", bytes, size); return 2; }
     fcntl(fd[1], F_SETFL, O_NONBLOCK);
-    char *data = malloc(bytes), *back = malloc(bytes);
+    char *data = page_aligned(bytes), *back = page_aligned(bytes);
     for (long long i = 0; i < bytes; i++) data[i] = (char)((i % 251) ^ 0x5a);
 
     struct timespec t0, t1;

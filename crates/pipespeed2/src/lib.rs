@@ -25,6 +25,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno};
+use labkit::memory::PageAligned;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use serde::Serialize;
@@ -98,8 +99,14 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 
 /// The block every program sends: bytes that are not all equal and do not
 /// repeat with a power-of-two period, so a lost or repeated piece shows.
-pub fn pattern(block: usize) -> Vec<u8> {
-    (0..block).map(|i| (i % 251) as u8 ^ 0x5a).collect()
+/// Page-aligned, as every buffer the pipe programs copy (see
+/// [`PageAligned`]).
+pub fn pattern(block: usize) -> PageAligned {
+    let mut data = PageAligned::zeroed(block);
+    for (i, byte) in data.iter_mut().enumerate() {
+        *byte = (i % 251) as u8 ^ 0x5a;
+    }
+    data
 }
 
 /// Does `got`, which arrived at stream offset `offset`, match the stream
@@ -212,7 +219,7 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
     };
     let (rx, tx, size) = open(block, pipe_size)?;
     let data = pattern(block as usize);
-    let mut back = vec![0u8; block as usize];
+    let mut back = PageAligned::zeroed(block as usize);
     let start = Instant::now();
 
     // ANCHOR: loop
@@ -231,7 +238,7 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
     // ANCHOR_END: loop
 
     let elapsed_s = start.elapsed().as_secs_f64();
-    if back != data {
+    if back[..] != data[..] {
         return Err(Error::failed(
             "the block read back differs from the block written",
         ));

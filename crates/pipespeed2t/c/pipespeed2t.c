@@ -3,7 +3,9 @@
  * pipespeed2t.cpp; the listing is not in the article). The main thread
  * writes COUNT blocks of BYTES into a pipe, a second thread reads them; the
  * clock stops when every byte is read and the reader joined. Like the Rust
- * program the reader compares every piece with the stream it should get.
+ * program the reader compares every piece with the stream it should get,
+ * and both buffers start on a page boundary and are zeroed before the clock
+ * starts (labkit::memory::PageAligned says why).
  * Build: cc -O2 -pthread -o pipespeed2t-c pipespeed2t.c
  * Run:   ./pipespeed2t-c COUNT BYTES [PIPE_SIZE]   (prints one JSON line) */
 #define _GNU_SOURCE
@@ -19,8 +21,16 @@
 
 static int fd[2];
 static long long bytes;
-static char *data;
+static char *data, *buf;
 static long long received, mismatch = -1;
+
+/* A zeroed buffer of n bytes that starts on a page boundary. */
+static char *page_aligned(long long n)
+{
+    char *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
+    if (!p) { perror("aligned_alloc"); exit(1); }
+    return memset(p, 0, n);
+}
 
 static long long number(const char *s, long long k)
 {
@@ -33,7 +43,6 @@ static long long number(const char *s, long long k)
 
 static void *reader(void *arg)
 {
-    char *buf = malloc(bytes);
     (void)arg;
     for (;;) {
         ssize_t n = read(fd[0], buf, bytes);
@@ -46,7 +55,6 @@ static void *reader(void *arg)
         received += n;
     }
     close(fd[0]);
-    free(buf);
     return NULL;
 }
 
@@ -61,7 +69,8 @@ int main(int argc, char *argv[])
     int size = argc > 3 ? fcntl(fd[1], F_SETPIPE_SZ, (int)number(argv[3], 1024))
                         : fcntl(fd[1], F_GETPIPE_SZ);
     if (size < 0) { perror("fcntl"); return 1; }
-    data = malloc(bytes);
+    data = page_aligned(bytes);
+    buf = page_aligned(bytes);
     for (long long i = 0; i < bytes; i++) data[i] = (char)((i % 251) ^ 0x5a);
 
     struct timespec t0, t1;

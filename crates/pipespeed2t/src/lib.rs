@@ -28,6 +28,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno, describe_io};
+use labkit::memory::PageAligned;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
@@ -183,7 +184,7 @@ pub fn run(opts: &Options) -> Result<Report> {
     }
     let (rx, tx, size) = channel(opts)?;
     let block = pattern(opts.block as usize);
-    let mut buf = vec![0u8; opts.block as usize];
+    let mut buf = PageAligned::zeroed(opts.block as usize);
     let stop = opts.reader_stops_after.unwrap_or(u64::MAX);
     let start = Instant::now();
     let (written, received) = if opts.processes {
