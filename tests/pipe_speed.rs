@@ -83,21 +83,22 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
         .iter()
         .map(|c| {
             (
-                c["rust"].as_str().unwrap(),
-                c["c"].as_str().unwrap(),
+                c["program"].as_str().unwrap(),
+                c["against"].as_str().unwrap(),
                 c["placement"]["name"].as_str().unwrap(),
             )
         })
         .collect();
-    assert_eq!(
-        cells,
-        [
-            ("pipespeed2", "pipespeed2.c", "one CPU"),
-            ("pipespeed2t", "pipespeed2t.c", "one CPU"),
-            ("pipespeed2", "pipespeed2.c", "unpinned"),
-            ("pipespeed2t", "pipespeed2t.c", "unpinned"),
-        ]
-    );
+    let mut expected = Vec::new();
+    for placement in ["one CPU", "unpinned"] {
+        expected.extend([
+            ("pipespeed2", "pipespeed2.c", placement),
+            ("pipespeed2t", "pipespeed2t.c", placement),
+            // the control: the C program against itself
+            ("pipespeed2t.c", "pipespeed2t.c", placement),
+        ]);
+    }
+    assert_eq!(cells, expected);
     for c in vs_c {
         assert_eq!(
             c["placement"]["cpu"].is_u64(),
@@ -111,12 +112,12 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
             .collect();
         // 65537 bytes does not fit a default pipe: pipespeed2 skips it.
         let expected: &[u64] =
-            if c["rust"] == "pipespeed2" { &[1] } else { &[1, 65537] };
+            if c["program"] == "pipespeed2" { &[1] } else { &[1, 65537] };
         assert_eq!(blocks, expected);
         for p in c["points"].as_array().unwrap() {
             assert_eq!(p["count"], 5);
-            assert_eq!(p["rust_mb_per_s"].as_array().unwrap().len(), 2);
-            assert_eq!(p["c_mb_per_s"].as_array().unwrap().len(), 2);
+            assert_eq!(p["program_mb_per_s"].as_array().unwrap().len(), 2);
+            assert_eq!(p["against_mb_per_s"].as_array().unwrap().len(), 2);
             assert_eq!(p["ratio"]["n"], 2);
             assert!(p["ratio"]["median"].as_f64().unwrap() > 0.0);
         }

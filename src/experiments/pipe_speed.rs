@@ -179,11 +179,12 @@ struct Placement {
     cpu: Option<usize>,
 }
 
-/// A Rust program against its C twin at one placement.
+/// A program against another at one placement: a Rust program against
+/// its C twin, or (the control) a C program against itself.
 #[derive(Serialize)]
 struct Comparison {
-    rust: &'static str,
-    c: &'static str,
+    program: &'static str,
+    against: &'static str,
     placement: Placement,
     points: Vec<PairPoint>,
 }
@@ -192,9 +193,9 @@ struct Comparison {
 struct PairPoint {
     block_bytes: u64,
     count: u64,
-    rust_mb_per_s: Vec<f64>,
-    c_mb_per_s: Vec<f64>,
-    /// Rust MB/s over C MB/s, one ratio per round (run back to back).
+    program_mb_per_s: Vec<f64>,
+    against_mb_per_s: Vec<f64>,
+    /// program MB/s over against MB/s, one ratio per round (back to back).
     ratio: Summary,
 }
 
@@ -462,6 +463,18 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
     Ok(list)
 }
 
+/// A copy of `v` to run against itself.
+fn program_again(v: &Variant) -> Variant {
+    Variant {
+        key: v.key,
+        label: v.label,
+        path: v.path.clone(),
+        flags: v.flags.clone(),
+        rust: v.rust,
+        blocks: v.blocks.clone(),
+    }
+}
+
 /// One round's order: rotated by the round, so slow drift does not always
 /// favour the same program.
 fn round_order(here: &[usize], round: usize) -> Vec<usize> {
@@ -520,6 +533,10 @@ fn compare_with_c(
         };
         jobs.push((program(rust, path, true), program(c, &c_path, false)));
     }
+    // The control: the two-thread C program against itself, pairs of one
+    // binary, which shows how far apart two runs of the same code land.
+    let (_, c) = &jobs[1];
+    jobs.push((program_again(c), program_again(c)));
     let steps: usize =
         jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
     let bar =
@@ -530,45 +547,48 @@ fn compare_with_c(
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let mut out = Vec::new();
     for placement in placements {
-        for (rust, c) in &jobs {
+        for (first, second) in &jobs {
             let mut points = Vec::new();
-            for &block in &rust.blocks {
+            for &block in &first.blocks {
                 bar.set_message(format!(
                     "{}, {}, {} bytes",
-                    rust.key,
+                    first.key,
                     placement.name,
                     format_size(block)
                 ));
                 let count = args.count.unwrap_or_else(|| pair_count(block));
-                let (mut r, mut k) = (Vec::new(), Vec::new());
+                let mut rates = [Vec::new(), Vec::new()];
                 for round in 0..rounds {
-                    let pair = if round % 2 == 0 { [rust, c] } else { [c, rust] };
-                    for v in pair {
+                    let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+                    for i in order {
+                        let v = [first, second][i];
                         let mut cmd = v.command(count, block);
                         if let Some(cpu) = placement.cpu {
                             labkit::affinity::pin_command(&mut cmd, cpu)?;
                         }
                         let (printed, _) =
                             spawn(v, cmd, count, block, scratch.path())?;
-                        if v.rust {
-                            r.push(printed.mb_per_s)
-                        } else {
-                            k.push(printed.mb_per_s)
-                        }
+                        rates[i].push(printed.mb_per_s);
                         bar.inc(1);
                     }
                 }
+                let [mine, theirs] = rates;
                 let ratios: Vec<f64> =
-                    r.iter().zip(&k).map(|(a, b)| a / b).collect();
+                    mine.iter().zip(&theirs).map(|(a, b)| a / b).collect();
                 points.push(PairPoint {
                     block_bytes: block,
                     count,
                     ratio: Summary::of(&ratios).expect("at least one round"),
-                    rust_mb_per_s: r,
-                    c_mb_per_s: k,
+                    program_mb_per_s: mine,
+                    against_mb_per_s: theirs,
                 });
             }
-            out.push(Comparison { rust: rust.key, c: c.key, placement, points });
+            out.push(Comparison {
+                program: first.key,
+                against: second.key,
+                placement,
+                points,
+            });
         }
     }
     bar.finish_and_clear();
@@ -832,15 +852,29 @@ fn two_thread_table(data: &Data) -> Table {
 }
 
 fn pairs_table(data: &Data) -> Table {
+    // One column per pair of programs and placement, grouped by the pair.
+    let mut columns: Vec<&Comparison> = Vec::new();
+    for c in &data.vs_c {
+        if !columns.iter().any(|k| (k.program, k.against) == (c.program, c.against))
+        {
+            columns.extend(
+                data.vs_c
+                    .iter()
+                    .filter(|k| (k.program, k.against) == (c.program, c.against)),
+            );
+        }
+    }
+    let headers: Vec<String> = std::iter::once("block (bytes)".to_string())
+        .chain(
+            columns
+                .iter()
+                .map(|c| format!("{}, {}", pair_name(c), c.placement.name)),
+        )
+        .collect();
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     let mut t = Table::new(
         "Rust against C (gcc -O2): Rust MB/s / C MB/s, median (min-max) of pairs",
-        &[
-            "block (bytes)",
-            "pipespeed2, one CPU",
-            "pipespeed2, unpinned",
-            "pipespeed2t, one CPU",
-            "pipespeed2t, unpinned",
-        ],
+        &headers,
     );
     let mut blocks: Vec<u64> = data
         .vs_c
@@ -849,20 +883,13 @@ fn pairs_table(data: &Data) -> Table {
         .collect();
     blocks.sort_unstable();
     blocks.dedup();
-    let column = |rust: &str, placement: &str| {
-        data.vs_c.iter().find(|c| c.rust == rust && c.placement.name == placement)
-    };
-    let columns = [
-        column("pipespeed2", "one CPU"),
-        column("pipespeed2", "unpinned"),
-        column("pipespeed2t", "one CPU"),
-        column("pipespeed2t", "unpinned"),
-    ];
     for block in blocks {
         let mut cells = vec![block.to_string()];
-        for c in columns {
+        for c in &columns {
             cells.push(
-                c.and_then(|c| c.points.iter().find(|p| p.block_bytes == block))
+                c.points
+                    .iter()
+                    .find(|p| p.block_bytes == block)
                     .map_or("-".into(), |p| {
                         with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3)
                     }),
@@ -870,25 +897,38 @@ fn pairs_table(data: &Data) -> Table {
         }
         t.row(cells);
     }
-    for c in &data.vs_c {
+    for c in &columns {
         let medians: Vec<f64> = c.points.iter().map(|p| p.ratio.median).collect();
         if let Some(all) = Summary::of(&medians) {
             let close = medians.iter().filter(|&&r| (r - 1.0).abs() <= 0.05).count();
             t.note(format!(
-                "{} against {}, {}: {close} of {} block sizes within 5% (medians from {:.3} to {:.3}; their median {:.3}).",
-                c.rust, c.c, c.placement.name, all.n, all.min, all.max, all.median
+                "{} against {}, {}: {close} of {} block sizes within 5% (medians from \
+                 {:.3} to {:.3}; their median {:.3}).",
+                c.program, c.against, c.placement.name, all.n, all.min, all.max, all.median
             ));
         }
     }
     let rounds =
         data.vs_c.first().and_then(|c| c.points.first()).map_or(0, |p| p.ratio.n);
     t.note(format!(
-        "{rounds} pairs per cell, each the Rust program and the C program run back to back \
-         (which goes first alternates), at the counts in the JSON. One CPU: both programs \
-         and all their threads pinned to one CPU, as on a one-CPU machine; unpinned: the \
-         scheduler's choice. Above 1: Rust moved more MB/s."
+        "{rounds} pairs per cell, the two programs run back to back (which goes first \
+         alternates), at the counts in the JSON. One CPU: both programs and all their \
+         threads pinned to one CPU, as on a one-CPU machine; unpinned: the scheduler's \
+         choice. Above 1: the first program moved more MB/s. The control runs \
+         pipespeed2t.c against itself: its scatter is what the machine alone does to \
+         two runs of the same code."
     ));
     t
+}
+
+/// "pipespeed2t" for a Rust program against its twin, "pipespeed2t.c /
+/// itself" for the control.
+fn pair_name(c: &Comparison) -> String {
+    if c.program == c.against {
+        format!("{} / itself", c.program)
+    } else {
+        c.program.to_string()
+    }
 }
 
 fn charts(data: &Data) -> Vec<(String, Chart)> {
@@ -952,16 +992,16 @@ fn charts(data: &Data) -> Vec<(String, Chart)> {
         let mut chart = Chart {
             log_x: true,
             ..Chart::new(
-                "Rust against C: MB/s ratio by block size (median of pairs)",
+                "Rust against C, and C against itself: MB/s ratio (median of pairs)",
                 "block size (bytes, log scale)",
-                "Rust MB/s / C MB/s",
+                "first program's MB/s / second's",
             )
         };
         for c in &data.vs_c {
             let points =
                 c.points.iter().map(|p| (p.block_bytes as f64, p.ratio.median));
             chart = chart.series(
-                &format!("{}, {}", c.rust, c.placement.name),
+                &format!("{}, {}", pair_name(c), c.placement.name),
                 points.collect(),
             );
         }
