@@ -25,10 +25,12 @@
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Mutex;
 use std::time::Instant;
 
-use labkit::error::{Error, Result, describe_errno, describe_io};
+use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::PageAligned;
+use labkit::pthread::{self, Attr};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
@@ -288,8 +290,36 @@ fn vmsplice_all(fd: &OwnedFd, mut buf: &[u8]) -> Result<(), Errno> {
 
 type Outcome = (Result<(), Errno>, Result<Received>);
 
+/// What the reader thread needs, shared with it by reference; the locks
+/// are taken once, before its loop.
+struct ReaderJob<'a> {
+    rx: Mutex<Option<OwnedFd>>,
+    block: &'a [u8],
+    buf: Mutex<&'a mut [u8]>,
+    stop: u64,
+    got: Mutex<Option<Result<Received, Errno>>>,
+}
+
+/// The reader thread's body (it must not panic: see `labkit::pthread`).
+fn reader_thread(job: &ReaderJob<'_>) -> i32 {
+    let (Ok(mut rx), Ok(mut buf), Ok(mut got)) =
+        (job.rx.lock(), job.buf.lock(), job.got.lock())
+    else {
+        return libc::EINVAL;
+    };
+    let Some(rx) = rx.take() else { return libc::EINVAL };
+    *got = Some(read_all(rx, job.block, &mut buf, job.stop));
+    0
+}
+
 /// The article's way: the reader is a second thread, joined before the
-/// clock stops.
+/// clock stops. It is started with `pthread_create`, as the C program
+/// starts it: with `std::thread` the two threads, pinned to one CPU,
+/// switched more often (at 384-byte blocks 3254 voluntary and 2286
+/// involuntary switches per 100,000 blocks, against 2178 and 1055 for the
+/// C program) and moved 3 to 6% fewer bytes per second at sizes from 384
+/// bytes to 4 KiB; with `pthread_create` the counts and rates are the C
+/// program's.
 fn with_thread(
     rx: OwnedFd,
     tx: OwnedFd,
@@ -299,27 +329,36 @@ fn with_thread(
     stop: u64,
     gift: bool,
 ) -> Result<Outcome> {
-    std::thread::scope(|scope| {
-        // ANCHOR: spawn
-        let reader = std::thread::Builder::new()
-            .name("reader".into())
-            .spawn_scoped(scope, || read_all(rx, block, buf, stop))
-            .map_err(|e| {
-                Error::failed(format!("thread spawn: {}", describe_io(&e)))
-            })?;
-        let written = write_blocks(tx, block, count, gift);
-        let received = reader.join();
-        // ANCHOR_END: spawn
-        let received = match received {
-            Ok(Ok(got)) => Ok(got),
-            Ok(Err(errno)) => Err(Error::failed(format!(
-                "reader thread: read: {}",
-                describe_errno(errno)
-            ))),
-            Err(_) => Err(Error::failed("the reader thread panicked")),
-        };
-        Ok((written, received))
-    })
+    let job = ReaderJob {
+        rx: Mutex::new(Some(rx)),
+        block,
+        buf: Mutex::new(buf),
+        stop,
+        got: Mutex::new(None),
+    };
+    let start = pthread::Start { run: reader_thread, data: &job };
+    // ANCHOR: spawn
+    // SAFETY: `job` outlives the thread, which is joined below before
+    // anything else can fail; `reader_thread` does not panic.
+    let reader =
+        unsafe { pthread::spawn(&Attr::default_stack(), &start) }.map_err(|e| {
+            Error::failed(format!("pthread_create: {}", describe_errno(e)))
+        })?;
+    let written = write_blocks(tx, block, count, gift);
+    let joined = pthread::join(reader);
+    // ANCHOR_END: spawn
+    joined.map_err(|e| {
+        Error::failed(format!("pthread_join: {}", describe_errno(e)))
+    })?;
+    let received = match job.got.into_inner().ok().flatten() {
+        Some(Ok(got)) => Ok(got),
+        Some(Err(errno)) => Err(Error::failed(format!(
+            "reader thread: read: {}",
+            describe_errno(errno)
+        ))),
+        None => Err(Error::failed("the reader thread did not finish its work")),
+    };
+    Ok((written, received))
 }
 
 /// What the reader child leaves for its parent, in a shared page.
