@@ -26,7 +26,7 @@ results:
     cargo lab run thread-limits
     cargo lab run footprint
     cargo lab run pipe-speed
-    cargo lab run pipe-speed --vs-c --rounds 11 --out results/pipe-speed/vs-c
+    cargo lab run pipe-speed --vs-c --rounds 31 --out results/pipe-speed/vs-c
     cargo lab run ctx-switch
     cargo lab run ctx-switch --pins cross --rounds 15 --iterations 100000 --out results/ctx-switch/cross-long
     cargo lab run mq-sweep
