@@ -53,8 +53,7 @@ fn create_destroy_smoke_run_writes_results() {
 #[test]
 #[serial(fork)]
 fn create_destroy_pairs_rust_with_c() {
-    if std::process::Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipped: no C compiler");
+    if !common::have_cc() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

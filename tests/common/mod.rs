@@ -51,3 +51,13 @@ pub fn run_json(
     assert_eq!(printed, saved, "the printed JSON is the saved one");
     saved
 }
+
+/// Is there a C compiler for the `--vs-c` runs? Says why a test skips if
+/// not.
+pub fn have_cc() -> bool {
+    let found = std::process::Command::new("cc").arg("--version").output().is_ok();
+    if !found {
+        eprintln!("skipped: no C compiler (cc) for the C references");
+    }
+    found
+}
