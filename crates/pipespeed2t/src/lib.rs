@@ -317,9 +317,9 @@ fn reader_thread(job: &ReaderJob<'_>) -> i32 {
 /// starts it: with `std::thread` the two threads, pinned to one CPU,
 /// switched more often (at 384-byte blocks 3254 voluntary and 2286
 /// involuntary switches per 100,000 blocks, against 2178 and 1055 for the
-/// C program) and moved 3 to 6% fewer bytes per second at sizes from 384
-/// bytes to 4 KiB; with `pthread_create` the counts and rates are the C
-/// program's.
+/// C program) and moved up to 6% fewer bytes per second at most sizes
+/// from 352 bytes to 4 KiB; with `pthread_create` the counts and rates are
+/// the C program's.
 fn with_thread(
     rx: OwnedFd,
     tx: OwnedFd,
