@@ -97,6 +97,7 @@ const ARTICLE_PEAK_2T_MB_S: f64 = 700.0;
 const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
 
 /// One program with its flags: a line on the charts.
+#[derive(Clone)]
 struct Variant {
     key: &'static str,
     label: &'static str,
@@ -463,18 +464,6 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
     Ok(list)
 }
 
-/// A copy of `v` to run against itself.
-fn program_again(v: &Variant) -> Variant {
-    Variant {
-        key: v.key,
-        label: v.label,
-        path: v.path.clone(),
-        flags: v.flags.clone(),
-        rust: v.rust,
-        blocks: v.blocks.clone(),
-    }
-}
-
 /// One round's order: rotated by the round, so slow drift does not always
 /// favour the same program.
 fn round_order(here: &[usize], round: usize) -> Vec<usize> {
@@ -531,12 +520,14 @@ fn compare_with_c(
             rust,
             blocks: blocks.clone(),
         };
-        jobs.push((program(rust, path, true), program(c, &c_path, false)));
+        let c = program(c, &c_path, false);
+        // The control: the two-thread C program against itself, pairs of
+        // one binary, which shows how far apart two runs of the same code
+        // land.
+        let control = (rust == "pipespeed2t").then(|| (c.clone(), c.clone()));
+        jobs.push((program(rust, path, true), c));
+        jobs.extend(control);
     }
-    // The control: the two-thread C program against itself, pairs of one
-    // binary, which shows how far apart two runs of the same code land.
-    let (_, c) = &jobs[1];
-    jobs.push((program_again(c), program_again(c)));
     let steps: usize =
         jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
     let bar =

@@ -290,25 +290,23 @@ fn vmsplice_all(fd: &OwnedFd, mut buf: &[u8]) -> Result<(), Errno> {
 
 type Outcome = (Result<(), Errno>, Result<Received>);
 
-/// What the reader thread needs, shared with it by reference; the locks
-/// are taken once, before its loop.
+/// What the reader thread needs, shared with it by reference: the read
+/// end and the buffer go in, what it received comes out, all behind one
+/// lock that it takes once, before its loop.
 struct ReaderJob<'a> {
-    rx: Mutex<Option<OwnedFd>>,
     block: &'a [u8],
-    buf: Mutex<&'a mut [u8]>,
     stop: u64,
-    got: Mutex<Option<Result<Received, Errno>>>,
+    io: Mutex<ReaderIo<'a>>,
 }
+
+type ReaderIo<'a> = (Option<OwnedFd>, &'a mut [u8], Option<Result<Received, Errno>>);
 
 /// The reader thread's body (it must not panic: see `labkit::pthread`).
 fn reader_thread(job: &ReaderJob<'_>) -> i32 {
-    let (Ok(mut rx), Ok(mut buf), Ok(mut got)) =
-        (job.rx.lock(), job.buf.lock(), job.got.lock())
-    else {
-        return libc::EINVAL;
-    };
+    let Ok(mut io) = job.io.lock() else { return libc::EINVAL };
+    let (rx, buf, got) = &mut *io;
     let Some(rx) = rx.take() else { return libc::EINVAL };
-    *got = Some(read_all(rx, job.block, &mut buf, job.stop));
+    *got = Some(read_all(rx, job.block, buf, job.stop));
     0
 }
 
@@ -329,13 +327,7 @@ fn with_thread(
     stop: u64,
     gift: bool,
 ) -> Result<Outcome> {
-    let job = ReaderJob {
-        rx: Mutex::new(Some(rx)),
-        block,
-        buf: Mutex::new(buf),
-        stop,
-        got: Mutex::new(None),
-    };
+    let job = ReaderJob { block, stop, io: Mutex::new((Some(rx), buf, None)) };
     let start = pthread::Start { run: reader_thread, data: &job };
     // ANCHOR: spawn
     // SAFETY: `job` outlives the thread, which is joined below before
@@ -350,7 +342,7 @@ fn with_thread(
     joined.map_err(|e| {
         Error::failed(format!("pthread_join: {}", describe_errno(e)))
     })?;
-    let received = match job.got.into_inner().ok().flatten() {
+    let received = match job.io.into_inner().ok().and_then(|(_, _, got)| got) {
         Some(Ok(got)) => Ok(got),
         Some(Err(errno)) => Err(Error::failed(format!(
             "reader thread: read: {}",
