@@ -45,7 +45,7 @@ struct Args {
     iterations: Option<u64>,
 
     /// Do not run `perf bench sched pipe`, even if perf works
-    #[arg(long)]
+    #[arg(long, conflicts_with = "perf")]
     no_perf: bool,
 
     /// Only these modes
@@ -58,9 +58,11 @@ struct Args {
           default_value = "same,cross,none")]
     pins: Vec<String>,
 
-    /// The perf program to use as the reference
-    #[arg(long, value_name = "PATH", default_value = "perf")]
-    perf: PathBuf,
+    /// The perf program to use as the reference [default: perf, skipped
+    /// with a note if it cannot run; a --perf given that cannot run is an
+    /// error]
+    #[arg(long, value_name = "PATH")]
+    perf: Option<PathBuf>,
 }
 
 const MODES: [&str; 2] = ["threads", "processes"];
@@ -182,11 +184,22 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             ok
         })
         .collect();
+    let perf_path = args.perf.clone().unwrap_or_else(|| PathBuf::from("perf"));
     let perf = if args.no_perf {
         PerfInfo { used: false, version: None, note: "--no-perf".into() }
     } else {
-        perf_check(&args.perf)
+        perf_check(&perf_path)
     };
+    if !perf.used && !args.no_perf {
+        // Only the default may fall back; a perf the user named must run.
+        if args.perf.is_some() {
+            return Err(Error::failed(format!(
+                "--perf: {}; give a perf that runs, or --no-perf",
+                perf.note
+            )));
+        }
+        eprintln!("lab: note: running without perf: {}", perf.note);
+    }
     let rounds = args.common.rounds as usize;
     let cells_n = modes.len() * pins.len();
     let per_round = if perf.used { 2 } else { 1 };
@@ -212,7 +225,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
                     if (k == 0) != perf_first {
                         runs.push(ctxswitch_once(&ctxswitch, mode, pin, cpus, n)?);
                     } else {
-                        perf_runs.push(perf_once(&args.perf, mode, cpus, n)?);
+                        perf_runs.push(perf_once(&perf_path, mode, cpus, n)?);
                     }
                     bar.inc(1);
                 }
@@ -272,9 +285,7 @@ fn ctxswitch_once(
         _ => &mut cmd,
     };
     let what = format!("ctxswitch --mode {mode} --pin {pin}");
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
+    let out = labkit::cleanup::output(&mut cmd)
         .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
     let parsed = serde_json::from_slice::<Run>(&out.stdout);
     match (out.status.code(), parsed) {
@@ -295,16 +306,13 @@ fn ctxswitch_once(
 
 /// Is perf there and does `perf bench sched pipe` run?
 fn perf_check(perf: &Path) -> PerfInfo {
-    let version = Command::new(perf)
-        .arg("--version")
-        .output()
+    let version = labkit::cleanup::output(Command::new(perf).arg("--version"))
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let works = Command::new(perf)
-        .args(["bench", "sched", "pipe", "-l", "10"])
-        .stdin(Stdio::null())
-        .output();
+    let works = labkit::cleanup::output(
+        Command::new(perf).args(["bench", "sched", "pipe", "-l", "10"]),
+    );
     let note = match &works {
         Err(e) => format!(
             "{} cannot run: {}",
@@ -367,11 +375,15 @@ fn perf_once(
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let what = format!("perf bench sched pipe ({mode})");
     let start = Instant::now();
-    let mut child =
-        cmd.spawn().map_err(|e| Error::io(format!("cannot run {what}"), e))?;
+    // Tracked: an error below, or an interrupt, kills and reaps perf.
+    let mut child = labkit::cleanup::spawn(&mut cmd)
+        .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
+    let stdout = labkit::cleanup::drain(child.child().stdout.take());
+    let stderr = labkit::cleanup::drain(child.child().stderr.take());
     let mut moved_after_ms = None;
+    let mut ended = None;
     if let Some([_, b]) = cpus.filter(|[a, b]| a != b) {
-        let pid = child.id();
+        let pid = child.pid() as u32;
         loop {
             let workers = if mode == "threads" {
                 labkit::affinity::other_threads(pid)
@@ -383,19 +395,24 @@ fn perf_once(
                 moved_after_ms = Some(start.elapsed().as_secs_f64() * 1e3);
                 break;
             }
-            let ended = child.try_wait().map_err(|e| Error::io(&what, e))?;
+            ended = child.try_wait().map_err(|e| Error::io(&what, e))?;
             if ended.is_some() || start.elapsed() > Duration::from_secs(10) {
                 break;
             }
             std::thread::sleep(Duration::from_micros(100));
         }
     }
-    let out = child.wait_with_output().map_err(|e| Error::io(&what, e))?;
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
+    let status = match ended {
+        Some(status) => status,
+        None => child.wait4().map_err(|e| Error::io(&what, e))?.0,
+    };
+    let text = |h: std::thread::JoinHandle<Vec<u8>>| {
+        String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
+    };
+    let (stdout, stderr) = (text(stdout), text(stderr));
+    if !status.success() {
         let said = stderr.lines().last().unwrap_or("").trim();
-        return Err(Error::failed(format!("{what}: {}: {said}", out.status)));
+        return Err(Error::failed(format!("{what}: {status}: {said}")));
     }
     if cpus.is_some_and(|[a, b]| a != b) && moved_after_ms.is_none() {
         return Err(Error::failed(format!(
@@ -468,7 +485,7 @@ fn cpus_text(c: &Cell) -> String {
             let ends: Vec<String> = c
                 .runs
                 .iter()
-                .map(|r| format!("{}{}", r.last_cpus[0], r.last_cpus[1]))
+                .map(|r| format!("{}-{}", r.last_cpus[0], r.last_cpus[1]))
                 .collect();
             format!("ended {}", ends.join(" "))
         }
@@ -519,7 +536,7 @@ fn cost_table(d: &Data) -> Table {
     );
     t.note(
         "CPUs: where A and B were pinned; for `none`, the CPUs A and B ended on, \
-         one pair per round.",
+         one `A-B` pair per round.",
     );
     for s in &d.skipped {
         t.note(format!("Skipped {s}."));

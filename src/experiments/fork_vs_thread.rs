@@ -293,9 +293,7 @@ fn programs(vs_c: bool) -> Result<Vec<Program>> {
 /// One `time ./fork`: a fresh log in a temporary directory, the program as
 /// a whole process, its log checked, the directory removed.
 fn run_once(program: &Program, s: &Setting, console: bool) -> Result<Usage> {
-    let dir = tempfile::Builder::new()
-        .prefix("lab-fork-vs-thread-")
-        .tempdir()
+    let dir = labkit::cleanup::tempdir("lab-fork-vs-thread-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let log = dir.path().join("logFile.log");
     let mut cmd = program.command(s, &log);

@@ -253,9 +253,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         ));
     }
     let out = args.common.out_dir(EXPERIMENT.name)?;
-    let scratch = tempfile::Builder::new()
-        .prefix("lab-pipe-speed-")
-        .tempdir()
+    let scratch = labkit::cleanup::tempdir("lab-pipe-speed-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let bins = labkit::bins::programs(&["pipespeed2", "pipespeed2t"])?;
     let facts = pipe_facts(&bins[0], scratch.path())?;
@@ -532,9 +530,7 @@ fn compare_with_c(
         jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
     let bar =
         labkit::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
-    let scratch = tempfile::Builder::new()
-        .prefix("lab-pipe-speed-c-")
-        .tempdir()
+    let scratch = labkit::cleanup::tempdir("lab-pipe-speed-c-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let mut out = Vec::new();
     for placement in placements {

@@ -11,6 +11,7 @@
 
 use std::ffi::{CString, OsString};
 use std::os::raw::{c_char, c_int, c_void};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Instant;
@@ -26,6 +27,7 @@ use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use nix::errno::Errno;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::Serialize;
@@ -186,7 +188,9 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     }
     let out = args.common.out_dir(EXPERIMENT.name)?;
     let exec = Exec::new(&args.exec)?;
-    // Check the tiny program once, outside any timing.
+    // Check the tiny program once, outside any timing, the way the methods
+    // run it (no arguments, empty environment), keeping what it said.
+    check_exec(&args.exec)?;
     run_method(Method::ForkExec, 1, &exec, None)?;
     let rounds = args.common.rounds as usize;
     let cpus = allowed_cpus()?;
@@ -390,12 +394,59 @@ fn run_method(
     Ok(start.elapsed().as_secs_f64() * 1e6 / n as f64)
 }
 
+/// `--exec` must start and exit 0: say why not, with the exec error or
+/// the program's own last words.
+fn check_exec(path: &std::path::Path) -> Result<()> {
+    let what = format!("--exec {}", path.display());
+    let out = labkit::cleanup::output(std::process::Command::new(path).env_clear())
+        .map_err(|e| {
+            Error::usage(format!(
+                "{what}: cannot execute: {}",
+                labkit::error::describe_io(&e)
+            ))
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    Err(Error::usage(format!(
+        "{what}: the program must exit 0 when run with no arguments; it ended \
+         with {}{}",
+        describe_status(out.status.into_raw()),
+        said.map_or(String::new(), |l| format!(": {}", l.trim()))
+    )))
+}
+
+/// "exit status 1", "signal SIGSEGV", from a raw wait status.
+fn describe_status(raw: i32) -> String {
+    if libc::WIFEXITED(raw) {
+        format!("exit status {}", libc::WEXITSTATUS(raw))
+    } else if libc::WIFSIGNALED(raw) {
+        let sig = libc::WTERMSIG(raw);
+        Signal::try_from(sig)
+            .map_or_else(|_| format!("signal {sig}"), |s| format!("signal {s}"))
+    } else {
+        format!("wait status {raw:#x}")
+    }
+}
+
 /// Reap `pid` and insist that it exited with 0.
 fn wait_ok(pid: Pid, what: &str) -> Result<()> {
     loop {
         return match waitpid(pid, None) {
             Ok(WaitStatus::Exited(_, 0)) => Ok(()),
             Err(Errno::EINTR) => continue,
+            Ok(WaitStatus::Exited(_, 127)) => Err(Error::failed(format!(
+                "{what}: the child exited with status 127 (execve failed, or the \
+                 program itself said 127)"
+            ))),
+            Ok(WaitStatus::Exited(_, code)) => Err(Error::failed(format!(
+                "{what}: the child exited with status {code}"
+            ))),
+            Ok(WaitStatus::Signaled(_, sig, _)) => {
+                Err(Error::failed(format!("{what}: the child was killed by {sig}")))
+            }
             Ok(other) => {
                 Err(Error::failed(format!("{what}: child ended with {other:?}")))
             }

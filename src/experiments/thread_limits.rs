@@ -275,9 +275,7 @@ fn run_thread(
     space: Limits,
     timeout: Duration,
 ) -> Result<ProgramRun> {
-    let dir = tempfile::Builder::new()
-        .prefix("lab-thread-limits-")
-        .tempdir()
+    let dir = labkit::cleanup::tempdir("lab-thread-limits-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let log: PathBuf = dir.path().join("logFile.log");
     let mut cmd = Command::new(thread);

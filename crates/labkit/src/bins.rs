@@ -66,7 +66,11 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
     for package in packages {
         cmd.args(["-p", package]);
     }
-    let status = cmd.status().map_err(|e| Error::io("cannot run cargo", e))?;
+    // Tracked, so an interrupt stops the build too.
+    let status = crate::cleanup::spawn(&mut cmd)
+        .and_then(|mut build| build.wait4())
+        .map_err(|e| Error::io("cannot run cargo", e))?
+        .0;
     if status.success() {
         Ok(())
     } else {
@@ -117,9 +121,15 @@ pub fn compile_c_with(
     if fresh && std::fs::read_to_string(&stamp).is_ok_and(|s| s == line) {
         return Ok(out);
     }
-    let status = cmd.status().map_err(|e| {
-        Error::io(format!("cannot run the C compiler {}", cc.to_string_lossy()), e)
-    })?;
+    let status = crate::cleanup::spawn(&mut cmd)
+        .and_then(|mut cc| cc.wait4())
+        .map_err(|e| {
+            Error::io(
+                format!("cannot run the C compiler {}", cc.to_string_lossy()),
+                e,
+            )
+        })?
+        .0;
     if !status.success() {
         let names: Vec<String> =
             sources.iter().map(|s| s.display().to_string()).collect();

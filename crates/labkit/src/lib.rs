@@ -9,6 +9,8 @@
 //! - [`stats`]: rounds, median, min, max and the articles' trimmed mean;
 //! - [`measure`]: run a program as a whole process, timed from outside, with
 //!   the kernel's `wait4` accounting (user, sys, max RSS, context switches);
+//! - [`cleanup`]: process groups and temporary directories that an
+//!   interrupt (SIGINT, SIGTERM, SIGHUP) stops and removes;
 //! - [`machine`]: what machine a figure was measured on;
 //! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
 
@@ -17,6 +19,7 @@ pub mod bars;
 pub mod bins;
 pub mod chart;
 pub mod children;
+pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod limited;

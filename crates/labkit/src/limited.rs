@@ -5,7 +5,6 @@
 //! many threads fit in 3 GiB cannot take the runner, or the machine, with
 //! it.
 
-use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -23,6 +22,10 @@ pub struct Limits {
     /// Run as this uid and gid (with no supplementary groups); needs root.
     pub user: Option<u32>,
 }
+
+// Every limited child also runs with `RLIMIT_CORE` 0: the probes crash on
+// purpose (stack overflow, address space), and a core file in the
+// reader's current directory is not a result.
 
 /// How a limited child ended.
 #[derive(Debug)]
@@ -77,10 +80,11 @@ pub fn run(
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // ANCHOR: pre_exec
     // SAFETY: the closure runs in the child between fork and exec and calls
-    // only setrlimit, setgroups, setgid and setuid: async-signal-safe
+    // only setrlimit (RLIMIT_CORE 0 first: no core file from a probe), setgroups, setgid and setuid: async-signal-safe
     // system calls that allocate nothing.
     unsafe {
         cmd.pre_exec(move || {
+            set(libc::RLIMIT_CORE, 0)?;
             if let Some(v) = limits.address_space {
                 set(libc::RLIMIT_AS, v)?;
             }
@@ -103,38 +107,30 @@ pub fn run(
     };
     // ANCHOR_END: pre_exec
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut raw = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut raw);
-            }
-            String::from_utf8_lossy(&raw).into_owned()
-        })
-    };
-    let out =
-        drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err =
-        drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    // Its own process group, tracked: an interrupt, an error below or the
+    // deadline stops the child and everything it made.
+    let mut child = crate::cleanup::spawn(cmd)?;
+    let out = crate::cleanup::drain(child.child().stdout.take());
+    let err = crate::cleanup::drain(child.child().stderr.take());
     let mut timed_out = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
         }
-        if start.elapsed() > timeout && !timed_out {
+        if start.elapsed() > timeout {
             timed_out = true;
-            let _ = child.kill();
-            break child.wait()?;
+            child.kill();
+            break child.wait4()?.0;
         }
         std::thread::sleep(Duration::from_millis(5));
     };
     let wall_s = start.elapsed().as_secs_f64();
-    // A killed child's own children may hold the pipes a moment longer;
-    // they end when their parent does (the probes' workers wait on a pipe
-    // from it), so these joins return.
-    let stdout = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
+    // The whole group has been reaped, so nothing holds the pipes now.
+    let text = |h: std::thread::JoinHandle<Vec<u8>>| {
+        String::from_utf8_lossy(&h.join().unwrap_or_default()).into_owned()
+    };
+    let stdout = text(out);
+    let stderr = text(err);
     Ok(Outcome { status, timed_out, stdout, stderr, wall_s })
 }
 

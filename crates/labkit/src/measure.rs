@@ -54,41 +54,27 @@ impl Finished {
 }
 
 /// Spawn `cmd` (its stdin and stdout as the caller set them, stderr
-/// captured), wait for it with `wait4`, and return what it cost.
+/// captured) in a process group of its own ([`crate::cleanup::spawn`]),
+/// wait for it with `wait4`, and return what it cost. On every path,
+/// errors included, the program and anything it left running are stopped
+/// and reaped.
 pub fn run(cmd: &mut Command) -> std::io::Result<Finished> {
     cmd.stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn()?;
+    let mut child = crate::cleanup::spawn(cmd)?;
     let mut stderr = String::new();
-    if let Some(mut pipe) = child.stderr.take() {
+    if let Some(mut pipe) = child.child().stderr.take() {
         // Read to the end before reaping so a chatty program cannot block
         // on a full pipe; its children inherit the pipe and have exited by
-        // the time the program has.
+        // the time the program has. On an error `child` is dropped, which
+        // kills and reaps the group.
         let mut raw = Vec::new();
         pipe.read_to_end(&mut raw)?;
         stderr = String::from_utf8_lossy(&raw).into_owned();
     }
-    let (status, ru) = wait4(child.id() as libc::pid_t)?;
+    let (status, ru) = child.wait4()?;
     let wall = start.elapsed();
     Ok(Finished { usage: usage_from(wall, &ru), status, stderr })
-}
-
-fn wait4(pid: libc::pid_t) -> std::io::Result<(ExitStatus, libc::rusage)> {
-    let mut status = 0;
-    // SAFETY: rusage is plain old data; wait4 fills it in.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: valid pointers to our locals; `pid` is our own child, which
-        // std's `Child` will not wait for again (it only waits when asked).
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-        if r == pid {
-            return Ok((ExitStatus::from_raw(status), ru));
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
 }
 
 fn seconds(tv: libc::timeval) -> f64 {

@@ -1,0 +1,384 @@
+//! Nothing left behind when the runner is interrupted: a registry of the
+//! process trees and temporary directories the runner made, and one thread
+//! that waits for SIGINT, SIGTERM or SIGHUP.
+//!
+//! - Every program the runner starts goes through [`spawn`] (or
+//!   [`output`]): it runs in a process group of its own, so one
+//!   `killpg(SIGKILL)` stops it and every process it forked, and the
+//!   returned [`Tracked`] reaps that group on every path, error paths
+//!   included (dropping it kills and reaps).
+//! - Every temporary directory is a [`TempDir`], removed when dropped.
+//! - [`install`], first thing in `main`, blocks the three signals in every
+//!   thread and starts a thread that takes them with `sigwait`. On a signal
+//!   it kills every registered group, reaps them, removes every registered
+//!   directory, prints one line and exits with 128 + the signal number:
+//!
+//!   `lab: interrupted by SIGINT; stopped 1 program, removed /tmp/lab-x`
+//!
+//! Whether the signal comes from the terminal (Ctrl-C goes to the
+//! foreground process group: `lab` itself, since its programs run in
+//! groups of their own) or to the `lab` pid alone, the result is the same.
+//! The runner is also a child subreaper (`PR_SET_CHILD_SUBREAPER`): a
+//! grandchild whose parent died is handed to the runner, not to init, so
+//! the runner can wait for the whole tree before it exits.
+//!
+//! The registry lock is held while a program is spawned and while the
+//! interrupt is handled, so a program is either registered (and killed) or
+//! never started, and the main thread, which takes the lock to register or
+//! unregister, stops there until the process exits.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::sync::{Mutex, MutexGuard};
+
+struct Registry {
+    /// Process group id (= the leader's pid) -> what it runs.
+    groups: BTreeMap<i32, String>,
+    dirs: Vec<PathBuf>,
+}
+
+static REGISTRY: Mutex<Registry> =
+    Mutex::new(Registry { groups: BTreeMap::new(), dirs: Vec::new() });
+
+fn registry() -> MutexGuard<'static, Registry> {
+    // A panic elsewhere must not stop the cleanup: the data stays usable.
+    REGISTRY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A program started by [`spawn`]: the leader of its own process group.
+/// Dropping it before it was waited for kills the group and reaps it.
+#[derive(Debug)]
+pub struct Tracked {
+    child: Child,
+    reaped: bool,
+}
+
+/// Spawn `cmd` in a new process group of its own and register the group
+/// so an interrupt stops it.
+pub fn spawn(cmd: &mut Command) -> io::Result<Tracked> {
+    cmd.process_group(0);
+    let mut reg = registry();
+    let child = cmd.spawn()?;
+    let name = cmd.get_program().to_string_lossy().into_owned();
+    reg.groups.insert(child.id() as i32, name);
+    Ok(Tracked { child, reaped: false })
+}
+
+/// Like `Command::output`, for a program in a tracked group: stdin from
+/// /dev/null, stdout and stderr captured.
+pub fn output(cmd: &mut Command) -> io::Result<Output> {
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut tracked = spawn(cmd)?;
+    let out = drain(tracked.child.stdout.take());
+    let err = drain(tracked.child.stderr.take());
+    let (status, _) = tracked.wait4()?;
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    Ok(Output { status, stdout, stderr })
+}
+
+/// Read a pipe to its end on a thread of its own.
+pub fn drain(
+    pipe: Option<impl io::Read + Send + 'static>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut raw = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut raw);
+        }
+        raw
+    })
+}
+
+impl Tracked {
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The std `Child`, to take its pipes. Do not wait through it: use
+    /// [`Tracked::wait4`] or [`Tracked::try_wait`].
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    /// Wait for the program with `wait4`, which also returns the kernel's
+    /// accounting of it and of every child it reaped; then stop and reap
+    /// whatever it left running in its group.
+    pub fn wait4(&mut self) -> io::Result<(ExitStatus, libc::rusage)> {
+        let got = wait4(self.pid(), 0);
+        self.after_wait(got).map(|r| r.expect("a blocking wait4 returns a status"))
+    }
+
+    /// The program's status if it has ended (`WNOHANG`).
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        let got = wait4(self.pid(), libc::WNOHANG);
+        Ok(self.after_wait(got)?.map(|(status, _)| status))
+    }
+
+    /// `SIGKILL` to the whole group (the program and its descendants).
+    pub fn kill(&mut self) {
+        if !self.reaped {
+            // SAFETY: killpg only sends a signal. The group cannot have been
+            // reused: its leader is our unreaped child.
+            unsafe { libc::killpg(self.pid(), libc::SIGKILL) };
+        }
+    }
+
+    fn after_wait(
+        &mut self,
+        got: io::Result<Option<(ExitStatus, libc::rusage)>>,
+    ) -> io::Result<Option<(ExitStatus, libc::rusage)>> {
+        match got {
+            Ok(Some(done)) => {
+                self.reaped = true;
+                reap_group(self.pid(), false);
+                registry().groups.remove(&self.pid());
+                Ok(Some(done))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                // Not our child any more (or never waitable): stop tracking
+                // it so drop does not signal a group that may be reused.
+                if e.raw_os_error() == Some(libc::ECHILD) {
+                    self.reaped = true;
+                    registry().groups.remove(&self.pid());
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if !self.reaped {
+            self.kill();
+            let _ = wait4(self.pid(), 0);
+            self.reaped = true;
+            reap_group(self.pid(), true);
+            registry().groups.remove(&self.pid());
+        }
+    }
+}
+
+/// `wait4(pid, options)`, retried on `EINTR`; `None` when `WNOHANG` found
+/// it still running.
+fn wait4(
+    pid: i32,
+    options: libc::c_int,
+) -> io::Result<Option<(ExitStatus, libc::rusage)>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; wait4 fills it in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to our locals; `pid` is our own child.
+        let r = unsafe { libc::wait4(pid, &mut status, options, &mut ru) };
+        if r == pid {
+            return Ok(Some((ExitStatus::from_raw(status), ru)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// Reap every child of ours left in group `pgid` (the leader is reaped):
+/// those a program left running are killed first. Only children of ours
+/// can be left (the runner is a subreaper), so the group cannot have been
+/// reused while one is.
+fn reap_group(pgid: i32, killed: bool) {
+    let mut status = 0;
+    let mut flags = if killed { 0 } else { libc::WNOHANG };
+    loop {
+        // SAFETY: a valid pointer to a local.
+        let r = unsafe { libc::waitpid(-pgid, &mut status, flags) };
+        if r > 0 {
+            continue;
+        }
+        if r == 0 {
+            // Alive members of a group whose leader has ended: stop them.
+            // SAFETY: the group still has a member, our unreaped child.
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            flags = 0;
+            continue;
+        }
+        if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        return; // ECHILD: none left
+    }
+}
+
+/// A temporary directory that is removed when dropped, or by the
+/// interrupt handler if the runner is stopped first.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+/// Create a directory `<tmp>/<prefix>XXXXXX` (honouring `TMPDIR`).
+pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
+    let mut reg = registry();
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    let path = dir.keep();
+    reg.dirs.push(path.clone());
+    Ok(TempDir { path })
+}
+
+impl TempDir {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let mut reg = registry();
+        let _ = std::fs::remove_dir_all(&self.path);
+        reg.dirs.retain(|d| d != &self.path);
+    }
+}
+
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a local set.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        for s in SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+    }
+    set
+}
+
+/// Take over SIGINT, SIGTERM and SIGHUP for `program` (the name its line
+/// starts with). Call it first in `main`, before any other thread exists,
+/// so every thread inherits the blocked mask. Programs spawned with std's
+/// `Command` start with an empty mask and default dispositions.
+pub fn install(program: &'static str) -> io::Result<()> {
+    let set = signal_set();
+    // SAFETY: a valid set; blocks the signals in this (the only) thread.
+    let r = unsafe {
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    std::thread::Builder::new().name("signals".into()).spawn(move || {
+        let mut sig = 0;
+        // SAFETY: valid pointers; the signals are blocked in all threads.
+        while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
+        interrupted(program, sig)
+    })?;
+    Ok(())
+}
+
+/// Stop everything, say so in one line, exit 128 + `sig`. Holds the lock
+/// to the end, so the main thread cannot start or report anything else.
+fn interrupted(program: &str, sig: libc::c_int) -> ! {
+    let reg = registry();
+    for &pgid in reg.groups.keys() {
+        // SAFETY: each group's leader is our unreaped child (a reaped one
+        // is unregistered under this lock), so the group is ours.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+    for &pgid in reg.groups.keys() {
+        reap_group(pgid, true);
+    }
+    let mut removed = Vec::new();
+    for dir in &reg.dirs {
+        if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+            removed.push(dir.display().to_string());
+        }
+    }
+    eprintln!("{}", interrupt_line(program, sig, reg.groups.len(), &removed));
+    std::process::exit(128 + sig)
+}
+
+fn interrupt_line(
+    program: &str,
+    sig: i32,
+    stopped: usize,
+    removed: &[String],
+) -> String {
+    let name = nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
+    let programs = if stopped == 1 { "program" } else { "programs" };
+    let removed = if removed.is_empty() {
+        "no temporary directory to remove".to_string()
+    } else {
+        format!("removed {}", removed.join(", "))
+    };
+    format!(
+        "{program}: interrupted by {name}; stopped {stopped} {programs}, {removed}"
+    )
+}
+
+/// Call at the end of `main`, before reporting: if an interrupt is being
+/// handled, wait here for it to end the process, so that a half-finished
+/// run is not reported as a success or a failure.
+pub fn settle() {
+    drop(registry());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_line_names_signal_programs_and_dirs() {
+        assert_eq!(
+            interrupt_line("lab", libc::SIGINT, 1, &["/tmp/a".into()]),
+            "lab: interrupted by SIGINT; stopped 1 program, removed /tmp/a"
+        );
+        assert_eq!(
+            interrupt_line("lab", libc::SIGTERM, 0, &[]),
+            "lab: interrupted by SIGTERM; stopped 0 programs, \
+             no temporary directory to remove"
+        );
+    }
+
+    #[test]
+    fn dropping_a_running_program_kills_and_reaps_its_tree() {
+        // sh starts a background sleep (a grandchild) and waits.
+        let mut t =
+            spawn(Command::new("sh").args(["-c", "sleep 30 & wait"])).unwrap();
+        let pgid = t.pid();
+        assert!(t.try_wait().unwrap().is_none());
+        assert!(registry().groups.contains_key(&pgid));
+        drop(t);
+        assert!(!registry().groups.contains_key(&pgid));
+        // SAFETY: signal 0 only checks for existence.
+        let alive = unsafe { libc::kill(pgid, 0) } == 0;
+        assert!(!alive, "the leader is gone (reaped)");
+    }
+
+    #[test]
+    fn output_and_tempdirs_clean_up() {
+        let out =
+            output(Command::new("sh").args(["-c", "echo hi; echo no >&2"])).unwrap();
+        assert!(out.status.success());
+        assert_eq!(out.stdout, b"hi\n");
+        assert_eq!(out.stderr, b"no\n");
+        let dir = tempdir("labkit-test-").unwrap();
+        let path = dir.path().to_path_buf();
+        std::fs::write(path.join("f"), "x").unwrap();
+        assert!(registry().dirs.contains(&path));
+        drop(dir);
+        assert!(!path.exists());
+        assert!(!registry().dirs.contains(&path));
+    }
+}
