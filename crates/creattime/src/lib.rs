@@ -17,6 +17,9 @@
 //!   `\r` progress line on stdout between samples.
 //! - Threads get `pthread_create`'s default stack (the soft
 //!   `RLIMIT_STACK`), as in C.
+//! - SIGINT, SIGTERM or SIGHUP end both loops; every child is reaped, every
+//!   thread joined, and the exit status is 128 + N. The children `_exit` at
+//!   once, so they get no `PR_SET_PDEATHSIG` ([`labkit::relay`]).
 
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -61,6 +64,9 @@ pub struct Report {
     pub joined: u64,
     /// Children of this process still in `/proc` at the end (must be 0).
     pub left_behind: u64,
+    /// The SIGINT, SIGTERM or SIGHUP that stopped the loops early.
+    #[serde(skip)]
+    pub interrupted: Option<i32>,
 }
 
 impl Report {
@@ -101,9 +107,15 @@ impl Report {
 pub fn run(samples: u64, stack_size: u64) -> Report {
     let mut r = Report { samples, ..Report::default() };
     let mut children: Vec<Pid> = Vec::with_capacity(samples as usize);
+    // SIGINT, SIGTERM, SIGHUP end both loops; every child is reaped and
+    // every thread joined. The children _exit at once: nothing to pass on.
+    labkit::relay::install(0);
 
     // ANCHOR: fork
     for _ in 0..samples {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         let begin = Instant::now();
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         let result = unsafe { fork() };
@@ -131,6 +143,9 @@ pub fn run(samples: u64, stack_size: u64) -> Report {
     let mut threads: Vec<JoinHandle<()>> = Vec::with_capacity(samples as usize);
     // ANCHOR: thread
     for _ in 0..samples {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         let builder = std::thread::Builder::new().stack_size(stack_size as usize);
         let begin = Instant::now();
         let result = builder.spawn(|| {});
@@ -174,5 +189,6 @@ pub fn run(samples: u64, stack_size: u64) -> Report {
     r.total_ratio =
         (r.thread.total_ms > 0.0).then(|| r.fork.total_ms / r.thread.total_ms);
     r.left_behind = labkit::children::of_self().map_or(0, |(n, _)| n as u64);
+    r.interrupted = labkit::relay::pending();
     r
 }

@@ -33,6 +33,15 @@ fn main() -> std::process::ExitCode {
 fn run(cli: &Cli) -> labkit::Result<()> {
     let stack = cli.stack_size.unwrap_or_else(pthread_default_stack);
     let r = creattime::run(cli.samples, stack);
+    if let Some(sig) = r.interrupted {
+        return Err(labkit::relay::interrupted(
+            sig,
+            &format!(
+                "reaped all {} children, joined all {} threads",
+                r.reaped, r.joined
+            ),
+        ));
+    }
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     let mut failed = Vec::new();
     for (what, kind) in [("fork", &r.fork), ("thread spawn", &r.thread)] {

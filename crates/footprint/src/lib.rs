@@ -29,6 +29,13 @@
 //! them have started (and touched), so the deltas are the workers' own.
 //! `/proc/meminfo` is machine-wide: other activity on the machine shows up
 //! in its deltas, so repeat runs and take the median.
+//!
+//! A worker process that dies before it reports is an error (exit 1) that
+//! names it; the others are released and reaped. SIGINT, SIGTERM and
+//! SIGHUP are passed on to the workers, which are reaped (or joined); the
+//! exit status is then 128 + N. Worker processes also ask for
+//! `PR_SET_PDEATHSIG`, so none outlives a parent killed outright
+//! ([`labkit::relay`] says why).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -38,7 +45,7 @@ use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
-use nix::sys::wait::{WaitStatus, waitpid};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
 
@@ -188,6 +195,9 @@ pub fn run(kind: Kind, workers: u32, touch: u64) -> Result<Footprint> {
         ))
     })?;
     let shared = Shared { gate: File::from(gate), done, buffer };
+    // SIGINT, SIGTERM, SIGHUP: passed on to the workers, which are reaped
+    // (or joined); the program then exits 128 + N (labkit::relay).
+    labkit::relay::install(workers as usize);
     let before = snapshot(&[]);
     let start = Instant::now();
     let result = match kind {
@@ -200,10 +210,45 @@ pub fn run(kind: Kind, workers: u32, touch: u64) -> Result<Footprint> {
 }
 
 /// Wait until `n` workers have written their byte on `reports`.
-fn await_reports(reports: &OwnedFd, n: u32) -> Result<()> {
+/// Wait for `n` one-byte reports. The parent holds the pipe's write end
+/// (its threads need it), so a worker process that dies before it reports
+/// would leave a plain `read` waiting forever: whenever nothing has come
+/// for 100 ms, `dead` is asked for a worker that has ended. A signal
+/// (SIGINT, SIGTERM, SIGHUP) stops the wait too.
+fn await_reports(
+    reports: &OwnedFd,
+    n: u32,
+    dead: impl Fn() -> Option<String>,
+) -> Result<()> {
     let mut left = n as usize;
     let mut buf = [0u8; 4096];
     while left > 0 {
+        if let Some(sig) = labkit::relay::pending() {
+            return Err(labkit::relay::interrupted(sig, "waiting for the workers"));
+        }
+        let mut fd = libc::pollfd {
+            fd: reports.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; poll only fills in `revents`.
+        let ready = unsafe { libc::poll(&mut fd, 1, 100) };
+        match Errno::result(ready) {
+            Ok(0) => {
+                if let Some(which) = dead() {
+                    return Err(Error::failed(which));
+                }
+                continue;
+            }
+            Err(Errno::EINTR) => continue,
+            Err(e) => {
+                return Err(Error::failed(format!(
+                    "waiting for the workers' reports: {}",
+                    describe_errno(e)
+                )));
+            }
+            Ok(_) => {}
+        }
         match nix::unistd::read(reports, &mut buf[..left.min(4096)]) {
             Ok(0) => {
                 return Err(Error::failed("the workers' report pipe closed early"));
@@ -221,6 +266,30 @@ fn await_reports(reports: &OwnedFd, n: u32) -> Result<()> {
     Ok(())
 }
 
+/// "killed by SIGKILL", "exited with status 3".
+fn ended(status: WaitStatus) -> String {
+    match status {
+        WaitStatus::Exited(_, code) => format!("exited with status {code}"),
+        WaitStatus::Signaled(_, sig, _) => format!("was killed by {sig}"),
+        other => format!("ended with {other:?}"),
+    }
+}
+
+/// A worker process that has ended, found without reaping it (`WNOWAIT`),
+/// named by its place among `children`.
+fn dead_worker(children: &[Pid]) -> Option<String> {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    let status = waitid(Id::All, flags).ok()?;
+    let pid = status.pid()?;
+    let i = children.iter().position(|&c| c == pid)?;
+    Some(format!(
+        "worker {} of {} (pid {pid}) {} before it reported",
+        i + 1,
+        children.len(),
+        ended(status)
+    ))
+}
+
 type Measured = Result<(Snapshot, f64)>;
 
 fn threads(
@@ -235,6 +304,9 @@ fn threads(
     let mut ids = Vec::with_capacity(n as usize);
     let mut failed = None;
     for _ in 0..n {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         // SAFETY: `job` and `shared` outlive the threads, joined below.
         match unsafe { pthread::spawn(&attr, &job) } {
             Ok(id) => ids.push(id),
@@ -246,7 +318,7 @@ fn threads(
     }
     let created = ids.len() as u32;
     let measured = match failed {
-        None => await_reports(reports, n).map(|()| {
+        None => await_reports(reports, n, || None).map(|()| {
             let ready = start.elapsed().as_secs_f64();
             (snapshot(&[]), ready)
         }),
@@ -257,6 +329,10 @@ fn threads(
     };
     drop(opener);
     let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0)).count();
+    if let Some(sig) = labkit::relay::pending() {
+        let done = format!("released and joined the {created} threads");
+        return Err(labkit::relay::interrupted(sig, &done));
+    }
     if bad > 0 && measured.is_ok() {
         return Err(Error::failed(format!("{bad} of {n} threads failed")));
     }
@@ -273,16 +349,24 @@ fn procs(
     let mut children: Vec<Pid> = Vec::with_capacity(n as usize);
     let mut failed = None;
     for _ in 0..n {
-        // SAFETY: this process has one thread; the child closes its copies
+        if labkit::relay::pending().is_some() {
+            break;
+        }
+        // SAFETY: this process has one thread; the child resets its signal
+        // handlers (relay::in_child: sigaction, prctl), closes its copies
         // of the write ends it must not hold, runs `worker` (write, read,
         // stores) and leaves with _exit: all async-signal-safe.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => unsafe {
+                labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
                 libc::close(reports.as_raw_fd());
                 libc::_exit(worker(shared))
             },
-            Ok(ForkResult::Parent { child }) => children.push(child),
+            Ok(ForkResult::Parent { child }) => {
+                labkit::relay::add(child.as_raw());
+                children.push(child);
+            }
             Err(e) => {
                 failed = Some(e);
                 break;
@@ -291,7 +375,7 @@ fn procs(
     }
     let created = children.len();
     let measured = match failed {
-        None => await_reports(reports, n).map(|()| {
+        None => await_reports(reports, n, || dead_worker(&children)).map(|()| {
             let ready = start.elapsed().as_secs_f64();
             (snapshot(&children), ready)
         }),
@@ -300,22 +384,44 @@ fn procs(
             describe_errno(e)
         ))),
     };
-    drop(opener);
-    let mut bad = 0;
-    for &pid in &children {
+    drop(opener); // every worker's read() now returns 0: they end
+    let mut bad = Vec::new();
+    for (i, &pid) in children.iter().enumerate() {
         loop {
             match waitpid(pid, None) {
                 Ok(WaitStatus::Exited(_, 0)) => break,
-                Err(Errno::EINTR) => continue,
-                _ => {
-                    bad += 1;
+                Err(Errno::EINTR) => labkit::relay::pass_on(),
+                Ok(status) => {
+                    bad.push(format!(
+                        "worker {} (pid {pid}) {}",
+                        i + 1,
+                        ended(status)
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    bad.push(format!("waitpid({pid}): {}", describe_errno(e)));
                     break;
                 }
             }
         }
+        labkit::relay::reaped(i);
     }
-    if bad > 0 && measured.is_ok() {
-        return Err(Error::failed(format!("{bad} of {n} children failed")));
+    if let Some(sig) = labkit::relay::pending() {
+        return Err(labkit::relay::interrupted(
+            sig,
+            &format!("passed it on to the {created} workers and reaped them"),
+        ));
     }
-    measured
+    match measured {
+        Err(e) if failed.is_none() => Err(Error::failed(format!(
+            "{e}; released and reaped the {created} workers"
+        ))),
+        Ok(_) if !bad.is_empty() => Err(Error::failed(format!(
+            "{} of {n} workers failed; first: {}",
+            bad.len(),
+            bad[0]
+        ))),
+        ok => ok,
+    }
 }

@@ -13,14 +13,20 @@
 //!   other's lines.
 //! - A failing `fork` stops creation, every child made so far is reaped, and
 //!   the failure is reported; the C program did not check.
-//! - A child that cannot write exits with the errno as its status, so the
-//!   parent can say why.
+//! - A child that cannot write exits with the errno as its status (plus
+//!   128 if the log failed rather than stdout), so the parent can say what
+//!   failed and why.
+//! - SIGINT, SIGTERM and SIGHUP are passed on to the children, which are
+//!   reaped; the program then exits 128 + N. Each child also asks for
+//!   `PR_SET_PDEATHSIG`, so it dies with a parent killed outright
+//!   ([`labkit::relay`] says why).
 
 use std::fs::File;
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
-use labkit::lines::LineBuf;
+use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
+use labkit::relay;
 use nix::errno::Errno;
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
@@ -31,23 +37,42 @@ pub fn run(procs: u32, work: &Workload) -> Result<Report> {
     let text = work.text();
     let mut children: Vec<Pid> = Vec::with_capacity(procs as usize);
     let mut fork_error = None;
+    // SIGINT, SIGTERM, SIGHUP: passed on to the children (see labkit::relay).
+    relay::install(procs as usize);
 
     // ANCHOR: create
     for _ in 0..procs {
+        if relay::pending().is_some() {
+            break;
+        }
         // SAFETY: this process has one thread, and the child runs only
-        // `child`, which calls write(2) and _exit(2), both
+        // `child`, which calls sigaction, prctl, write(2) and _exit(2), all
         // async-signal-safe, and never returns.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => child(&log, &text, work.count),
-            Ok(ForkResult::Parent { child }) => children.push(child),
+            Ok(ForkResult::Parent { child }) => {
+                relay::add(child.as_raw());
+                children.push(child);
+            }
             Err(errno) => {
                 fork_error = Some(errno);
                 break;
             }
         }
     }
-    let failed: Vec<String> = children.iter().filter_map(|&pid| reap(pid)).collect();
+    let failed: Vec<String> =
+        children.iter().enumerate().filter_map(|(i, &pid)| reap(i, pid)).collect();
     // ANCHOR_END: create
+
+    if let Some(sig) = relay::pending() {
+        return Err(relay::interrupted(
+            sig,
+            &format!(
+                "passed it on to the {} children and reaped them",
+                children.len()
+            ),
+        ));
+    }
 
     if let Some(errno) = fork_error {
         return Err(Error::failed(format!(
@@ -75,39 +100,49 @@ pub fn run(procs: u32, work: &Workload) -> Result<Report> {
 /// The child's whole life: print, flush, leave with `_exit` (not `exit`,
 /// which would run the parent's atexit handlers and flush its stdio).
 fn child(log: &File, text: &[u8], count: u64) -> ! {
+    relay::in_child();
     let mut out = LineBuf::stdout();
     let mut file = LineBuf::new(log);
-    let mut print = || -> Result<(), Errno> {
+    let to = |sink| move |errno| (sink, errno);
+    let mut print = || -> Result<(), (Sink, Errno)> {
         for j in 0..count {
-            out.line(j, text)?;
-            file.line(j, text)?;
+            out.line(j, text).map_err(to(Sink::Stdout))?;
+            file.line(j, text).map_err(to(Sink::Log))?;
         }
-        out.flush()?;
-        file.flush()
+        out.flush().map_err(to(Sink::Stdout))?;
+        file.flush().map_err(to(Sink::Log))
     };
     let status = match print() {
         Ok(()) => 0,
-        Err(errno) => errno as i32,
+        Err((sink, errno)) => failure_status(sink, errno),
     };
     // SAFETY: _exit ends the process at once; nothing is left to run.
     unsafe { libc::_exit(status) }
 }
 // ANCHOR_END: child
 
-/// Wait for `pid`; `None` if it ended well, else what went wrong.
-fn reap(pid: Pid) -> Option<String> {
+/// Wait for `pid`, registered in relay slot `slot`; `None` if it ended
+/// well (or of the signal passed on to it), else what went wrong.
+fn reap(slot: usize, pid: Pid) -> Option<String> {
     loop {
-        return match waitpid(pid, None) {
+        let status = waitpid(pid, None);
+        if status != Err(Errno::EINTR) {
+            relay::reaped(slot);
+        }
+        return match status {
             Ok(WaitStatus::Exited(_, 0)) => None,
-            Ok(WaitStatus::Exited(_, errno)) => Some(format!(
-                "child {pid} could not write: {}",
-                describe_errno(Errno::from_raw(errno))
-            )),
+            Ok(WaitStatus::Exited(_, status)) => {
+                Some(format!("child {pid} {}", describe_failure(status)))
+            }
+            Ok(WaitStatus::Signaled(..)) if relay::pending().is_some() => None,
             Ok(WaitStatus::Signaled(_, signal, _)) => {
                 Some(format!("child {pid} was killed by {signal}"))
             }
             Ok(other) => Some(format!("child {pid}: unexpected status {other:?}")),
-            Err(Errno::EINTR) => continue,
+            Err(Errno::EINTR) => {
+                relay::pass_on();
+                continue;
+            }
             Err(errno) => Some(format!("waitpid({pid}): {}", describe_errno(errno))),
         };
     }

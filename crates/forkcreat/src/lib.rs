@@ -17,7 +17,10 @@
 //! errno and the loop goes on (the article counts failures too), and at the
 //! end every child is reaped (the handler is then blocked and the rest are
 //! waited for), `/proc` is checked for anything left, and the exit status
-//! is 1 if any `fork` failed.
+//! is 1 if any `fork` failed. SIGINT, SIGTERM or SIGHUP end the loop: every
+//! child made is reaped and the exit status is 128 + N. The children
+//! `_exit` at once, so they get no `PR_SET_PDEATHSIG` (see
+//! [`labkit::relay`]): it would add a system call to the lifetime measured.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -62,6 +65,9 @@ pub struct Report {
     /// The first failed fork's error, e.g. "Resource temporarily
     /// unavailable (EAGAIN)".
     pub first_error: Option<String>,
+    /// The SIGINT, SIGTERM or SIGHUP that stopped the loop early.
+    #[serde(skip)]
+    pub interrupted: Option<i32>,
 }
 
 impl Report {
@@ -94,6 +100,10 @@ impl Report {
 pub fn run(iterations: u64, reap: Reap) -> Report {
     let mut r = Report { iterations, reap: Some(reap), ..Report::default() };
     let mut first_error = None;
+    // SIGINT, SIGTERM, SIGHUP end the loop; every child made is reaped.
+    // The children _exit at once, so there is nothing to pass on and no
+    // death signal to ask for: their lifetime is what is measured.
+    labkit::relay::install(0);
     let start = Instant::now();
     match reap {
         Reap::Wait => wait_loop(&mut r, &mut first_error),
@@ -103,12 +113,16 @@ pub fn run(iterations: u64, reap: Reap) -> Report {
     r.us_per_create = (r.created > 0).then(|| r.elapsed_s * 1e6 / r.created as f64);
     r.first_error = first_error.map(describe_errno);
     r.left_behind = labkit::children::of_self().map_or(0, |(n, _)| n as u64);
+    r.interrupted = labkit::relay::pending();
     r
 }
 
 fn wait_loop(r: &mut Report, first_error: &mut Option<Errno>) {
     // ANCHOR: wait
     for _ in 0..r.iterations {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
@@ -180,6 +194,9 @@ fn sigchld_loop(r: &mut Report, first_error: &mut Option<Errno>) {
 
     // ANCHOR: sigchld
     for _ in 0..r.iterations {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         let unreaped = r.created - REAPED.load(Ordering::Relaxed);
         r.peak_unreaped = r.peak_unreaped.max(unreaped);
         // SAFETY: the child calls only _exit, which is async-signal-safe.

@@ -35,6 +35,12 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: &Cli) -> labkit::Result<()> {
     let r = forkcreat::run(cli.iterations, cli.reap);
+    if let Some(sig) = r.interrupted {
+        return Err(labkit::relay::interrupted(
+            sig,
+            &format!("stopped after {} forks; reaped all {}", r.created, r.reaped),
+        ));
+    }
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     if r.failed > 0 {
         return Err(Error::failed(format!(

@@ -2,8 +2,10 @@
 //!
 //! Exit status 0: success. 1: the experiment failed (a create call failed, a
 //! check did not hold, a file could not be written). 2: bad usage (flags,
-//! arguments, limits that cannot be met). Errors are printed as one line on
-//! stderr, prefixed with the program's name.
+//! arguments, limits that cannot be met). 128 + N: stopped by signal N
+//! (SIGHUP 129, SIGINT 130, SIGTERM 143), after passing it on to the
+//! children and reaping them. Errors are printed as one line on stderr,
+//! prefixed with the program's name.
 
 use std::fmt;
 
@@ -13,6 +15,10 @@ pub enum ExitCode {
     Ok = 0,
     Failed = 1,
     Usage = 2,
+    /// 128 + the signal number, as a shell reports a process it killed.
+    Sighup = 129,
+    Sigint = 130,
+    Sigterm = 143,
 }
 
 /// An error that ends a program: what went wrong, in one line, and how the
@@ -34,6 +40,17 @@ impl Error {
     /// The user asked for something that cannot be done (exit 2).
     pub fn usage(message: impl Into<String>) -> Self {
         Error { code: ExitCode::Usage, message: message.into() }
+    }
+
+    /// Stopped by SIGINT, SIGTERM or SIGHUP (exit 128 + N): "interrupted
+    /// by SIGTERM; " and what was done about it.
+    pub fn interrupted(sig: i32, done: &str) -> Self {
+        let (code, name) = match sig {
+            libc::SIGHUP => (ExitCode::Sighup, "SIGHUP"),
+            libc::SIGINT => (ExitCode::Sigint, "SIGINT"),
+            _ => (ExitCode::Sigterm, "SIGTERM"),
+        };
+        Error { code, message: format!("interrupted by {name}; {done}") }
     }
 
     /// An I/O error on `what` (a path, a pipe, ...): exit 1.
@@ -104,5 +121,10 @@ mod tests {
     fn codes_are_the_documented_ones() {
         assert_eq!(Error::failed("x").code as u8, 1);
         assert_eq!(Error::usage("x").code as u8, 2);
+        let e = Error::interrupted(libc::SIGINT, "reaped 3");
+        assert_eq!(e.code as u8, 130);
+        assert_eq!(e.message, "interrupted by SIGINT; reaped 3");
+        assert_eq!(Error::interrupted(libc::SIGTERM, "").code as u8, 143);
+        assert_eq!(Error::interrupted(libc::SIGHUP, "").code as u8, 129);
     }
 }

@@ -11,6 +11,8 @@
 //!   the kernel's `wait4` accounting (user, sys, max RSS, context switches);
 //! - [`cleanup`]: process groups and temporary directories that an
 //!   interrupt (SIGINT, SIGTERM, SIGHUP) stops and removes;
+//! - [`relay`]: a forking program passes SIGINT, SIGTERM and SIGHUP on to
+//!   its children, reaps them and exits 128 + N;
 //! - [`machine`]: what machine a figure was measured on;
 //! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
 
@@ -30,6 +32,7 @@ pub mod measure;
 pub mod memory;
 pub mod progress;
 pub mod pthread;
+pub mod relay;
 pub mod results;
 pub mod stats;
 pub mod table;

@@ -82,6 +82,35 @@ impl LineBuf {
     }
 }
 
+/// Where a worker's write failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    Stdout,
+    Log,
+}
+
+/// A worker's write failure as one exit status (a `fork` child's, or a
+/// thread's return value): the errno, plus 128 when the log failed rather
+/// than stdout. Write errors all have errno values below 128.
+pub fn failure_status(sink: Sink, errno: Errno) -> i32 {
+    let errno = (errno as i32).clamp(1, 127);
+    match sink {
+        Sink::Stdout => errno,
+        Sink::Log => 128 + errno,
+    }
+}
+
+/// "could not write stdout: No space left on device (ENOSPC)", from a
+/// [`failure_status`].
+pub fn describe_failure(status: i32) -> String {
+    let (sink, errno) =
+        if status >= 128 { ("the log", status - 128) } else { ("stdout", status) };
+    format!(
+        "could not write {sink}: {}",
+        crate::error::describe_errno(Errno::from_raw(errno))
+    )
+}
+
 /// Decimal digits of `n` in the tail of `out`, without allocating.
 fn format_u64(mut n: u64, out: &mut [u8; 20]) -> &[u8] {
     let mut at = out.len();
@@ -162,6 +191,21 @@ pub fn check_log(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_name_the_sink() {
+        let out = failure_status(Sink::Stdout, Errno::ENOSPC);
+        let log = failure_status(Sink::Log, Errno::ENOSPC);
+        assert!(out < 256 && log < 256);
+        assert_eq!(
+            describe_failure(out),
+            "could not write stdout: No space left on device (ENOSPC)"
+        );
+        assert_eq!(
+            describe_failure(log),
+            "could not write the log: No space left on device (ENOSPC)"
+        );
+    }
 
     #[test]
     fn lines_are_formatted_and_parsed() {

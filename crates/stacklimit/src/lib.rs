@@ -15,6 +15,12 @@
 //! `ulimit -s`, or the `lab run thread-limits` runner, which sets them in
 //! the child between `fork` and `exec`). Reaching a limit is the result,
 //! not a failure: the exit status is 0 whenever the count was made.
+//!
+//! SIGINT, SIGTERM and SIGHUP during `forks` are passed on to the children,
+//! which are reaped; the program exits 128 + N. Each child asks for
+//! `PR_SET_PDEATHSIG` too, so none outlives a parent killed outright
+//! ([`labkit::relay`] says why). During `threads` the default action ends
+//! the process and its threads with it.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -218,17 +224,24 @@ pub fn forks(max: u32) -> Result<Count> {
     let (gate, opener) = gate()?;
     let mut children: Vec<Pid> = Vec::with_capacity(max as usize);
     let mut error = None;
+    // SIGINT, SIGTERM, SIGHUP: passed on to the children (labkit::relay).
+    labkit::relay::install(max as usize);
     // ANCHOR: forks
-    while children.len() < max as usize {
-        // SAFETY: this process has one thread; the child only closes its
-        // copy of the write end, blocks in read(2) and leaves with _exit(2),
-        // all async-signal-safe.
+    while children.len() < max as usize && labkit::relay::pending().is_none() {
+        // SAFETY: this process has one thread; the child only resets its
+        // signal handlers (sigaction, prctl), closes its copy of the write
+        // end, blocks in read(2) and leaves with _exit(2), all
+        // async-signal-safe.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => unsafe {
+                labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
                 libc::_exit(wait_at(gate.as_raw_fd()))
             },
-            Ok(ForkResult::Parent { child }) => children.push(child),
+            Ok(ForkResult::Parent { child }) => {
+                labkit::relay::add(child.as_raw());
+                children.push(child);
+            }
             Err(errno) => {
                 error = Some(errno);
                 break;
@@ -239,17 +252,32 @@ pub fn forks(max: u32) -> Result<Count> {
     let vm_peak_kib = vm_peak_kib();
     drop(opener);
     let mut bad_exits = 0;
-    for pid in &children {
+    for (i, pid) in children.iter().enumerate() {
         loop {
             match waitpid(*pid, None) {
                 Ok(WaitStatus::Exited(_, 0)) => break,
-                Err(Errno::EINTR) => continue,
+                Err(Errno::EINTR) => labkit::relay::pass_on(),
+                Ok(WaitStatus::Signaled(..))
+                    if labkit::relay::pending().is_some() =>
+                {
+                    break;
+                }
                 _ => {
                     bad_exits += 1;
                     break;
                 }
             }
         }
+        labkit::relay::reaped(i);
+    }
+    if let Some(sig) = labkit::relay::pending() {
+        return Err(labkit::relay::interrupted(
+            sig,
+            &format!(
+                "passed it on to the {} children and reaped them",
+                children.len()
+            ),
+        ));
     }
     Ok(Count {
         kind: "forks",
@@ -282,8 +310,14 @@ fn overflow_thread(_: &()) -> i32 {
 /// Run one thread with `stack` bytes of stack that recurses forever. It
 /// does not come back: the process dies of the overflow (`SIGSEGV` on the
 /// guard page for a `pthread_create` thread; Rust's message and `SIGABRT`
-/// for a `std::thread`). Run it in a child process.
+/// for a `std::thread`). Run it in a child process. The crash is the
+/// point, so it first sets `RLIMIT_CORE` to 0: no core file is left in the
+/// current directory.
 pub fn overflow(api: Api, stack: u64) -> Result<()> {
+    let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a valid pointer to a local rlimit; lowering a limit always
+    // succeeds.
+    unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
     eprintln!(
         "stacklimit: overflowing a {} stack in a {} thread",
         labkit::limits::format_size(stack),

@@ -22,7 +22,7 @@ use std::fs::File;
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
-use labkit::lines::LineBuf;
+use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
 
@@ -66,12 +66,12 @@ pub fn run(
         }
     }
     let created = ids.len();
-    let failed: Vec<Errno> = ids
+    let failed: Vec<String> = ids
         .into_iter()
         .filter_map(|id| match pthread::join(id) {
             Ok(0) => None,
-            Ok(errno) => Some(Errno::from_raw(errno)),
-            Err(errno) => Some(errno),
+            Ok(status) => Some(describe_failure(status)),
+            Err(errno) => Some(format!("pthread_join: {}", describe_errno(errno))),
         })
         .collect();
     // ANCHOR_END: create
@@ -82,11 +82,10 @@ pub fn run(
             describe_errno(errno)
         )));
     }
-    if let Some(&first) = failed.first() {
+    if let Some(first) = failed.first() {
         return Err(Error::failed(format!(
-            "{} of {threads} threads failed; first could not write: {}",
+            "{} of {threads} threads failed; first {first}",
             failed.len(),
-            describe_errno(first)
         )));
     }
     Ok(Report {
@@ -99,21 +98,22 @@ pub fn run(
 
 // ANCHOR: print
 /// One thread's work: the same lines a `fork` child prints. Returns 0, or
-/// the errno of the write that failed.
+/// the failed write as a [`failure_status`] (errno, + 128 for the log).
 fn print(job: &Job) -> i32 {
     let mut out = LineBuf::stdout();
     let mut file = LineBuf::new(&job.log);
-    let mut lines = || -> Result<(), Errno> {
+    let to = |sink| move |errno| (sink, errno);
+    let mut lines = || -> Result<(), (Sink, Errno)> {
         for j in 0..job.count {
-            out.line(j, &job.text)?;
-            file.line(j, &job.text)?;
+            out.line(j, &job.text).map_err(to(Sink::Stdout))?;
+            file.line(j, &job.text).map_err(to(Sink::Log))?;
         }
-        out.flush()?;
-        file.flush()
+        out.flush().map_err(to(Sink::Stdout))?;
+        file.flush().map_err(to(Sink::Log))
     };
     match lines() {
         Ok(()) => 0,
-        Err(errno) => errno as i32,
+        Err((sink, errno)) => failure_status(sink, errno),
     }
 }
 // ANCHOR_END: print

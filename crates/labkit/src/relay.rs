@@ -1,0 +1,162 @@
+//! Termination for the programs that fork: SIGINT, SIGTERM and SIGHUP are
+//! passed on to the children, the parent reaps them and exits 128 + N.
+//!
+//! How a parent uses it (see `fork`, `forkcreat`, `creattime`, `footprint`,
+//! `stacklimit`):
+//!
+//! 1. [`install`] before the first `fork`, with room for every child. It
+//!    catches the three signals with a handler that records the first one
+//!    and sends it on (`kill(2)`) to every child registered so far. The
+//!    handler is installed without `SA_RESTART`, so a parent blocked in
+//!    `waitpid` or `read` returns with `EINTR` and can look.
+//! 2. The child calls [`in_child`] first thing after `fork`: back to the
+//!    default action for the three signals, and `PR_SET_PDEATHSIG`.
+//! 3. The parent calls [`add`] with each new child, [`pending`] in its
+//!    loops (stop creating when a signal came), [`pass_on`] again after an
+//!    `EINTR` (a child forked while the handler ran is covered too), reaps
+//!    every child and returns [`interrupted`].
+//!
+//! Why `PR_SET_PDEATHSIG` as the backstop: a parent killed with `SIGKILL`,
+//! or one that crashes, cannot pass anything on. With
+//! `prctl(PR_SET_PDEATHSIG, SIGKILL)` the kernel kills each child when its
+//! parent dies, so no worker outlives its program. The alternatives fall
+//! short: a process group is shared with the shell's job or the runner and
+//! needs someone alive to signal it; a pipe that children poll would change
+//! the workers' code the articles measure. The cost is one `prctl` and one
+//! `getppid` in each child, after the fork the programs time has returned
+//! in the parent. (The death signal is tied to the thread that forked: the
+//! programs fork from their main thread, which lives to the end.)
+//!
+//! Everything here is async-signal-safe: the handler uses only atomics,
+//! `getpid`, `kill`, `sigaction` and `raise`; [`in_child`] only
+//! `sigaction`, `prctl`, `getppid` and `_exit`.
+
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
+
+use crate::error::Error;
+
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The first signal received, or 0.
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The parent's pid: the handler, inherited by a child that has not yet
+/// called [`in_child`], must not act as the parent.
+static PARENT: AtomicI32 = AtomicI32::new(0);
+/// The registered children: a leaked slice of `CAP` slots, `LEN` in use.
+/// A slot is 0 once its child is reaped.
+static SLOTS: AtomicPtr<AtomicI32> = AtomicPtr::new(std::ptr::null_mut());
+static CAP: AtomicUsize = AtomicUsize::new(0);
+static LEN: AtomicUsize = AtomicUsize::new(0);
+
+fn slots() -> &'static [AtomicI32] {
+    let ptr = SLOTS.load(Ordering::Acquire);
+    if ptr.is_null() {
+        return &[];
+    }
+    // SAFETY: `ptr` and `CAP` come from a leaked boxed slice set once in
+    // `install` (CAP stored before the pointer is published).
+    unsafe { std::slice::from_raw_parts(ptr, CAP.load(Ordering::Acquire)) }
+}
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // SAFETY: getpid cannot fail and is async-signal-safe.
+    if unsafe { libc::getpid() } != PARENT.load(Ordering::Relaxed) {
+        // A child that has not reset its handlers yet: die of the signal.
+        // SAFETY: signal and raise are async-signal-safe.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
+    let _ = SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst);
+    pass_on();
+}
+
+/// Catch SIGINT, SIGTERM and SIGHUP in this process, with room to pass
+/// them on to `capacity` children. Call once, before the first `fork`.
+pub fn install(capacity: usize) {
+    let slots: Box<[AtomicI32]> = (0..capacity).map(|_| AtomicI32::new(0)).collect();
+    CAP.store(capacity, Ordering::Release);
+    LEN.store(0, Ordering::Release);
+    SLOTS.store(Box::leak(slots).as_mut_ptr(), Ordering::Release);
+    // SAFETY: getpid cannot fail.
+    PARENT.store(unsafe { libc::getpid() }, Ordering::Relaxed);
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction with a valid handler and an empty
+        // mask; no SA_RESTART, so blocking calls return EINTR.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+/// In a child, right after `fork`: default actions for the three signals
+/// and `PR_SET_PDEATHSIG(SIGKILL)`; leaves at once if the parent is
+/// already gone. Async-signal-safe.
+pub fn in_child() {
+    // SAFETY: sigaction, prctl, getppid and _exit are async-signal-safe
+    // system calls; `action` is a valid local.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        for sig in SIGNALS {
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The parent died between fork and prctl: the death signal would
+        // never come.
+        if libc::getppid() != PARENT.load(Ordering::Relaxed) {
+            libc::_exit(1);
+        }
+    }
+}
+
+/// Register a new child; returns its slot for [`reaped`]. Children beyond
+/// the capacity are not registered (the death signal still covers them).
+pub fn add(pid: i32) -> usize {
+    let i = LEN.load(Ordering::Acquire);
+    if let Some(slot) = slots().get(i) {
+        slot.store(pid, Ordering::Release);
+        LEN.store(i + 1, Ordering::Release);
+    }
+    i
+}
+
+/// The child in `slot` has been reaped: never signal its pid again.
+pub fn reaped(slot: usize) {
+    if let Some(s) = slots().get(slot) {
+        s.store(0, Ordering::Release);
+    }
+}
+
+/// The signal received, if any.
+pub fn pending() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        sig => Some(sig),
+    }
+}
+
+/// Send the received signal (if any) to every registered, unreaped child.
+pub fn pass_on() {
+    let Some(sig) = pending() else { return };
+    let len = LEN.load(Ordering::Acquire);
+    for slot in slots().iter().take(len) {
+        let pid = slot.load(Ordering::Acquire);
+        if pid > 0 {
+            // SAFETY: kill only sends a signal, to our unreaped child.
+            unsafe { libc::kill(pid, sig) };
+        }
+    }
+}
+
+/// The error that ends an interrupted program: exit 128 + N, with what
+/// was done, e.g. "interrupted by SIGTERM; passed it on to the 255
+/// children and reaped them".
+pub fn interrupted(sig: i32, done: &str) -> Error {
+    Error::interrupted(sig, done)
+}
