@@ -1,0 +1,447 @@
+//! Nothing left behind: SIGINT, SIGTERM and SIGHUP to the runner or to a
+//! program parent, to its pid alone or to its whole process group, stop
+//! and reap every process the run made, remove its temporary directories
+//! and end with one line and exit status 128 + N. A parent killed outright
+//! takes its children with it (`PR_SET_PDEATHSIG`), and a worker that dies
+//! mid-run is an error that names it.
+//!
+//! Each test waits for an observable state (the program's children in
+//! `/proc`) before it signals, never for a fixed time. This test process
+//! makes itself a child subreaper, so a process that outlived its parent
+//! would be handed to it and show up in `waitpid(-1)`.
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use labkit::children;
+use serial_test::serial;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(r, 0, "prctl: {}", std::io::Error::last_os_error());
+}
+
+/// A program under test; if the test fails half-way, its whole group is
+/// killed and reaped so that it cannot disturb the next test.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            // SAFETY: killpg only sends a signal, to the group we made.
+            unsafe { libc::killpg(self.0.id() as i32, libc::SIGKILL) };
+            let _ = self.0.wait();
+        }
+        // Reap whatever of its tree was handed to this subreaper.
+        // SAFETY: a null status pointer is allowed.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {
+        }
+    }
+}
+
+impl std::ops::Deref for Running {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Running {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// Start `cmd` in a process group of its own (as a shell starts a job),
+/// stdin and stdout to /dev/null, stderr read on a thread.
+fn start(cmd: &mut Command) -> (Running, std::thread::JoinHandle<String>) {
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    (Running(child), stderr)
+}
+
+/// Poll until `ready` returns something, or fail after the deadline.
+fn wait_until<T>(what: &str, mut ready: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = ready() {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The pids of `program`'s children once there are at least `n`.
+fn children_of(program: &mut Running, n: usize) -> Vec<i32> {
+    let pid = program.id() as i32;
+    wait_until(&format!("{n} children of {pid}"), || {
+        if let Some(status) = program.try_wait().unwrap() {
+            panic!("the program ended before it was interrupted: {status}");
+        }
+        let kids: Vec<i32> =
+            children::of(pid).unwrap().iter().map(|c| c.pid).collect();
+        (kids.len() >= n).then_some(kids)
+    })
+}
+
+/// Wait for `child` to end (failing the test after the deadline).
+fn finish(child: &mut Child) -> ExitStatus {
+    wait_until("the program to exit", || child.try_wait().unwrap())
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill only sends a signal.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0, "kill({pid}, {sig})");
+}
+
+/// Every process whose process group is `pgid`.
+fn group_members(pgid: i32) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else { continue };
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        if fields.get(2).and_then(|g| g.parse().ok()) == Some(pgid) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// No process of the tree is left: none of `pids` exists, no process is
+/// in any of `groups`, and nothing was handed to this subreaper.
+fn assert_nothing_left(pids: &[i32], groups: &[i32]) {
+    for pid in pids {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} is still there"
+        );
+    }
+    for &g in groups {
+        assert_eq!(group_members(g), Vec::<i32>::new(), "group {g} is not empty");
+    }
+    // SAFETY: a null status pointer is allowed.
+    let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
+    assert_eq!(r, -1, "a process outlived its parent and was handed to the test");
+}
+
+fn one_line(stderr: &str) -> &str {
+    let last = stderr.lines().last().unwrap_or("");
+    assert!(
+        stderr.lines().filter(|l| l.contains("interrupted")).count() == 1,
+        "one interrupt line: {stderr}"
+    );
+    last
+}
+
+// ---------------------------------------------------------------- runner
+
+/// Does `/proc/<pid>/cmdline` hold the argument `arg`?
+fn has_arg(pid: i32, arg: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
+}
+
+/// `lab run EXPERIMENT ARGS` with TMPDIR and --out of its own, a results
+/// file from an earlier run in --out, interrupted with `sig` (to `lab`
+/// alone, or to its process group as the terminal's Ctrl-C is) once a
+/// program it runs with the argument `marker` has `grandchildren` children
+/// of its own.
+fn interrupt_lab(
+    experiment: &str,
+    args: &[&str],
+    (marker, grandchildren): (&str, usize),
+    sig: i32,
+    to_group: bool,
+) -> (ExitStatus, String, tempfile::TempDir) {
+    become_subreaper();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::write(out.path().join("earlier.json"), "{\"kept\": true}\n").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
+    cmd.env("LAB_BIN_DIR", common::bin_dir()).env("TMPDIR", tmp.path());
+    cmd.args(["run", experiment]).args(args).arg("--out").arg(out.path());
+    let (mut lab, stderr) = start(&mut cmd);
+    let lab_pid = lab.id() as i32;
+    // The program lab started, once it has made its own children.
+    let (program, kids) = wait_until("the program's children", || {
+        if let Some(status) = lab.try_wait().unwrap() {
+            panic!("lab ended before it was interrupted: {status}");
+        }
+        children::of(lab_pid).unwrap().iter().find_map(|c| {
+            if !has_arg(c.pid, marker) {
+                return None;
+            }
+            let kids: Vec<i32> =
+                children::of(c.pid).unwrap().iter().map(|k| k.pid).collect();
+            (kids.len() >= grandchildren).then_some((c.pid, kids))
+        })
+    });
+    if to_group {
+        // SAFETY: killpg only sends a signal, to the group we made.
+        assert_eq!(unsafe { libc::killpg(lab_pid, sig) }, 0);
+    } else {
+        signal(lab_pid, sig);
+    }
+    let status = finish(&mut lab);
+    let stderr = stderr.join().unwrap();
+    let mut tree = kids;
+    tree.push(program);
+    assert_nothing_left(&tree, &[program, lab_pid]);
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("earlier.json")).unwrap(),
+        "{\"kept\": true}\n",
+        "earlier results are intact"
+    );
+    (status, stderr, tmp)
+}
+
+#[test]
+#[serial(fork)]
+fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
+    let (status, stderr, tmp) = interrupt_lab(
+        "fork-vs-thread",
+        &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
+        ("10000000", 3),
+        libc::SIGINT,
+        false,
+    );
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    let line = one_line(&stderr);
+    let prefix = format!(
+        "lab: interrupted by SIGINT; stopped 1 program, removed {}/lab-fork-vs-thread-",
+        tmp.path().display()
+    );
+    assert!(line.starts_with(&prefix), "{line:?} does not start with {prefix:?}");
+}
+
+#[test]
+#[serial(fork)]
+fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
+    let args = [
+        "--no-perf",
+        "--modes",
+        "processes",
+        "--pins",
+        "none",
+        "--rounds",
+        "1",
+        "-n",
+        "100000000",
+    ];
+    let (status, stderr, _) =
+        interrupt_lab("ctx-switch", &args, ("100000000", 0), libc::SIGTERM, true);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert_eq!(
+        one_line(&stderr),
+        "lab: interrupted by SIGTERM; stopped 1 program, \
+         no temporary directory to remove"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
+    let args = ["--blocks", "1", "--count", "100000000", "--rounds", "1"];
+    let (status, stderr, tmp) =
+        interrupt_lab("pipe-speed", &args, ("100000000", 0), libc::SIGHUP, false);
+    assert_eq!(status.code(), Some(129), "{stderr}");
+    let line = one_line(&stderr);
+    let prefix = format!(
+        "lab: interrupted by SIGHUP; stopped 1 program, removed {}/lab-pipe-speed-",
+        tmp.path().display()
+    );
+    assert!(line.starts_with(&prefix), "{line:?} does not start with {prefix:?}");
+}
+
+// ------------------------------------------------------- program parents
+
+/// Run a program parent, wait for `n` children, optionally stop it
+/// (SIGSTOP) so that it is caught mid-run however fast it is, send `sig`
+/// to its pid or its group, let it go on, and return how it ended.
+fn interrupt_program(
+    name: &str,
+    args: &[&str],
+    n: usize,
+    sig: i32,
+    to_group: bool,
+    freeze: bool,
+) -> (ExitStatus, String) {
+    become_subreaper();
+    let path = common::bin_dir().join(name);
+    let (mut child, stderr) = start(Command::new(path).args(args));
+    let pid = child.id() as i32;
+    let kids = children_of(&mut child, n);
+    if freeze {
+        signal(pid, libc::SIGSTOP);
+    }
+    if to_group {
+        // SAFETY: killpg only sends a signal, to the group we made.
+        assert_eq!(unsafe { libc::killpg(pid, sig) }, 0);
+    } else {
+        signal(pid, sig);
+    }
+    if freeze {
+        signal(pid, libc::SIGCONT);
+    }
+    let status = finish(&mut child);
+    let stderr = stderr.join().unwrap();
+    assert_nothing_left(&kids, &[pid]);
+    (status, stderr)
+}
+
+#[test]
+#[serial(fork)]
+fn sigterm_to_fork_is_passed_on_to_its_children() {
+    let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
+    let (status, stderr) =
+        interrupt_program("fork", &args, 4, libc::SIGTERM, false, false);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert_eq!(
+        stderr,
+        "fork: interrupted by SIGTERM; passed it on to the 4 children and reaped them\n"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn sigint_to_the_fork_group_is_one_line_and_exit_130() {
+    let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
+    let (status, stderr) =
+        interrupt_program("fork", &args, 4, libc::SIGINT, true, false);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert_eq!(
+        stderr,
+        "fork: interrupted by SIGINT; passed it on to the 4 children and reaped them\n"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn sighup_to_stacklimit_forks_reaps_the_children() {
+    let args = ["forks", "--max", "100000"];
+    let (status, stderr) =
+        interrupt_program("stacklimit", &args, 2, libc::SIGHUP, false, true);
+    assert_eq!(status.code(), Some(129), "{stderr}");
+    assert!(
+        stderr
+            .starts_with("stacklimit: interrupted by SIGHUP; passed it on to the ")
+            && stderr.ends_with(" children and reaped them\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn sigterm_to_footprint_procs_reaps_the_workers() {
+    let args = ["--kind", "procs", "--workers", "50"];
+    let (status, stderr) =
+        interrupt_program("footprint", &args, 2, libc::SIGTERM, false, true);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr
+            .starts_with("footprint: interrupted by SIGTERM; passed it on to the ")
+            && stderr.ends_with(" workers and reaped them\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn sigint_to_forkcreat_and_creattime_reaps_every_child() {
+    for (name, args) in [
+        ("forkcreat", ["-n", "100000000", "--reap", "sigchld"]),
+        ("forkcreat", ["-n", "100000000", "--reap", "wait"]),
+    ] {
+        let (status, stderr) =
+            interrupt_program(name, &args, 1, libc::SIGINT, false, true);
+        assert_eq!(status.code(), Some(130), "{name}: {stderr}");
+        assert!(
+            stderr.starts_with("forkcreat: interrupted by SIGINT; stopped after "),
+            "{stderr}"
+        );
+    }
+    let (status, stderr) =
+        interrupt_program("creattime", &["100000"], 1, libc::SIGTERM, false, true);
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    assert!(
+        stderr.starts_with("creattime: interrupted by SIGTERM; reaped all "),
+        "{stderr}"
+    );
+}
+
+#[test]
+#[serial(fork)]
+fn children_of_a_parent_killed_outright_die_with_it() {
+    become_subreaper();
+    let path = common::bin_dir().join("fork");
+    let args = ["--procs", "3", "--count", "100000000", "--log", "/dev/null"];
+    let (mut parent, _stderr) = start(Command::new(path).args(args));
+    let pid = parent.id() as i32;
+    let kids = children_of(&mut parent, 3);
+    signal(pid, libc::SIGKILL);
+    assert_eq!(finish(&mut parent).signal(), Some(libc::SIGKILL));
+    // The children are handed to this subreaper; each must end, killed by
+    // its death signal, not run on.
+    for kid in kids {
+        let mut status = 0;
+        wait_until(&format!("child {kid} to die"), || {
+            // SAFETY: a valid pointer to a local.
+            let r = unsafe { libc::waitpid(kid, &mut status, libc::WNOHANG) };
+            (r == kid).then_some(())
+        });
+        assert!(libc::WIFSIGNALED(status), "child {kid}: status {status:#x}");
+        assert_eq!(libc::WTERMSIG(status), libc::SIGKILL);
+    }
+    assert_nothing_left(&[], &[pid]);
+}
+
+#[test]
+#[serial(fork)]
+fn a_footprint_worker_killed_mid_run_is_named_and_the_rest_reaped() {
+    become_subreaper();
+    let path = common::bin_dir().join("footprint");
+    let args = ["--kind", "procs", "--workers", "4", "--touch", "64M"];
+    let (mut parent, stderr) = start(Command::new(path).args(args));
+    let pid = parent.id() as i32;
+    let first = children_of(&mut parent, 1)[0];
+    signal(first, libc::SIGKILL);
+    let status = finish(&mut parent);
+    let stderr = stderr.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    // Before it reported (the usual case: it was still touching pages) or
+    // after: either way the dead worker is named.
+    let named = format!("(pid {first}) was killed by SIGKILL");
+    assert!(stderr.contains(&named), "{stderr:?} does not name {first}");
+    assert!(stderr.starts_with("footprint: "), "{stderr}");
+    assert_nothing_left(&[first], &[pid]);
+}
