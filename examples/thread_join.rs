@@ -4,6 +4,7 @@
 //!
 //! `cargo run --release --example thread_join [ITER]`
 
+use std::io::Write;
 use std::time::Instant;
 
 fn f() {}
@@ -32,5 +33,11 @@ fn main() {
         }
     }
     let us = start.elapsed().as_secs_f64() * 1e6 / f64::from(iter);
-    println!("threads: {us:.1} us per create+delete ({iter} iterations)");
+    // A full disk or a closed pipe is an error with a message, not a panic.
+    let line =
+        format!("threads: {us:.1} us per create+delete ({iter} iterations)\n");
+    if let Err(e) = std::io::stdout().write_all(line.as_bytes()) {
+        eprintln!("thread_join: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
 }

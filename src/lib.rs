@@ -48,7 +48,7 @@ fn list(indent: &str) -> String {
 }
 
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
-    match Cli::parse_from(args).command {
+    match labkit::cli::parse_from::<Cli, _, _>(args).command {
         Command::List => labkit::error::print(&list("")),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
             labkit::error::print(&format!(

@@ -7,7 +7,9 @@ fn main() -> std::process::ExitCode {
         eprintln!("lab: cannot take over SIGINT, SIGTERM and SIGHUP: {e}");
         return std::process::ExitCode::from(1);
     }
-    let result = lab::main(std::env::args_os().collect());
+    // On a thread of its own if `ulimit -s` is tiny (labkit::limits).
+    let args = std::env::args_os().collect();
+    let result = labkit::limits::enough_stack(|| lab::main(args));
     labkit::cleanup::settle();
     labkit::error::report("lab", result)
 }

@@ -121,7 +121,7 @@ struct CPrograms {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.out_dir(EXPERIMENT.name)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });

@@ -161,7 +161,7 @@ struct Data {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.out_dir(EXPERIMENT.name)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });

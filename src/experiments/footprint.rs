@@ -89,7 +89,7 @@ struct Data {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.out_dir(EXPERIMENT.name)?;
     let program = labkit::bins::programs(&["footprint"])?.remove(0);
     let workers = match (args.workers.is_empty(), args.common.full) {

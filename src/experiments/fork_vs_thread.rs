@@ -48,8 +48,9 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=4000))]
     line: Option<u64>,
 
-    /// Let the programs print to this terminal instead of /dev/null
-    #[arg(long)]
+    /// Let the programs print to this terminal instead of /dev/null (not
+    /// with --json: their lines would land in the JSON)
+    #[arg(long, conflicts_with = "json")]
     console: bool,
 
     /// Also time the C originals (crates/*/c/*.c, built with cc -O2) in the
@@ -192,7 +193,7 @@ struct Data {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     if args.common.full && !args.procs.is_empty() {
         return Err(Error::usage(
             "--full runs the article's grids; it does not take --procs",

@@ -246,7 +246,7 @@ fn pair_count(block: u64) -> u64 {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     if args.common.full && !args.blocks.is_empty() {
         return Err(Error::usage(
             "--full runs the article's block list; it does not take --blocks",

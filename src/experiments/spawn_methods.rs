@@ -178,7 +178,7 @@ impl Exec {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
     if !args.exec.is_file() {
         return Err(Error::usage(format!(

@@ -137,7 +137,7 @@ struct Data {
 const NOBODY: u32 = 65534;
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.out_dir(EXPERIMENT.name)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = labkit::bins::programs(&["stacklimit", "thread"])?;

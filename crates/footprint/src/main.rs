@@ -34,7 +34,12 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
+    labkit::limits::enough_stack(run_main)
+}
+
+fn run_main() -> std::process::ExitCode {
+    let cli = labkit::cli::parse::<Cli>();
     let result = footprint::run(cli.kind, cli.workers, cli.touch).and_then(|f| {
         let line = if cli.json {
             serde_json::to_string(&f)

@@ -7,6 +7,60 @@ use clap::Args;
 
 use crate::error::{Error, Result};
 
+/// Parse this program's command line like clap's `Parser::parse`, except
+/// that a usage error is one line on stderr, as every error of the lab is:
+/// `fork: invalid value 'x' for '--procs <PROCS>': invalid digit found in
+/// string; see 'fork --help'`, exit status 2. `--help` and `--version`
+/// print as clap prints them.
+pub fn parse<T: clap::Parser>() -> T {
+    parse_from(std::env::args_os())
+}
+
+/// [`parse`] from `args`, the first being the program's name as it should
+/// appear in a message (`lab run fork-vs-thread`, say).
+pub fn parse_from<T, I, A>(args: I) -> T
+where
+    T: clap::Parser,
+    I: IntoIterator<Item = A>,
+    A: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    match T::try_parse_from(&args) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit()
+            }
+            let name = args.first().map_or_else(
+                || T::command().get_name().to_string(),
+                |a| {
+                    let a = std::path::Path::new(a);
+                    a.file_name()
+                        .unwrap_or(a.as_os_str())
+                        .to_string_lossy()
+                        .into_owned()
+                },
+            );
+            eprintln!("{}", usage_line(&name, &e.render().to_string()));
+            std::process::exit(crate::ExitCode::Usage as i32)
+        }
+    }
+}
+
+/// clap's several lines ("error: ...", a tip, the usage, "For more
+/// information") as one.
+fn usage_line(name: &str, rendered: &str) -> String {
+    let first = rendered.lines().next().unwrap_or("bad usage").trim();
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    format!("{name}: {first}; see '{name} --help'")
+}
+
 /// The work each fork/thread worker does: print `count` lines to stdout and
 /// to a shared log, as the articles' `fork.c` and `thread.c` do.
 #[derive(Args, Clone, Debug)]
@@ -78,4 +132,20 @@ pub fn emit<T: serde::Serialize>(
 /// End a run as the C programs do, with `Okay` (or the report as JSON).
 pub fn finish(result: Result<Report>, work: &Workload) -> Result<()> {
     emit(work.json, &result?, |_| "Okay\n".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let rendered = "error: unexpected argument '--foo' found\n\n  tip: to pass \
+                        '--foo' as a value, use '-- --foo'\n\nUsage: fork \
+                        [OPTIONS]\n\nFor more information, try '--help'.\n";
+        assert_eq!(
+            usage_line("fork", rendered),
+            "fork: unexpected argument '--foo' found; see 'fork --help'"
+        );
+    }
 }

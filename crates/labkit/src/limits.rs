@@ -17,6 +17,44 @@ pub fn pthread_default_stack() -> u64 {
     }
 }
 
+/// Below this soft `RLIMIT_STACK`, [`enough_stack`] runs `main` on a
+/// thread: a debug build needs about 100 KiB to parse its flags.
+pub const SMALL_MAIN_STACK: u64 = 256 << 10;
+
+/// Run `main` so that a tiny `RLIMIT_STACK` (`ulimit -s 16`) cannot crash
+/// the program before it starts: when the soft limit is below
+/// [`SMALL_MAIN_STACK`], on a thread with an 8 MiB stack of its own (a
+/// thread's stack is mapped by `pthread_create`, not bound by the limit),
+/// else right here. The limit still sets glibc's default thread stack,
+/// which is what the experiments vary. If the thread cannot be made,
+/// `main` runs here anyway.
+pub fn enough_stack<T: Send>(main: impl FnOnce() -> T + Send) -> T {
+    let small = matches!(
+        getrlimit(Resource::RLIMIT_STACK),
+        Ok((soft, _)) if soft != libc::RLIM_INFINITY && soft < SMALL_MAIN_STACK
+    );
+    if !small {
+        return main();
+    }
+    let mut main = Some(main);
+    let ran = std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("main".into())
+            .stack_size(8 << 20)
+            .spawn_scoped(scope, || (main.take().expect("not yet run"))());
+        match spawned {
+            Ok(handle) => {
+                Some(handle.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            }
+            Err(_) => None,
+        }
+    });
+    match ran {
+        Some(result) => result,
+        None => (main.take().expect("the thread never started"))(),
+    }
+}
+
 /// Parse `4096`, `64K`, `8M`, `1G` (binary multiples, `KiB`/`MiB` spellings
 /// and a trailing `B` accepted) into bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {

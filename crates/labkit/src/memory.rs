@@ -110,11 +110,26 @@ unsafe impl Send for PageAligned {}
 unsafe impl Sync for PageAligned {}
 
 impl PageAligned {
+    /// `len` zero bytes, or `ENOMEM` if the memory cannot be had (an
+    /// `RLIMIT_AS`, say, or a size that does not fit in `isize`): for
+    /// buffers whose size the user chose, which must fail with a message,
+    /// not abort.
+    pub fn try_zeroed(len: usize) -> Result<PageAligned, Errno> {
+        if len == 0 {
+            return Ok(PageAligned::zeroed(0));
+        }
+        let layout =
+            Layout::from_size_align(len, PAGE).map_err(|_| Errno::ENOMEM)?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        NonNull::new(ptr).map(|ptr| PageAligned { ptr, len }).ok_or(Errno::ENOMEM)
+    }
+
     /// `len` zero bytes, every page of them written (so resident).
     ///
     /// # Panics
     /// If `len` rounded up to a page does not fit in `isize`; aborts if
-    /// the memory cannot be had, as `vec!` does.
+    /// the memory cannot be had, as `vec!` does. See [`Self::try_zeroed`].
     pub fn zeroed(len: usize) -> PageAligned {
         if len == 0 {
             /// A page-aligned address with nothing behind it.
@@ -193,5 +208,13 @@ mod tests {
             b.fill(7);
             assert!(b.iter().all(|&x| x == 7));
         }
+        let b = PageAligned::try_zeroed(8192).unwrap();
+        assert_eq!(b.len(), 8192);
+        assert_eq!(b.as_ptr() as usize % PAGE, 0);
+        assert!(b.iter().all(|&x| x == 0));
+        assert_eq!(
+            PageAligned::try_zeroed(usize::MAX - 10).err(),
+            Some(Errno::ENOMEM)
+        );
     }
 }

@@ -55,7 +55,18 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 /// Check that `dir` can be created and written before an experiment spends
 /// minutes measuring, so a bad `--out` fails at once.
 pub fn check_writable(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        // create_dir_all reports EEXIST for a path that is a file (or a
+        // device, like /dev/full): say what is wrong with it instead.
+        if dir.exists() && !dir.is_dir() {
+            Error::io(
+                dir.display(),
+                std::io::Error::from_raw_os_error(libc::ENOTDIR),
+            )
+        } else {
+            Error::io(dir.display(), e)
+        }
+    })?;
     let probe = dir.join(".lab-write-test");
     std::fs::write(&probe, b"").map_err(|e| Error::io(dir.display(), e))?;
     std::fs::remove_file(&probe).map_err(|e| Error::io(probe.display(), e))

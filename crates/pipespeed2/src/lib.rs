@@ -109,6 +109,27 @@ pub fn pattern(block: usize) -> PageAligned {
     data
 }
 
+/// The two buffers each program needs, [`pattern`] and one to read into,
+/// allocated fallibly since the user chose the size: `pipespeed2t 2 1G`
+/// under a low `RLIMIT_AS` is an exit 1 that names the size, not an abort.
+pub fn buffers(block: u64) -> Result<(PageAligned, PageAligned)> {
+    let fail = |errno| {
+        Error::failed(format!(
+            "cannot allocate two {} buffers (the block and the one it is read \
+             into): {}; nothing was started",
+            labkit::limits::format_size(block),
+            describe_errno(errno)
+        ))
+    };
+    let len = usize::try_from(block).map_err(|_| fail(Errno::ENOMEM))?;
+    let mut data = PageAligned::try_zeroed(len).map_err(fail)?;
+    for (i, byte) in data.iter_mut().enumerate() {
+        *byte = (i % 251) as u8 ^ 0x5a;
+    }
+    let back = PageAligned::try_zeroed(len).map_err(fail)?;
+    Ok((data, back))
+}
+
 /// Does `got`, which arrived at stream offset `offset`, match the stream
 /// of repeated `block`s? (`got` is at most one block long.)
 pub fn matches(block: &[u8], offset: u64, got: &[u8]) -> bool {
@@ -217,9 +238,8 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
     let Some(total) = count.checked_mul(block) else {
         return Err(Error::usage(format!("{count} x {block} bytes is too many")));
     };
+    let (data, mut back) = buffers(block)?;
     let (rx, tx, size) = open(block, pipe_size)?;
-    let data = pattern(block as usize);
-    let mut back = PageAligned::zeroed(block as usize);
     let start = Instant::now();
 
     // ANCHOR: loop

@@ -29,14 +29,13 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno};
-use labkit::memory::PageAligned;
 use labkit::pthread::{self, Attr};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork};
-use pipespeed2::{MB, Report, grow_pipe, matches, pattern, pipe_size, write_all};
+use pipespeed2::{MB, Report, buffers, grow_pipe, matches, pipe_size, write_all};
 
 /// What carries the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,9 +183,8 @@ pub fn run(opts: &Options) -> Result<Report> {
             "vmsplice needs a pipe or a fifo, not a socket pair",
         ));
     }
+    let (block, mut buf) = buffers(opts.block)?;
     let (rx, tx, size) = channel(opts)?;
-    let block = pattern(opts.block as usize);
-    let mut buf = PageAligned::zeroed(opts.block as usize);
     let stop = opts.reader_stops_after.unwrap_or(u64::MAX);
     let start = Instant::now();
     let (written, received) = if opts.processes {
@@ -454,6 +452,7 @@ fn with_process(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pipespeed2::pattern;
 
     fn opts(block: u64, transport: Transport, processes: bool) -> Options {
         Options {

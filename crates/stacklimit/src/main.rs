@@ -65,7 +65,12 @@ enum Probe {
 }
 
 fn main() -> std::process::ExitCode {
-    let result = match Cli::parse().probe {
+    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
+    labkit::limits::enough_stack(run_main)
+}
+
+fn run_main() -> std::process::ExitCode {
+    let result = match labkit::cli::parse::<Cli>().probe {
         Probe::Threads { stack_size, api, max, json } => {
             stacklimit::threads(api, stack_size, max).and_then(|c| show(&c, json))
         }

@@ -13,12 +13,16 @@
 //!   so the stack is glibc's default (the soft `RLIMIT_STACK`, 8 MiB unless
 //!   `ulimit -s` changed it), exactly as in the article.
 //! - Each thread buffers its own whole lines (as each `fork` child does)
-//!   instead of sharing one locked stdio buffer.
+//!   instead of sharing one locked stdio buffer. The buffers are made by
+//!   the main thread, so that the smallest stack accepted, 16 KiB, holds a
+//!   worker even in a debug build.
 //! - A failing thread creation stops creation, every thread made so far is
 //!   joined, and the failure is reported; the C program did not check, and
 //!   crashed at 500 threads on its 32-bit machine.
 
 use std::fs::File;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
@@ -26,11 +30,20 @@ use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
 
-/// What every thread reads: the shared log and what to print.
+/// What every thread reads: the shared log and what to print, and each
+/// thread's own pair of line buffers.
 struct Job {
-    log: File,
+    /// Keeps open the file the log buffers write to.
+    _log: File,
     text: Vec<u8>,
     count: u64,
+    /// Two 4 KiB buffers per thread (stdout, log), made by the main thread.
+    /// On the thread's own stack they do not fit the smallest stack,
+    /// 16 KiB, in a debug build, and allocating them in the thread would
+    /// make glibc reserve a 64 MiB malloc arena for it.
+    buffers: Vec<Mutex<[LineBuf; 2]>>,
+    /// The next unused pair.
+    next: AtomicUsize,
 }
 
 /// Run `threads` threads, each with a stack of `stack_size` bytes, or
@@ -41,8 +54,24 @@ pub fn run(
     work: &Workload,
 ) -> Result<Report> {
     let start = std::time::Instant::now();
-    let job =
-        Job { log: open_log(&work.log)?, text: work.text(), count: work.count };
+    let log = open_log(&work.log)?;
+    let pair = || Mutex::new([LineBuf::stdout(), LineBuf::new(&log)]);
+    let mut buffers = Vec::new();
+    buffers.try_reserve_exact(threads as usize).map_err(|_| {
+        Error::failed(format!(
+            "cannot allocate line buffers for {threads} threads ({} bytes); \
+             no thread was started",
+            threads as usize * std::mem::size_of::<[LineBuf; 2]>()
+        ))
+    })?;
+    buffers.extend((0..threads).map(|_| pair()));
+    let job = Job {
+        _log: log,
+        text: work.text(),
+        count: work.count,
+        buffers,
+        next: AtomicUsize::new(0),
+    };
     let attr = match stack_size {
         None => Attr::default_stack(),
         Some(bytes) => Attr::stack_size(bytes as usize).map_err(|e| {
@@ -100,8 +129,9 @@ pub fn run(
 /// One thread's work: the same lines a `fork` child prints. Returns 0, or
 /// the failed write as a [`failure_status`] (errno, + 128 for the log).
 fn print(job: &Job) -> i32 {
-    let mut out = LineBuf::stdout();
-    let mut file = LineBuf::new(&job.log);
+    let mine = &job.buffers[job.next.fetch_add(1, Ordering::Relaxed)];
+    let mut pair = mine.lock().unwrap_or_else(|e| e.into_inner());
+    let [out, file] = &mut *pair;
     let to = |sink| move |errno| (sink, errno);
     let mut lines = || -> Result<(), (Sink, Errno)> {
         for j in 0..job.count {
