@@ -359,11 +359,33 @@ mod tests {
         let pgid = t.pid();
         assert!(t.try_wait().unwrap().is_none());
         assert!(registry().groups.contains_key(&pgid));
+        // Wait for the grandchild to exist (an observable state, not a
+        // sleep), then drop the running program.
+        let start = std::time::Instant::now();
+        let grandchild = loop {
+            if let Some(c) = crate::children::of(pgid).unwrap().first() {
+                break c.pid;
+            }
+            assert!(start.elapsed().as_secs() < 10, "sh never started sleep");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        };
         drop(t);
         assert!(!registry().groups.contains_key(&pgid));
         // SAFETY: signal 0 only checks for existence.
         let alive = unsafe { libc::kill(pgid, 0) } == 0;
         assert!(!alive, "the leader is gone (reaped)");
+        // The grandchild was killed with its group: it ends (gone, or a
+        // zombie for init: this test process is no subreaper) at once.
+        let state = || {
+            let s =
+                std::fs::read_to_string(format!("/proc/{grandchild}/stat")).ok()?;
+            s[s.rfind(')')? + 1..].split_whitespace().next().map(str::to_string)
+        };
+        let start = std::time::Instant::now();
+        while !matches!(state().as_deref(), None | Some("Z") | Some("X")) {
+            assert!(start.elapsed().as_secs() < 10, "sleep {grandchild} runs on");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     #[test]

@@ -154,6 +154,17 @@ mod tests {
     }
 
     #[test]
+    fn a_limited_child_never_dumps_core() {
+        let done = run(
+            Command::new("sh").args(["-c", "ulimit -c"]),
+            Limits::default(),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(done.stdout.trim(), "0");
+    }
+
+    #[test]
     fn a_slow_child_is_killed_at_the_deadline() {
         let done = run(
             Command::new("sleep").arg("10"),

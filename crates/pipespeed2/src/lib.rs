@@ -238,8 +238,8 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
     let Some(total) = count.checked_mul(block) else {
         return Err(Error::usage(format!("{count} x {block} bytes is too many")));
     };
-    let (data, mut back) = buffers(block)?;
     let (rx, tx, size) = open(block, pipe_size)?;
+    let (data, mut back) = buffers(block)?;
     let start = Instant::now();
 
     // ANCHOR: loop

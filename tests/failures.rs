@@ -1,0 +1,316 @@
+//! Failures a user can cause, each one line on stderr with the documented
+//! exit status, never a panic, an abort or a segfault: tiny stacks, a low
+//! address-space limit, a full stdout or log, bad flags, a bad `--out`, a
+//! failing `--exec` or `--perf`.
+
+mod common;
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, Output, Stdio};
+
+use serial_test::serial;
+
+/// `name` (a program of the workspace, or `lab`) with `resource` limited
+/// to `value` in the child only. The environment is emptied: with a 16 KiB
+/// stack limit the dynamic loader itself, before any code of ours runs,
+/// does not always fit beside a few KiB of environment (a C program whose
+/// main only returns 0 crashes there too), and that is not what is tested.
+fn limited(name: &str, resource: libc::__rlimit_resource_t, value: u64) -> Command {
+    let mut cmd = Command::new(common::bin_dir().join(name));
+    cmd.env_clear().env("LAB_BIN_DIR", common::bin_dir()).stdin(Stdio::null());
+    // SAFETY: setrlimit is async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
+            if libc::setrlimit(resource, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    cmd
+}
+
+fn plain(name: &str) -> Command {
+    let mut cmd = Command::new(common::bin_dir().join(name));
+    cmd.env("LAB_BIN_DIR", common::bin_dir()).stdin(Stdio::null());
+    cmd
+}
+
+/// The one line on stderr, after checking the exit status and that it is
+/// one line and no crash.
+fn one_line(out: &Output, code: i32) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.signal(), None, "killed: {stderr}");
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr:?}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr.trim_end().to_string()
+}
+
+const PROGRAMS: [&str; 11] = [
+    "creattime",
+    "ctxswitch",
+    "footprint",
+    "fork",
+    "forkcreat",
+    "pipespeed2",
+    "pipespeed2t",
+    "pthreadcreat",
+    "stacklimit",
+    "thread",
+    "lab",
+];
+
+#[test]
+fn every_binary_starts_under_a_16_kib_stack_limit() {
+    for name in PROGRAMS {
+        let out = limited(name, libc::RLIMIT_STACK, 16 << 10)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name} --help: {:?} {stderr}", out.status);
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn fork_and_thread_run_under_a_16_kib_stack_limit() {
+    // thread's workers get glibc's default stack: the 16 KiB limit itself.
+    for (name, flag) in [("fork", "--procs"), ("thread", "--threads")] {
+        let out = limited(name, libc::RLIMIT_STACK, 16 << 10)
+            .args([flag, "3", "--count", "5", "--log", "/dev/null"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {:?} {stderr}", out.status);
+        assert!(out.stdout.ends_with(b"Okay\n"));
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn thread_with_the_smallest_stack_it_accepts_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let out = plain("thread")
+        .args(["--threads", "4", "--count", "50", "--stack-size", "16K", "--log"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = std::fs::read(&log).unwrap();
+    let text = labkit::lines::payload(None);
+    assert_eq!(labkit::lines::check_log(&data, &text, 4, 50), Ok(()));
+    let out = plain("thread").args(["--stack-size", "15K"]).output().unwrap();
+    assert!(one_line(&out, 2).starts_with("thread: invalid value '15K'"));
+}
+
+#[test]
+fn pipe_programs_name_the_size_they_could_not_allocate() {
+    for name in ["pipespeed2t"] {
+        let out = limited(name, libc::RLIMIT_AS, 512 << 20)
+            .args(["2", "1G"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            one_line(&out, 1),
+            format!(
+                "{name}: cannot allocate two 1G buffers (the block and the one it \
+                 is read into): Cannot allocate memory (ENOMEM); nothing was started"
+            )
+        );
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn a_full_stdout_or_log_names_which_one_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let full = || std::fs::File::options().write(true).open("/dev/full").unwrap();
+    for (name, flag, what) in
+        [("fork", "--procs", "children"), ("thread", "--threads", "threads")]
+    {
+        let out = plain(name)
+            .args([flag, "2", "--count", "5", "--log"])
+            .arg(&log)
+            .stdout(full())
+            .output()
+            .unwrap();
+        let line = one_line(&out, 1);
+        assert!(
+            line.starts_with(&format!("{name}: 2 of 2 {what} failed; first")),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                "could not write stdout: No space left on device (ENOSPC)"
+            ),
+            "{line}"
+        );
+        let out = plain(name)
+            .args([flag, "2", "--count", "5", "--log", "/dev/full"])
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        let line = one_line(&out, 1);
+        assert!(
+            line.ends_with(
+                "could not write the log: No space left on device (ENOSPC)"
+            ),
+            "{line}"
+        );
+    }
+}
+
+#[test]
+fn the_examples_fail_with_a_line_when_stdout_is_full() {
+    for name in ["fork_wait", "thread_join"] {
+        let path = common::bin_dir().join("examples").join(name);
+        if !path.is_file() {
+            println!(
+                "skipped: {} is not built (cargo test builds it)",
+                path.display()
+            );
+            continue;
+        }
+        let full = std::fs::File::options().write(true).open("/dev/full").unwrap();
+        let out = Command::new(path).arg("3").stdout(full).output().unwrap();
+        assert_eq!(
+            one_line(&out, 1),
+            format!(
+                "{name}: cannot write to stdout: No space left on device (os error 28)"
+            )
+        );
+    }
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    let out = plain("fork").args(["--procs", "x"]).output().unwrap();
+    assert_eq!(
+        one_line(&out, 2),
+        "fork: invalid value 'x' for '--procs <PROCS>': invalid digit found in \
+         string; see 'fork --help'"
+    );
+    let out =
+        plain("lab").args(["run", "fork-vs-thread", "--bogus"]).output().unwrap();
+    assert_eq!(
+        one_line(&out, 2),
+        "lab run fork-vs-thread: unexpected argument '--bogus' found; see 'lab run \
+         fork-vs-thread --help'"
+    );
+    let out = plain("lab").arg("bogus").output().unwrap();
+    assert_eq!(
+        one_line(&out, 2),
+        "lab: unrecognized subcommand 'bogus'; see 'lab --help'"
+    );
+    let out = plain("lab")
+        .args(["run", "fork-vs-thread", "--console", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        one_line(&out, 2)
+            .contains("the argument '--console' cannot be used with '--json'"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_out_that_is_not_a_directory_says_so() {
+    let out = plain("lab")
+        .args(["run", "fork-vs-thread", "--out", "/dev/full"])
+        .output()
+        .unwrap();
+    assert_eq!(one_line(&out, 1), "lab: /dev/full: Not a directory (ENOTDIR)");
+}
+
+#[test]
+#[serial(fork)]
+fn spawn_methods_says_why_exec_failed() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let run = |exec: &std::path::Path| {
+        plain("lab")
+            .args(["run", "spawn-methods", "--exec"])
+            .arg(exec)
+            .arg("--out")
+            .arg(out_dir.path())
+            .output()
+            .unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("fails");
+    std::fs::write(&script, "#!/bin/sh\necho 'no, not today' >&2\nexit 3\n")
+        .unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&script, mode).unwrap();
+    assert_eq!(
+        one_line(&run(&script), 2),
+        format!(
+            "lab: --exec {}: the program must exit 0 when run with no arguments; it \
+             ended with exit status 3: no, not today",
+            script.display()
+        )
+    );
+    let plain_file = dir.path().join("not-executable");
+    std::fs::write(&plain_file, "data").unwrap();
+    let line = one_line(&run(&plain_file), 2);
+    assert!(line.ends_with("cannot execute: Permission denied (EACCES)"), "{line}");
+}
+
+#[test]
+#[serial(fork)]
+fn ctx_switch_perf_given_must_run_and_cpu_pairs_are_separated() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = plain("lab")
+        .args(["run", "ctx-switch", "--perf", "/nonexistent/perf", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let line = one_line(&out, 1);
+    assert!(
+        line.starts_with("lab: --perf: /nonexistent/perf cannot run: No such file"),
+        "{line}"
+    );
+    let out = plain("lab")
+        .args(["run", "ctx-switch", "--perf", "perf", "--no-perf"])
+        .output()
+        .unwrap();
+    one_line(&out, 2);
+    // Unpinned, the CPUs each round ended on read "A-B".
+    let args = [
+        "--no-perf",
+        "--modes",
+        "threads",
+        "--pins",
+        "none",
+        "--rounds",
+        "2",
+        "-n",
+        "200",
+    ];
+    let out = plain("lab")
+        .args(["run", "ctx-switch"])
+        .args(args)
+        .arg("--out")
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tables = String::from_utf8(out.stdout).unwrap();
+    let row = tables.lines().find(|l| l.contains("| none")).expect("a none row");
+    let cell = row.split('|').find(|c| c.trim().starts_with("ended ")).unwrap();
+    let pairs: Vec<&str> = cell.trim()["ended ".len()..].split(' ').collect();
+    assert_eq!(pairs.len(), 2, "{cell}");
+    for pair in pairs {
+        let (a, b) = pair.split_once('-').unwrap_or_else(|| panic!("{cell}"));
+        assert!(a.parse::<u32>().is_ok() && b.parse::<u32>().is_ok(), "{cell}");
+    }
+}
