@@ -14,7 +14,8 @@ use clap::{Parser, Subcommand};
 use labkit::Error;
 
 /// Run the process-vs-thread experiments on this machine.
-/// Exit status: 0 ok, 1 an experiment failed, 2 bad usage.
+/// Exit status: 0 ok, 1 an experiment failed, 2 bad usage, 128+N on signal N
+/// (SIGINT, SIGTERM, SIGHUP: every program stopped, temporary files removed).
 #[derive(Parser)]
 #[command(name = "lab", version)]
 struct Cli {

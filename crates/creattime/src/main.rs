@@ -7,7 +7,9 @@ use labkit::limits::{pthread_default_stack, size_in};
 /// Time only the fork() call and only the thread-create call, SAMPLES times
 /// each; children _exit and threads end at once (the 2004 mailing-list
 /// test). Everything is reaped and joined before exit. Exit status: 0 ok,
-/// 1 a create call failed, 2 bad usage.
+/// 1 a create call failed, 2 bad usage, 128+N on signal N (SIGINT,
+/// SIGTERM, SIGHUP: the loops stop, every child is reaped, every thread
+/// joined).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {

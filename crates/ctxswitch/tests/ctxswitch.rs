@@ -138,12 +138,14 @@ fn bad_flags_exit_2_with_usage() {
         &["--cpus", "x"],
         &["--frobnicate"],
     ] {
+        // One line, like every error of the lab.
         ctxswitch()
             .args(args)
             .assert()
             .code(2)
             .stdout("")
-            .stderr(predicate::str::starts_with("error:"));
+            .stderr(predicate::str::starts_with("ctxswitch: "))
+            .stderr(predicate::function(|s: &str| s.lines().count() == 1));
     }
 }
 

@@ -9,7 +9,9 @@ use labkit::limits::size_in;
 /// Create N idle threads or N idle processes and report what they cost in
 /// memory (PSS and RSS from /proc/<pid>/smaps_rollup, kernel stacks, page
 /// tables and slab from /proc/meminfo), per worker. Exit status: 0 ok,
-/// 1 failed, 2 bad usage.
+/// 1 failed (a worker that died is named), 2 bad usage,
+/// 128+N on signal N (SIGINT, SIGTERM, SIGHUP: passed on to the children,
+/// which are reaped).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {

@@ -4,7 +4,9 @@ use clap::Parser;
 use labkit::cli::Workload;
 
 /// Fork N children that each print C lines to stdout and to a shared log
-/// (the article's fork.c). Exit status: 0 ok, 1 failed, 2 bad usage.
+/// (the article's fork.c). Exit status: 0 ok, 1 failed, 2 bad usage,
+/// 128+N on signal N (SIGINT, SIGTERM, SIGHUP: passed on to the children,
+/// which are reaped).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {

@@ -8,7 +8,8 @@ use labkit::Error;
 /// Create and destroy N processes one after another: fork, the child
 /// _exits at once, the parent reaps it (the article's forkcreat.c, the
 /// lecture's fork/wait loop). Exit status: 0 ok, 1 a fork failed, 2 bad
-/// usage.
+/// usage, 128+N on signal N (SIGINT, SIGTERM, SIGHUP: the loop stops and
+/// every child is reaped).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {

@@ -56,8 +56,12 @@ where
 /// clap's several lines ("error: ...", a tip, the usage, "For more
 /// information") as one.
 fn usage_line(name: &str, rendered: &str) -> String {
-    let first = rendered.lines().next().unwrap_or("bad usage").trim();
-    let first = first.strip_prefix("error: ").unwrap_or(first);
+    // The first paragraph: the error and, for a bad value, the values
+    // that are possible.
+    let first: Vec<&str> =
+        rendered.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    let first = first.join(" ");
+    let first = first.strip_prefix("error: ").unwrap_or(&first);
     format!("{name}: {first}; see '{name} --help'")
 }
 
@@ -146,6 +150,14 @@ mod tests {
         assert_eq!(
             usage_line("fork", rendered),
             "fork: unexpected argument '--foo' found; see 'fork --help'"
+        );
+        let rendered = "error: invalid value 'x' for '--mode <MODE>'\n  [possible \
+                        values: threads, processes]\n\nFor more information, try \
+                        '--help'.\n";
+        assert_eq!(
+            usage_line("ctxswitch", rendered),
+            "ctxswitch: invalid value 'x' for '--mode <MODE>' [possible values: \
+             threads, processes]; see 'ctxswitch --help'"
         );
     }
 }

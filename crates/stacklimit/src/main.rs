@@ -8,7 +8,9 @@ use stacklimit::Api;
 /// Count how many idle threads or processes can be created under the limits
 /// this process was started with (`prlimit --as=...`, `ulimit -s`), or show
 /// what a stack overflow does. Exit status: 0 counted, 1 failed, 2 bad
-/// usage; `overflow` dies of its overflow by design.
+/// usage; `overflow` dies of its overflow by design (no core file); `forks`:
+/// 128+N on signal N (SIGINT, SIGTERM, SIGHUP: passed on to the children,
+/// which are reaped).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
