@@ -203,6 +203,11 @@ fn interrupt_lab(
             (kids.len() >= grandchildren).then_some((c.pid, kids))
         })
     });
+    // The program starts with no signal blocked (what lab does with the
+    // signals must not leak into it).
+    let status = std::fs::read_to_string(format!("/proc/{program}/status")).unwrap();
+    let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
+    assert_eq!(blocked.split_whitespace().nth(1), Some("0000000000000000"));
     if to_group {
         // SAFETY: killpg only sends a signal, to the group we made.
         assert_eq!(unsafe { libc::killpg(lab_pid, sig) }, 0);

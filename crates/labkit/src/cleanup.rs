@@ -8,9 +8,9 @@
 //!   returned [`Tracked`] reaps that group on every path, error paths
 //!   included (dropping it kills and reaps).
 //! - Every temporary directory is a [`TempDir`], removed when dropped.
-//! - [`install`], first thing in `main`, blocks the three signals in every
-//!   thread and starts a thread that takes them with `sigwait`. On a signal
-//!   it kills every registered group, reaps them, removes every registered
+//! - [`install`], first thing in `main`, catches the three signals with a
+//!   handler that hands them to a thread of their own (through a pipe).
+//!   On a signal that thread kills every registered group, reaps them, removes every registered
 //!   directory, prints one line and exits with 128 + the signal number:
 //!
 //!   `lab: interrupted by SIGINT; stopped 1 program, removed /tmp/lab-x`
@@ -29,9 +29,11 @@
 
 use std::collections::BTreeMap;
 use std::io;
+use std::os::fd::IntoRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 struct Registry {
@@ -249,40 +251,61 @@ impl Drop for TempDir {
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigset_t is plain data that sigemptyset initialises.
-    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a local set.
-    unsafe {
-        libc::sigemptyset(&mut set);
-        for s in SIGNALS {
-            libc::sigaddset(&mut set, s);
+/// The write end of the pipe the handler reports a signal on; -1 before
+/// [`install`].
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+/// Write the signal's number to the pipe; the `signals` thread does the
+/// rest. Only `write(2)`, which is async-signal-safe; errno is kept.
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let byte = sig as u8;
+        // SAFETY: errno is thread-local; the handler leaves it as it was.
+        // write is async-signal-safe; `byte` is a valid one-byte buffer.
+        unsafe {
+            let saved = *libc::__errno_location();
+            libc::write(fd, (&raw const byte).cast(), 1);
+            *libc::__errno_location() = saved;
         }
     }
-    set
 }
 
 /// Take over SIGINT, SIGTERM and SIGHUP for `program` (the name its line
-/// starts with). Call it first in `main`, before any other thread exists,
-/// so every thread inherits the blocked mask. Programs spawned with std's
-/// `Command` start with an empty mask and default dispositions.
+/// starts with). Call it first in `main`. A handler (with `SA_RESTART`, so
+/// the main thread's system calls go on undisturbed) writes the signal to
+/// a pipe that a thread of its own waits on. Nothing is blocked, so the
+/// programs the runner starts inherit no blocked signal, and `execve`
+/// resets the handler to the default action in them.
 pub fn install(program: &'static str) -> io::Result<()> {
-    let set = signal_set();
-    // SAFETY: a valid set; blocks the signals in this (the only) thread.
-    let r = unsafe {
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut())
-    };
-    if r != 0 {
-        return Err(io::Error::from_raw_os_error(r));
-    }
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+    SIGNAL_PIPE.store(write_end.into_raw_fd(), Ordering::Relaxed);
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     std::thread::Builder::new().name("signals".into()).spawn(move || {
-        let mut sig = 0;
-        // SAFETY: valid pointers; the signals are blocked in all threads.
-        while unsafe { libc::sigwait(&set, &mut sig) } != 0 {}
-        interrupted(program, sig)
+        let mut byte = 0u8;
+        loop {
+            match nix::unistd::read(&read_end, std::slice::from_mut(&mut byte)) {
+                Ok(1) => interrupted(program, i32::from(byte)),
+                Err(nix::errno::Errno::EINTR) => {}
+                _ => return, // cannot happen: the write end is never closed
+            }
+        }
     })?;
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction with a valid handler and an empty mask.
+        let r = unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            action.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut())
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
     Ok(())
 }
 
