@@ -82,14 +82,31 @@ fn perf_runs_beside_it_in_the_same_mode_and_placement() {
 
 #[test]
 #[serial(fork)]
-fn a_missing_perf_is_a_note_not_a_failure() {
-    let saved = run(&["--rounds", "1", "-n", "50", "--perf", "/nonexistent/perf"]);
+fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
+    // No `perf` on the PATH: the default falls back, with a note.
+    let dir = tempfile::tempdir().unwrap();
+    let out = lab()
+        .env("PATH", "/nonexistent")
+        .args(["run", "ctx-switch", "--rounds", "1", "-n", "50", "--json", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("lab: note: running without perf: "), "{stderr}");
+    let saved: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(saved["perf"]["used"], false);
     let note = saved["perf"]["note"].as_str().unwrap();
-    assert!(
-        note.contains("/nonexistent/perf cannot run") && note.contains("ENOENT"),
-        "{note}"
-    );
+    assert!(note.contains("perf cannot run") && note.contains("ENOENT"), "{note}");
+    // A perf the user named must run.
+    lab()
+        .args(["run", "ctx-switch", "--perf", "/nonexistent/perf", "--out"])
+        .arg(dir.path())
+        .assert()
+        .code(1)
+        .stderr(predicate::str::starts_with(
+            "lab: --perf: /nonexistent/perf cannot run: No such file or directory",
+        ));
 }
 
 #[test]
@@ -106,6 +123,7 @@ fn bad_flags_exit_2() {
             .args(args)
             .assert()
             .code(2)
-            .stderr(predicate::str::contains("error"));
+            .stderr(predicate::str::starts_with("lab run ctx-switch: "))
+            .stderr(predicate::function(|s: &str| s.lines().count() == 1));
     }
 }
