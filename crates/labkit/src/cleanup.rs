@@ -235,14 +235,39 @@ pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
     Ok(TempDir { path })
 }
 
+/// Create a directory `<parent>/<prefix>XXXXXX`: a results folder being
+/// written, say, that [`TempDir::persist`] renames into place when it is
+/// complete and an interrupt removes before.
+pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
+    let mut reg = registry();
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(parent)?;
+    let path = dir.keep();
+    reg.dirs.push(path.clone());
+    Ok(TempDir { path })
+}
+
 impl TempDir {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Rename the directory to `to` and stop tracking it: from then on it
+    /// is a result, which an interrupt leaves alone. On an error the
+    /// directory stays temporary (removed when dropped).
+    pub fn persist(mut self, to: &Path) -> io::Result<PathBuf> {
+        let mut reg = registry();
+        std::fs::rename(&self.path, to)?;
+        reg.dirs.retain(|d| d != &self.path);
+        self.path = PathBuf::new(); // nothing left for drop to remove
+        Ok(to.to_path_buf())
     }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        if self.path.as_os_str().is_empty() {
+            return; // persisted
+        }
         let mut reg = registry();
         let _ = std::fs::remove_dir_all(&self.path);
         reg.dirs.retain(|d| d != &self.path);
@@ -424,6 +449,14 @@ mod tests {
         assert!(registry().dirs.contains(&path));
         drop(dir);
         assert!(!path.exists());
+        assert!(!registry().dirs.contains(&path));
+        let parent = tempfile::tempdir().unwrap();
+        let dir = tempdir_in(parent.path(), ".run-").unwrap();
+        let path = dir.path().to_path_buf();
+        assert!(path.starts_with(parent.path()));
+        std::fs::write(path.join("f"), "x").unwrap();
+        let kept = dir.persist(&parent.path().join("run")).unwrap();
+        assert_eq!(std::fs::read_to_string(kept.join("f")).unwrap(), "x");
         assert!(!registry().dirs.contains(&path));
     }
 }
