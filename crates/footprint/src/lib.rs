@@ -352,8 +352,8 @@ fn procs(
         if labkit::relay::pending().is_some() {
             break;
         }
-        // SAFETY: this process has one thread; the child resets its signal
-        // handlers (relay::in_child: sigaction, prctl), closes its copies
+        // SAFETY: this process has one thread; the child asks for its death
+        // signal (relay::in_child: prctl, getppid), closes its copies
         // of the write ends it must not hold, runs `worker` (write, read,
         // stores) and leaves with _exit: all async-signal-safe.
         match unsafe { fork() } {

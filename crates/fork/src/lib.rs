@@ -46,7 +46,7 @@ pub fn run(procs: u32, work: &Workload) -> Result<Report> {
             break;
         }
         // SAFETY: this process has one thread, and the child runs only
-        // `child`, which calls sigaction, prctl, write(2) and _exit(2), all
+        // `child`, which calls prctl, getppid, write(2) and _exit(2), all
         // async-signal-safe, and never returns.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => child(&log, &text, work.count),

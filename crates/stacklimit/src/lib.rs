@@ -228,8 +228,8 @@ pub fn forks(max: u32) -> Result<Count> {
     labkit::relay::install(max as usize);
     // ANCHOR: forks
     while children.len() < max as usize && labkit::relay::pending().is_none() {
-        // SAFETY: this process has one thread; the child only resets its
-        // signal handlers (sigaction, prctl), closes its copy of the write
+        // SAFETY: this process has one thread; the child only asks for its
+        // death signal (prctl, getppid), closes its copy of the write
         // end, blocks in read(2) and leaves with _exit(2), all
         // async-signal-safe.
         match unsafe { fork() } {
