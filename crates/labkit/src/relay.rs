@@ -23,9 +23,10 @@
 //! parent dies, so no worker outlives its program. The alternatives fall
 //! short: a process group is shared with the shell's job or the runner and
 //! needs someone alive to signal it; a pipe that children poll would change
-//! the workers' code the articles measure. The cost is one `prctl` and one
-//! `getppid` in each child, well under a microsecond beside a `fork`. (The death signal is tied to the thread that forked: the
-//! programs fork from their main thread, which lives to the end.)
+//! the workers' code the articles measure. The cost is two cheap system
+//! calls in each child, `prctl` and `getppid`. (The death signal is tied to
+//! the thread that forked: the programs fork from the thread that runs
+//! `main`, which lives until the program ends.)
 //!
 //! Everything here is async-signal-safe: the handler uses only atomics,
 //! `getpid`, `kill`, `signal` and `raise`; [`in_child`] only `prctl`,
