@@ -44,6 +44,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
+    /// Print the then-and-now table (every claim of the articles and its
+    /// verdict) for a run [default: the reference run the book shows]
+    Verdicts {
+        /// A run folder, or its name under runs/ or results/
+        run: Option<String>,
+        /// Print Markdown, as the book shows it
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Put a run beside another: by default your latest run (runs/) beside
     /// the reference run the book shows (results/)
     Compare {
@@ -67,6 +76,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
     match Cli::parse_from(args).command {
         Command::List => labkit::error::print(&list("")),
         Command::Compare { run, against } => compare::main(run, against),
+        Command::Verdicts { run, markdown } => verdicts(run, markdown),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
             labkit::error::print(&format!(
                 "Run one experiment; `lab run NAME --help` lists its options.\n\n\
@@ -81,6 +91,26 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
             run_one(experiment, args)
         }
     }
+}
+
+fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
+    let run = match run {
+        Some(name) => compare::resolve(&name)?,
+        None => runs::reference().ok_or_else(|| {
+            Error::usage(format!(
+                "no reference run in {}",
+                runs::results_root().display()
+            ))
+        })?,
+    };
+    let rows = claims::evaluate(&run)?;
+    let name =
+        run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
+    labkit::error::print(&if markdown {
+        claims::markdown(&rows, &name)
+    } else {
+        claims::text(&rows)
+    })
 }
 
 fn find(name: &str) -> labkit::Result<&'static experiments::Experiment> {

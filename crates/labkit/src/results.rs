@@ -45,10 +45,11 @@ pub struct Settings {
 /// run records. `LAB_CHECKOUT` overrides it (the tests use a scratch
 /// repository).
 pub fn checkout() -> PathBuf {
-    match std::env::var_os("LAB_CHECKOUT") {
+    let dir = match std::env::var_os("LAB_CHECKOUT") {
         Some(dir) => PathBuf::from(dir),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
-    }
+    };
+    std::fs::canonicalize(&dir).unwrap_or(dir)
 }
 
 impl Header {
