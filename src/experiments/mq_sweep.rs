@@ -507,7 +507,9 @@ fn table(d: &Data) -> Table {
          broker's voluntary+involuntary context switches (getrusage). Switch \
          share = switches x {:.2} us / broker CPU time; the {:.2} us per switch: {}. \
          Latency is send to receipt; at saturation (no --rate) it mostly \
-         measures the messages waiting in queues and socket buffers. The 2006 figures: one CPU, a Java server, `shared/seeds/004_*.txt`.",
+         measures the messages waiting in queues and socket buffers. The 2006 \
+         figures: the single-CPU server of article 004 (2006; see the book's \
+         References).",
         d.rounds, d.switch_cost.us, d.switch_cost.us, d.switch_cost.source
     ));
     t

@@ -91,8 +91,8 @@ const LARGE_BLOCKS: &[u64] = &[
 const SAMPLE_BLOCKS: &[u64] =
     &[1, 16, 64, 256, 1024, 4096, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 
-/// The article's own figures (Linux 2.4.2, Red Hat 7.1; figures 1 and 4),
-/// as its text gives them.
+/// The article's own figures (Linux 2.4.2, Red Hat 7.1; its figure 4, the
+/// two-thread program), as its text gives them.
 const ARTICLE_PIPE_BUFFER: u64 = 4096;
 const ARTICLE_PEAK_2T_MB_S: f64 = 700.0;
 const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
@@ -781,9 +781,11 @@ fn then_and_now(data: &Data) -> Table {
             ),
         ]);
     }
-    t.note("Article: `shared/seeds/002_c38856b4a12f8b46.txt` (Bradford, figures 1 and 4, \
-            Linux 2.4.2 on Red Hat 7.1). MB = 10^6 bytes; today's figures are medians of the rounds, \
-            unpinned.");
+    t.note(
+        "Article: Bradford (2001), figure 4 and its text (Linux 2.4.2 on Red Hat 7.1); \
+         see the book's References. MB = 10^6 bytes; today's figures are medians of \
+         the rounds, unpinned.",
+    );
     t.note(format!(
         "Load average (/proc/loadavg) before the run: {}; after: {}.",
         data.loadavg_before, data.loadavg_after
