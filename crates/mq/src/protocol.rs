@@ -137,11 +137,19 @@ pub fn next_frame(
 }
 // ANCHOR_END: parse
 
-/// Drop the bytes before `start` once parsing has consumed them.
+/// Spare capacity a connection's buffer keeps once a frame is through.
+pub const KEEP: usize = 64 << 10;
+
+/// Drop the bytes before `start` once parsing has consumed them. The buffer
+/// only ever grows with the bytes that arrived (never with the length a
+/// frame announces), and gives back what a large frame made it grow.
 pub fn compact(buf: &mut Vec<u8>, start: &mut usize) {
     if *start > 0 {
         buf.drain(..*start);
         *start = 0;
+    }
+    if buf.capacity() > 2 * KEEP && buf.len() <= KEEP {
+        buf.shrink_to(KEEP);
     }
 }
 

@@ -423,6 +423,7 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("broker: cannot start thread "), "{err}");
-    assert!(err.contains("EAGAIN"), "{err}");
+    assert!(err.starts_with("broker: cannot start reader "), "{err}");
+    assert!(err.contains(" of 100: ") && err.contains("EAGAIN"), "{err}");
+    assert!(err.contains("; stopped the "), "{err}");
 }
