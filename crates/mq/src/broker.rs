@@ -86,7 +86,7 @@ struct HubState {
     receivers: Vec<Vec<Receiver>>,
     next: Vec<usize>,
     /// Per queue: the senders paused because it was full.
-    paused: Vec<Vec<Paused>>,
+    paused: Vec<VecDeque<Paused>>,
     stop: bool,
 }
 
@@ -112,13 +112,17 @@ impl Hub {
     ) -> bool {
         let mut st = lock(&self.state);
         if st.queues[queue].len() >= self.capacity {
-            st.paused[queue].push((from.0, from.1.clone()));
+            st.paused[queue].push_back((from.0, from.1.clone()));
             return false;
         }
         st.queues[queue].push_back(frame);
         counters.msgs_in.fetch_add(1, Relaxed);
+        // Only a queue that was empty can give a waiting deliverer work.
+        let first = st.queues[queue].len() == 1;
         drop(st);
-        self.not_empty.notify_one();
+        if first {
+            self.not_empty.notify_one();
+        }
         true
     }
     // ANCHOR_END: push
@@ -154,7 +158,7 @@ impl Hub {
         r.held = r.held.saturating_sub(n);
         if was_full && n > 0 && !st.queues[queue].is_empty() {
             drop(st);
-            self.not_empty.notify_all();
+            self.not_empty.notify_one();
         }
     }
 }
@@ -281,7 +285,7 @@ pub fn run(
                 queues: vec![VecDeque::new(); q],
                 receivers: vec![Vec::new(); q],
                 next: vec![0; q],
-                paused: vec![Vec::new(); q],
+                paused: vec![VecDeque::new(); q],
                 stop: false,
             }),
             not_empty: Condvar::new(),
@@ -424,7 +428,7 @@ fn shutdown(
     for conn in senders.into_values() {
         keep_frames(shared, &mut lock(&conn));
     }
-    lock(&shared.hub.state).paused.iter_mut().for_each(Vec::clear);
+    lock(&shared.hub.state).paused.iter_mut().for_each(VecDeque::clear);
     // With the readers gone, this thread watches the receivers' sockets.
     let deadline = Instant::now() + shared.cfg.drain;
     let c = &shared.counters;
@@ -802,12 +806,17 @@ fn deliverer(shared: &Shared, me: usize) {
         st.receivers[q][k].held += n;
         let Receiver { id, writer, .. } = st.receivers[q][k];
         let batch: Vec<Frame> = st.queues[q].drain(..n).collect();
-        // Half empty: let this queue's paused senders in again.
-        let resume = if st.queues[q].len() <= hub.capacity / 2 {
-            std::mem::take(&mut st.paused[q])
-        } else {
-            Vec::new()
+        // Below half full, let one paused sender of this queue in again
+        // per batch taken (each brings up to a read's worth); all of them
+        // once the queue is empty, so that none is forgotten.
+        let left = st.queues[q].len();
+        let k = match left {
+            0 => st.paused[q].len(),
+            _ if left <= hub.capacity / 2 => 1,
+            _ => 0,
         };
+        let k = k.min(st.paused[q].len());
+        let resume: Vec<Paused> = st.paused[q].drain(..k).collect();
         drop(st);
         resume_senders(shared, resume);
         hand_over(shared, q, id, writer, batch);
