@@ -23,7 +23,9 @@
 //! There are no acknowledgements: a message counts as delivered once it is
 //! written whole to a receiver's socket. Messages a broker had not yet
 //! written to a receiver that vanished go back to the front of the queue;
-//! what already sat in that receiver's socket buffers is gone with it.
+//! what already sat in that receiver's socket buffers is gone with it. The
+//! broker peeks at a receiver's socket before it writes, so it writes
+//! nothing to (and counts nothing on) a connection its receiver has closed.
 
 /// Bytes of the length prefix.
 pub const LEN: usize = 4;

@@ -740,3 +740,51 @@ fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
     assert!(err.contains(" of 500: "), "{err}");
     assert!(err.contains("; stopped the "), "{err}");
 }
+
+fn out_of_descriptors(mode: &[&str]) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
+    cmd.args(mode).args(["--json", "--drain", "0"]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: the child only calls setrlimit(2), which is async-signal-safe,
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 24, rlim_max: 24 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    out.read_line(&mut addr).unwrap();
+    let b = Broker { child, out, addr: addr.trim().to_string() };
+    // 40 connections against 24 descriptors: the last ones wait in the
+    // listen queue while accept fails with EMFILE, again and again.
+    let held: Vec<TcpStream> = (0..40).map(|_| connect(&b.addr, None)).collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(held);
+    let (_, err) = stop(b, "TERM");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("accept:")).collect();
+    assert!(!lines.is_empty(), "no accept error logged:\n{err}");
+    assert!(
+        lines[0].contains("EMFILE") && lines[0].contains("retrying every"),
+        "{err}"
+    );
+    // Retried about 15 times in 1.5 s; logged once per 5 s.
+    assert!(lines.len() <= 2, "{} accept lines:\n{err}", lines.len());
+}
+
+#[test]
+fn out_of_descriptors_backs_off_and_logs_once_with_thread_pools() {
+    out_of_descriptors(&["-r", "1", "-w", "1", "-d", "1"]);
+}
+
+#[test]
+fn out_of_descriptors_backs_off_and_logs_once_with_the_event_loop() {
+    out_of_descriptors(&["--event-loop"]);
+}
