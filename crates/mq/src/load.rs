@@ -231,16 +231,17 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
                 receive(stream, queue, size, &sh)
             })?);
         }
+        // Every sender connected before the sending window opens, so that
+        // the window measures sending, not connecting.
+        let mut streams = Vec::new();
+        for _ in 0..cfg.senders {
+            let hello = protocol::hello(HELLO_SEND, 0);
+            streams.push(connect(cfg.addr, &hello, cfg.socket_buffer, give_up)?);
+        }
         let start_ns = shared.now_ns();
         shared.start_ns.store(start_ns, Relaxed);
         let end_ns = start_ns + cfg.duration.as_nanos() as u64;
-        for i in 0..cfg.senders {
-            let stream = connect(
-                cfg.addr,
-                &protocol::hello(HELLO_SEND, 0),
-                cfg.socket_buffer,
-                give_up,
-            )?;
+        for (i, stream) in (0..cfg.senders).zip(streams) {
             let (sh, c, queue) = (shared.clone(), cfg.clone(), q(i));
             senders.push(spawn(format!("sender-{i}"), move || {
                 send(stream, i, queue, &c, end_ns, &sh)
