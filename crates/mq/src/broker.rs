@@ -150,13 +150,16 @@ impl Hub {
 
     /// A writer wrote `n` of a receiver's messages: that much room again.
     fn written(&self, queue: usize, id: u64, n: usize) {
+        if n == 0 {
+            return;
+        }
         let mut st = lock(&self.state);
         let Some(r) = st.receivers[queue].iter_mut().find(|r| r.id == id) else {
             return;
         };
         let was_full = r.held >= self.outbox;
         r.held = r.held.saturating_sub(n);
-        if was_full && n > 0 && !st.queues[queue].is_empty() {
+        if was_full && !st.queues[queue].is_empty() {
             drop(st);
             self.not_empty.notify_one();
         }
