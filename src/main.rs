@@ -3,7 +3,7 @@
 fn main() -> std::process::ExitCode {
     // First, before any thread: SIGINT/SIGTERM/SIGHUP stop and reap every
     // program started, remove the temporary directories, exit 128 + N.
-    if let Err(e) = labkit::cleanup::install("lab") {
+    if let Err(e) = labkit::cleanup::install("lab", remove_half_written_run) {
         eprintln!("lab: cannot take over SIGINT, SIGTERM and SIGHUP: {e}");
         return std::process::ExitCode::from(1);
     }
@@ -12,4 +12,26 @@ fn main() -> std::process::ExitCode {
     let result = labkit::limits::enough_stack(|| lab::main(args));
     labkit::cleanup::settle();
     labkit::error::report("lab", result)
+}
+
+/// What an interrupt removes besides the temporary directories: the
+/// experiment folder being written (lab::runs), and the reader's run folder
+/// it was in if that is left empty, as a failed run leaves nothing.
+fn remove_half_written_run() -> Vec<std::path::PathBuf> {
+    let Some(staging) = lab::runs::pending_staging() else { return Vec::new() };
+    let mut removed = Vec::new();
+    if std::fs::remove_dir_all(&staging).is_ok() {
+        removed.push(staging.clone());
+    }
+    let root = lab::runs::runs_root();
+    let mut dir = staging.parent();
+    while let Some(d) = dir.filter(|d| d.starts_with(&root) && *d != root) {
+        // remove_dir removes only an empty folder: finished results stay.
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        removed.push(d.to_path_buf());
+        dir = d.parent();
+    }
+    removed
 }

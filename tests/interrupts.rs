@@ -183,20 +183,38 @@ fn has_arg(pid: i32, arg: &str) -> bool {
 /// alone, or to its process group as the terminal's Ctrl-C is) once a
 /// program it runs with the argument `marker` has `grandchildren` children
 /// of its own.
+///
+/// With `own_out`, the results go to `--out DIR`, which holds an earlier
+/// results file; without, to a new run folder under `runs/` of a scratch
+/// checkout (`LAB_CHECKOUT`), beside an earlier run. Either way the
+/// earlier results must be intact afterwards, and nothing else left.
 fn interrupt_lab(
     experiment: &str,
     args: &[&str],
     (marker, grandchildren): (&str, usize),
     sig: i32,
     to_group: bool,
+    own_out: bool,
 ) -> (ExitStatus, String, tempfile::TempDir) {
     become_subreaper();
     let tmp = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
-    std::fs::write(out.path().join("earlier.json"), "{\"kept\": true}\n").unwrap();
+    let earlier = if own_out {
+        out.path().join("earlier.json")
+    } else {
+        let dir = out.path().join("runs/2000-01-01-000000-earlier").join(experiment);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("earlier.json")
+    };
+    std::fs::write(&earlier, "{\"kept\": true}\n").unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
     cmd.env("LAB_BIN_DIR", common::bin_dir()).env("TMPDIR", tmp.path());
-    cmd.args(["run", experiment]).args(args).arg("--out").arg(out.path());
+    cmd.args(["run", experiment]).args(args);
+    if own_out {
+        cmd.arg("--out").arg(out.path());
+    } else {
+        cmd.env("LAB_CHECKOUT", out.path());
+    }
     let (mut lab, stderr) = start(&mut cmd);
     let lab_pid = lab.id() as i32;
     // The program lab started, once it has made its own children.
@@ -232,10 +250,19 @@ fn interrupt_lab(
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
     assert_eq!(
-        std::fs::read_to_string(out.path().join("earlier.json")).unwrap(),
+        std::fs::read_to_string(&earlier).unwrap(),
         "{\"kept\": true}\n",
         "earlier results are intact"
     );
+    if own_out {
+        let names: Vec<_> =
+            std::fs::read_dir(out.path()).unwrap().flatten().collect();
+        assert_eq!(names.len(), 1, "only the earlier file: {names:?}");
+    } else {
+        let runs: Vec<_> =
+            std::fs::read_dir(out.path().join("runs")).unwrap().flatten().collect();
+        assert_eq!(runs.len(), 1, "only the earlier run: {runs:?}");
+    }
     (status, stderr, tmp)
 }
 
@@ -248,6 +275,7 @@ fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
         ("10000000", 3),
         libc::SIGINT,
         false,
+        false,
     );
     assert_eq!(status.code(), Some(130), "{stderr}");
     let line = one_line(&stderr);
@@ -256,6 +284,8 @@ fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
         tmp.path().display()
     );
     assert!(line.starts_with(&prefix), "{line:?} does not start with {prefix:?}");
+    // ... and the run folder being written, which was this run's only one.
+    assert!(line.contains("/.fork-vs-thread.partial-"), "{line}");
 }
 
 #[test]
@@ -272,8 +302,14 @@ fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
         "-n",
         "100000000",
     ];
-    let (status, stderr, _) =
-        interrupt_lab("ctx-switch", &args, ("100000000", 0), libc::SIGTERM, true);
+    let (status, stderr, _) = interrupt_lab(
+        "ctx-switch",
+        &args,
+        ("100000000", 0),
+        libc::SIGTERM,
+        true,
+        true,
+    );
     assert_eq!(status.code(), Some(143), "{stderr}");
     assert_eq!(
         one_line(&stderr),
@@ -286,8 +322,14 @@ fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
 #[serial(fork)]
 fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
     let args = ["--blocks", "1", "--count", "100000000", "--rounds", "1"];
-    let (status, stderr, tmp) =
-        interrupt_lab("pipe-speed", &args, ("100000000", 0), libc::SIGHUP, false);
+    let (status, stderr, tmp) = interrupt_lab(
+        "pipe-speed",
+        &args,
+        ("100000000", 0),
+        libc::SIGHUP,
+        false,
+        true,
+    );
     assert_eq!(status.code(), Some(129), "{stderr}");
     let line = one_line(&stderr);
     let prefix = format!(

@@ -22,11 +22,12 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "ctx-switch",
     about: "ctxswitch vs perf bench sched pipe: one context switch (issue 6)",
+    all_args: &[],
     run: main,
 };
 
@@ -162,7 +163,7 @@ struct Data {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
     let ctxswitch = labkit::bins::programs(&["ctxswitch"])?.remove(0);
@@ -259,6 +260,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     }
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables,
         charts: vec![("ctx-switch".to_string(), chart(&data))],
         data,
@@ -578,6 +580,22 @@ fn perf_table(d: &Data) -> Table {
         d.perf.note
     ));
     t
+}
+
+/// One switch's cost in each mode and placement measured.
+fn headline(data: &Data) -> Headline {
+    let mut h = crate::report::headline();
+    for (mode, pins) in &data.us_per_switch {
+        for (pin, us) in pins {
+            h = h.add(
+                &format!("{mode}_{pin}_us"),
+                &format!("one switch between {mode}, {pin} CPU placement"),
+                *us,
+                "µs",
+            );
+        }
+    }
+    h.build()
 }
 
 fn chart(d: &Data) -> Chart {

@@ -30,11 +30,12 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "pipe-speed",
     about: "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
+    all_args: &[],
     run: main,
 };
 
@@ -90,8 +91,8 @@ const LARGE_BLOCKS: &[u64] = &[
 const SAMPLE_BLOCKS: &[u64] =
     &[1, 16, 64, 256, 1024, 4096, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 
-/// The article's own figures (Linux 2.4.2, Red Hat 7.1; figures 1 and 4),
-/// as its text gives them.
+/// The article's own figures (Linux 2.4.2, Red Hat 7.1; its figure 4, the
+/// two-thread program), as its text gives them.
 const ARTICLE_PIPE_BUFFER: u64 = 4096;
 const ARTICLE_PEAK_2T_MB_S: f64 = 700.0;
 const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
@@ -252,7 +253,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             "--full runs the article's block list; it does not take --blocks",
         ));
     }
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let scratch = labkit::cleanup::tempdir("lab-pipe-speed-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let bins = labkit::bins::programs(&["pipespeed2", "pipespeed2t"])?;
@@ -360,7 +361,13 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             table.render()
         )
     });
-    let report = Report { header, tables, charts: charts(&data), data };
+    let report = Report {
+        header,
+        headline: headline(&data),
+        tables,
+        charts: charts(&data),
+        data,
+    };
     report.publish(&args.common, &out)?;
     // The comparison with C on its own, for the book.
     match vs_c {
@@ -770,9 +777,11 @@ fn then_and_now(data: &Data) -> Table {
             ),
         ]);
     }
-    t.note("Article: `shared/seeds/002_c38856b4a12f8b46.txt` (Bradford, figures 1 and 4, \
-            Linux 2.4.2 on Red Hat 7.1). MB = 10^6 bytes; today's figures are medians of the rounds, \
-            unpinned.");
+    t.note(
+        "Article: Bradford (2001), figure 4 and its text (Linux 2.4.2 on Red Hat 7.1); \
+         see the book's References. MB = 10^6 bytes; today's figures are medians of \
+         the rounds, unpinned.",
+    );
     t.note(format!(
         "Load average (/proc/loadavg) before the run: {}; after: {}.",
         data.loadavg_before, data.loadavg_after
@@ -916,6 +925,98 @@ fn pair_name(c: &Comparison) -> String {
     } else {
         c.program.to_string()
     }
+}
+
+/// The figures the claims are judged on: the pipe's buffer, the two-thread
+/// pipe's peak and its rate at the largest block, named against unnamed.
+fn headline(data: &Data) -> Headline {
+    let variant = |key| data.variants.iter().find(|v| v.key == key);
+    let pipe = variant("pipe");
+    let peak = pipe.and_then(|v| {
+        v.points
+            .iter()
+            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
+    });
+    let largest = pipe.and_then(|v| v.points.iter().max_by_key(|p| p.block_bytes));
+    let one = variant("pipespeed2").and_then(|v| {
+        v.points.iter().map(|p| p.mb_per_s.median).max_by(f64::total_cmp)
+    });
+    // Named over unnamed at every block size both measured.
+    let fifo_ratios: Vec<f64> = variant("fifo")
+        .zip(pipe)
+        .map(|(fifo, pipe)| {
+            fifo.points
+                .iter()
+                .filter_map(|f| {
+                    let p = pipe
+                        .points
+                        .iter()
+                        .find(|p| p.block_bytes == f.block_bytes)?;
+                    Some(f.mb_per_s.median / p.mb_per_s.median)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let fifo = Summary::of(&fifo_ratios);
+    crate::report::headline()
+        .add(
+            "pipe_buffer_bytes",
+            "a new pipe's buffer (F_GETPIPE_SZ)",
+            data.pipe.default_buffer_bytes as f64,
+            "bytes",
+        )
+        .add(
+            "one_thread_peak_mb_s",
+            "pipespeed2 (one thread): best rate",
+            one,
+            "MB/s",
+        )
+        .add(
+            "two_threads_peak_mb_s",
+            "pipespeed2t (two threads): best rate",
+            peak.map(|p| p.mb_per_s.median),
+            "MB/s",
+        )
+        .add(
+            "two_threads_peak_block",
+            "pipespeed2t: block size of the best rate",
+            peak.map(|p| p.block_bytes as f64),
+            "bytes",
+        )
+        .add(
+            "two_threads_largest_mb_s",
+            &format!(
+                "pipespeed2t: rate at the largest block ({} bytes)",
+                largest.map_or(0, |p| p.block_bytes)
+            ),
+            largest.map(|p| p.mb_per_s.median),
+            "MB/s",
+        )
+        .add(
+            "two_threads_largest_over_peak",
+            "pipespeed2t: rate at the largest block over the best rate",
+            largest.zip(peak).map(|(l, p)| l.mb_per_s.median / p.mb_per_s.median),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe",
+            "named pipe's rate over the unnamed pipe's, median over block sizes",
+            fifo.map(|s| s.median),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe_min",
+            "the same, lowest block size",
+            fifo.map(|s| s.min),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe_max",
+            "the same, highest block size",
+            fifo.map(|s| s.max),
+            "x",
+        )
+        .build()
 }
 
 fn charts(data: &Data) -> Vec<(String, Chart)> {

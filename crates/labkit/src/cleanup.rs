@@ -302,7 +302,11 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// a pipe that a thread of its own waits on. Nothing is blocked, so the
 /// programs the runner starts inherit no blocked signal, and `execve`
 /// resets the handler to the default action in them.
-pub fn install(program: &'static str) -> io::Result<()> {
+///
+/// `also` is called at the moment of the interrupt, after the programs are
+/// stopped, to remove what else the program was writing (the runner's
+/// half-written run folder, say); it returns what it removed.
+pub fn install(program: &'static str, also: fn() -> Vec<PathBuf>) -> io::Result<()> {
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
     SIGNAL_PIPE.store(write_end.into_raw_fd(), Ordering::Relaxed);
@@ -312,7 +316,7 @@ pub fn install(program: &'static str) -> io::Result<()> {
         let mut byte = 0u8;
         loop {
             match nix::unistd::read(&read_end, std::slice::from_mut(&mut byte)) {
-                Ok(1) => interrupted(program, i32::from(byte)),
+                Ok(1) => interrupted(program, i32::from(byte), also),
                 Err(nix::errno::Errno::EINTR) => {}
                 _ => return, // cannot happen: the write end is never closed
             }
@@ -336,7 +340,7 @@ pub fn install(program: &'static str) -> io::Result<()> {
 
 /// Stop everything, say so in one line, exit 128 + `sig`. Holds the lock
 /// to the end, so the main thread cannot start or report anything else.
-fn interrupted(program: &str, sig: libc::c_int) -> ! {
+fn interrupted(program: &str, sig: libc::c_int, also: fn() -> Vec<PathBuf>) -> ! {
     let reg = registry();
     for &pgid in reg.groups.keys() {
         // SAFETY: each group's leader is our unreaped child (a reaped one
@@ -348,10 +352,11 @@ fn interrupted(program: &str, sig: libc::c_int) -> ! {
     }
     let mut removed = Vec::new();
     for dir in &reg.dirs {
-        if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+        if std::fs::remove_dir_all(dir).is_ok() {
             removed.push(dir.display().to_string());
         }
     }
+    removed.extend(also().iter().map(|d| d.display().to_string()));
     eprintln!("{}", interrupt_line(program, sig, reg.groups.len(), &removed));
     std::process::exit(128 + sig)
 }
