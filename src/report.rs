@@ -270,6 +270,10 @@ impl<T: Serialize> Report<T> {
         } else {
             labkit::error::print(&md)?;
         }
+        // A staged run says where it went once it is renamed into place.
+        if common.out.is_some() {
+            eprintln!("lab: results written to {}", out.display());
+        }
         Ok(())
     }
 }

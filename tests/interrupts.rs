@@ -339,6 +339,36 @@ fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
     assert!(line.starts_with(&prefix), "{line:?} does not start with {prefix:?}");
 }
 
+#[test]
+#[serial(fork)]
+fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
+    let args = [
+        "--threads",
+        "1",
+        "--no-event-loop",
+        "--duration",
+        "600",
+        "--rounds",
+        "1",
+        "--switch-cost-us",
+        "1",
+    ];
+    // The broker is the program with --readers; the load generator may or
+    // may not have started: either way nothing may be left.
+    let (status, stderr, _) = interrupt_lab(
+        "mq-sweep",
+        &args,
+        ("--readers", 0),
+        libc::SIGTERM,
+        false,
+        false,
+    );
+    assert_eq!(status.code(), Some(143), "{stderr}");
+    let line = one_line(&stderr);
+    assert!(line.starts_with("lab: interrupted by SIGTERM; stopped "), "{line}");
+    assert!(line.contains("/.mq-sweep.partial-"), "{line}");
+}
+
 // ------------------------------------------------------- program parents
 
 /// Run a program parent, wait for `n` children, optionally stop it

@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use clap::Parser;
@@ -177,7 +177,7 @@ struct Data {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
     if args.receivers < u32::from(args.queues) {
         return Err(Error::usage("--receivers must be at least --queues"));
     }
@@ -239,21 +239,19 @@ fn programs() -> Result<Vec<PathBuf>> {
 }
 
 /// The broker process; killed and reaped if a run fails half-way.
+/// A running broker: tracked, so that an interrupt of `lab` or an early
+/// return stops and reaps it (dropping it kills its process group).
 struct Broker {
-    child: Child,
+    child: labkit::cleanup::Tracked,
     stdout: BufReader<ChildStdout>,
-    stderr: Option<std::thread::JoinHandle<String>>,
+    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
 }
 
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if let Some(stderr) = self.stderr.take() {
-            let _ = stderr.join();
-        }
+impl Broker {
+    /// What the broker said on stderr, once it has ended.
+    fn said(&mut self) -> String {
+        let raw = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        String::from_utf8_lossy(&raw).into_owned()
     }
 }
 
@@ -282,34 +280,29 @@ fn run_once(
     let what =
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
-    let mut child =
-        cmd.spawn().map_err(|e| Error::io(format!("cannot start {what}"), e))?;
-    let stdout = BufReader::new(child.stdout.take().expect("piped"));
-    let mut err_pipe = child.stderr.take().expect("piped");
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err_pipe.read_to_string(&mut s);
-        s
-    });
+    let mut child = labkit::cleanup::spawn(&mut cmd)
+        .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
+    let stdout = BufReader::new(child.child().stdout.take().expect("piped"));
+    let stderr = labkit::cleanup::drain(child.child().stderr.take());
     let mut b = Broker { child, stdout, stderr: Some(stderr) };
     let mut addr = String::new();
     b.stdout
         .read_line(&mut addr)
         .map_err(|e| Error::io(format!("{what}: stdout"), e))?;
     if addr.trim().is_empty() {
-        let _ = b.child.wait();
-        let said = b.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+        let _ = b.child.wait4();
+        let said = b.said();
         return Err(Error::failed(format!("{what} did not start: {}", said.trim())));
     }
-    let output = Command::new(load)
+    let mut load_cmd = Command::new(load);
+    load_cmd
         .args(["--addr", addr.trim(), "--json"])
         .args(["--senders", &a.senders.to_string()])
         .args(["--receivers", &a.receivers.to_string()])
         .args(["--queues", &a.queues.to_string(), "--size", &a.size.to_string()])
         .args(["--duration", &duration.to_string()])
-        .args(["--rate", &a.rate.to_string()])
-        .stdin(Stdio::null())
-        .output()
+        .args(["--rate", &a.rate.to_string()]);
+    let output = labkit::cleanup::output(&mut load_cmd)
         .map_err(|e| Error::io("cannot run load", e))?;
     let said = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
@@ -323,7 +316,7 @@ fn run_once(
         .map_err(|e| Error::failed(format!("load printed bad JSON: {e}")))?;
     // SIGTERM: the broker delivers what it holds, joins its threads and
     // prints its stats.
-    let pid = nix::unistd::Pid::from_raw(b.child.id() as i32);
+    let pid = nix::unistd::Pid::from_raw(b.child.pid());
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
         Error::failed(format!("kill {what}: {}", labkit::error::describe_errno(e)))
     })?;
@@ -331,10 +324,10 @@ fn run_once(
     b.stdout
         .read_to_string(&mut rest)
         .map_err(|e| Error::io(format!("{what}: stdout"), e))?;
-    let status =
-        b.child.wait().map_err(|e| Error::io(format!("{what}: wait"), e))?;
+    let (status, _) =
+        b.child.wait4().map_err(|e| Error::io(format!("{what}: wait"), e))?;
     let wall = start.elapsed().as_secs_f64();
-    let said = b.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
+    let said = b.said();
     if !status.success() {
         return Err(Error::failed(format!(
             "{what}: {status} {}",
