@@ -1,7 +1,7 @@
 //! `lab run footprint`: what N idle threads and N idle processes cost in
 //! memory, and what writing to memory after `fork` costs (copy-on-write)
 //! compared with threads sharing it. Tests the folk claim article 000 opens
-//! with (`shared/seeds/000_*.txt`): processes are heavy in memory, threads
+//! with (book References: zhou-2010): processes are heavy in memory, threads
 //! light.
 
 use std::ffi::OsString;

@@ -1,5 +1,5 @@
 /* creattime.c: Gergely Czuczy's fork-vs-thread creation-time test from the
- * 2004 mailing-list post (shared/seeds/003_*.txt), which was C++ only for
+ * 2004 mailing-list post (book References: list-2004), which was C++ only for
  * `unsigned int x(0)` initialisers; here in C, otherwise as posted: time
  * only fork() and only pthread_create(), children _exit(0) at once,
  * threads pthread_exit at once, nobody is reaped or joined.

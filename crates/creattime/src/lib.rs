@@ -2,7 +2,7 @@
 //!
 //! Reproduces Gergely Czuczy's test from the 2004 mailing-list post "Linux
 //! 2.4 VS 2.6 fork VS thread creation time test"
-//! (`shared/seeds/003_*.txt`): time only the `fork()` call, SAMPLES times,
+//! (book References: list-2004): time only the `fork()` call, SAMPLES times,
 //! each child leaving at once with `_exit(0)`; then time only the
 //! thread-create call, SAMPLES times, each thread ending at once; print
 //! failures, average and total per kind and the fork/thread ratio.

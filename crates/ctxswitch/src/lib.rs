@@ -1,6 +1,6 @@
 //! `ctxswitch`: what one context switch costs.
 //!
-//! Article 004 (`shared/seeds/004_*.txt`) blamed about 30% of a message
+//! Article 004 (book References: mq-2006) blamed about 30% of a message
 //! server's CPU on switching between its 300 threads; checking a verdict
 //! like that needs the price of one switch. This program measures it the
 //! way lmbench's `lat_ctx` and `perf bench sched pipe` do: two tasks, A and

@@ -1,7 +1,7 @@
 //! `footprint`: what N idle threads, or N idle processes, really cost in
 //! memory.
 //!
-//! Article 000 (`shared/seeds/000_*.txt`) opens with the folk wisdom it set
+//! Article 000 (book References: zhou-2010) opens with the folk wisdom it set
 //! out to test: processes are "slow to create and heavy in memory and
 //! resources", threads "light". The article measured time only; this
 //! program measures the memory. It creates N workers that do nothing but

@@ -1,5 +1,5 @@
 /* fork.c: the C program the `fork` crate reproduces, rewritten from the
- * description in shared/seeds/000_*.txt (the original listing was an image
+ * description in book References: zhou-2010 (the original listing was an image
  * and is lost). P_NUMBER and COUNT come from argv instead of macros so one
  * binary serves every setting; the work is the article's: fopen "a+",
  * printf + fprintf per line, exit(0) in the child, wait in the parent.

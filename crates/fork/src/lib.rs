@@ -1,7 +1,7 @@
 //! `fork`: the process half of the fork-vs-thread experiment.
 //!
 //! Reproduces `fork.c` from the article "多线程还是多进程" (after Zhou Li et
-//! al., "Linux系统下多线程与多进程性能分析"; `shared/seeds/000_*.txt`): the
+//! al., "Linux系统下多线程与多进程性能分析"; book References: zhou-2010): the
 //! parent opens a log, forks P children, each child prints `[j]hello linux`
 //! COUNT times to stdout and to the log, and the parent waits for them all
 //! and says `Okay`.

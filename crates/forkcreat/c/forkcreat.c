@@ -1,7 +1,7 @@
 /* forkcreat.c: the C program the `forkcreat` crate is compared with,
- * rewritten from the description in shared/seeds/000_*.txt (the article's
+ * rewritten from the description in book References: zhou-2010 (the article's
  * listing was an image and is lost) and the lecture's loop in
- * shared/seeds/001_*.txt. N comes from argv; "wait" reaps each child with
+ * book References: lecture-2004. N comes from argv; "wait" reaps each child with
  * waitpid before the next fork (the lecture), "sigchld" lets a SIGCHLD
  * handler reap (the article).
  * Build: cc -O2 -o forkcreat-c forkcreat.c

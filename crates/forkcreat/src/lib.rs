@@ -1,9 +1,9 @@
 //! `forkcreat`: create and destroy N processes, one after another.
 //!
 //! Reproduces `forkcreat.c` from the article "多线程还是多进程"
-//! (`shared/seeds/000_*.txt`, section four: 100,000 creations on a Celeron
+//! (book References: zhou-2010, section four: 100,000 creations on a Celeron
 //! 1.5 GHz, about 0.18 ms per process) and the fork/exit/wait loop of the
-//! 2004 lecture notes (`shared/seeds/001_*.txt`, iter = 2000). Each child
+//! 2004 lecture notes (book References: lecture-2004, iter = 2000). Each child
 //! leaves at once with `_exit(0)`; the parent reaps it.
 //!
 //! Two ways to reap, as the two sources do:

@@ -1,5 +1,5 @@
 //! `mq`: the message-queue server of article 004 ("线程的上下文开销真得那么
-//! 厉害吗(2)?", a 2006 blog post; `shared/seeds/004_*.txt`) and its client.
+//! 厉害吗(2)?", a 2006 blog post; book References: mq-2006) and its client.
 //!
 //! The article's server (JTangMQ, in Java) had pools of reader, writer and
 //! message-deliver threads; a client with 100 senders and 100 receivers

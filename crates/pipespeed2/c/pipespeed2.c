@@ -1,5 +1,5 @@
 /* pipespeed2.c: the C program the `pipespeed2` crate reproduces, rewritten
- * from the description in shared/seeds/002_*.txt (Bradford's pipespeed2.cpp;
+ * from the description in book References: bradford-2001 (Bradford's pipespeed2.cpp;
  * the listing is not in the article). One thread writes a block into a pipe
  * and reads it back, COUNT times; the rate is printed. Like the Rust
  * program it grows the pipe when asked, refuses a block that cannot fit,

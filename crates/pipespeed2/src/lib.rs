@@ -1,7 +1,7 @@
 //! `pipespeed2`: how fast can one thread push bytes through a pipe?
 //!
 //! Reproduces `pipespeed2.cpp` from E. G. Bradford's article on pipes in
-//! Windows 2000, Windows XP and Linux (`shared/seeds/002_*.txt`): create a
+//! Windows 2000, Windows XP and Linux (book References: bradford-2001): create a
 //! pipe, then COUNT times write a block of BYTES into it and read the block
 //! back, all in one thread, and print the rate. With no second thread there
 //! is no context switch: the figure is the cost of the kernel's pipe code

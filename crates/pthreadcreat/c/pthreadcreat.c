@@ -1,7 +1,7 @@
 /* pthreadcreat.c: the C program the `pthreadcreat` crate is compared
- * with, rewritten from the description in shared/seeds/000_*.txt (the
+ * with, rewritten from the description in book References: zhou-2010 (the
  * article's listing was an image and is lost) and the lecture's loop in
- * shared/seeds/001_*.txt: create an empty thread, join it, N times, with
+ * book References: lecture-2004: create an empty thread, join it, N times, with
  * pthread_create's default stack (the soft RLIMIT_STACK).
  * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c
  * Run:   ./pthreadcreat-c N */

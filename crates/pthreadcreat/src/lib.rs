@@ -1,9 +1,9 @@
 //! `pthreadcreat`: create and destroy N threads, one after another.
 //!
 //! Reproduces `pthreadcreat.c` from the article "多线程还是多进程"
-//! (`shared/seeds/000_*.txt`, section four: 100,000 creations, threads 5-6
+//! (book References: zhou-2010, section four: 100,000 creations, threads 5-6
 //! times faster than processes) and the pthread_create/join loop of the
-//! 2004 lecture notes (`shared/seeds/001_*.txt`, iter = 2000): start an
+//! 2004 lecture notes (book References: lecture-2004, iter = 2000): start an
 //! empty thread, join it, again.
 //!
 //! It calls `pthread_create` and `pthread_join` itself, as the C program

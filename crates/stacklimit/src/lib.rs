@@ -2,7 +2,7 @@
 //! before the system says no, and what does a thread do when it runs off
 //! the end of its stack?
 //!
-//! Article 000 (`shared/seeds/000_*.txt`, section two) saw its `thread.c`
+//! Article 000 (book References: zhou-2010, section two) saw its `thread.c`
 //! die with a segmentation fault at 500, 800 and 1000 threads: with 8 MiB
 //! default stacks, a 3 GiB 32-bit user address space holds at most
 //! 3 GiB / 8 MiB = 384 of them, and `ulimit -s 1024` made the runs pass.

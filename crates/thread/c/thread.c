@@ -1,5 +1,5 @@
 /* thread.c: the C program the `thread` crate reproduces, rewritten from the
- * description in shared/seeds/000_*.txt (the original listing was an image
+ * description in book References: zhou-2010 (the original listing was an image
  * and is lost). P_NUMBER and COUNT come from argv instead of macros; each
  * thread gets pthread_create's default stack (the soft RLIMIT_STACK).
  * Build: cc -O2 -pthread -o thread-c thread.c

@@ -1,7 +1,7 @@
 //! `thread`: the thread half of the fork-vs-thread experiment.
 //!
 //! Reproduces `thread.c` from the article "多线程还是多进程" (after Zhou Li
-//! et al.; `shared/seeds/000_*.txt`): N threads each print `[j]hello linux`
+//! et al.; book References: zhou-2010): N threads each print `[j]hello linux`
 //! COUNT times to stdout and to one shared log; the main thread joins them
 //! all and says `Okay`.
 //!
