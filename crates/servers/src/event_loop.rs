@@ -28,6 +28,7 @@ use nix::sys::epoll::{
 };
 use nix::sys::eventfd::{EfdFlags, EventFd};
 
+use crate::meter::Meter;
 use crate::protocol::{LineReader, Proto, Served, io_reason, reply_piece};
 use crate::thread_per_client::MetersRef;
 use crate::{Config, Design, Meters, Outcome};
@@ -146,7 +147,7 @@ fn event_loop(
                 }
                 token => {
                     let Some(c) = conns.get_mut(&token) else { continue };
-                    match drive(c, proto) {
+                    match drive(c, proto, m.get().get(i)) {
                         Next::Wait { writing } if writing != c.writing => {
                             c.writing = writing;
                             let _ = epoll
@@ -236,7 +237,7 @@ fn close(
 // ANCHOR: drive
 /// Do all the work a connection allows without blocking: write what is
 /// left of the reply, parse the next request, read.
-fn drive(c: &mut Conn, proto: &Proto) -> Next {
+fn drive(c: &mut Conn, proto: &Proto, meter: &Meter) -> Next {
     loop {
         if let Some((total, mut sent)) = c.reply {
             while sent < total {
@@ -260,6 +261,7 @@ fn drive(c: &mut Conn, proto: &Proto) -> Next {
             c.reply = None;
             c.served.requests += 1;
             c.served.bytes += total as u64;
+            meter.replied(total);
         }
         match c.lines.next(proto.max_bytes) {
             Some(Ok(count)) => {

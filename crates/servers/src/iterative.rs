@@ -35,7 +35,7 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
                 meters.accepted(0);
                 let served = match protocol::set_timeouts(&stream, cfg.proto.timeout)
                 {
-                    Ok(()) => protocol::serve(&stream, &cfg.proto),
+                    Ok(()) => protocol::serve(&stream, &cfg.proto, meters.get(0)),
                     Err(e) => Served {
                         error: Some(protocol::io_reason(&e, false)),
                         ..Served::default()

@@ -558,7 +558,7 @@ impl Live {
             id
         };
         let served = match protocol::set_timeouts(&stream, proto.timeout) {
-            Ok(()) => protocol::serve(&stream, proto),
+            Ok(()) => protocol::serve(&stream, proto, meters.get(i)),
             Err(e) => protocol::Served {
                 error: Some(protocol::io_reason(&e, false)),
                 ..Default::default()

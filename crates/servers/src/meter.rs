@@ -82,13 +82,11 @@ impl Meters {
         &self.all()[i.min(self.n - 1)]
     }
 
-    /// Count one connection served by member `i`.
+    /// Count the end of a connection served by member `i` (its replies
+    /// were counted as they were written).
     pub fn served(&self, i: usize, s: &Served) {
-        let m = self.get(i);
-        m.requests.fetch_add(s.requests, Relaxed);
-        m.bytes.fetch_add(s.bytes, Relaxed);
         if s.error.is_some() {
-            m.bad.fetch_add(1, Relaxed);
+            self.get(i).bad.fetch_add(1, Relaxed);
         }
     }
 
@@ -129,6 +127,14 @@ impl Drop for Meters {
 }
 
 impl Meter {
+    /// Count one whole reply of `bytes` bytes, as soon as it is written:
+    /// a worker stopped later (a child killed by the parent's SIGTERM, a
+    /// task dropped by the runtime) has already counted it.
+    pub fn replied(&self, bytes: usize) {
+        self.requests.fetch_add(1, Relaxed);
+        self.bytes.fetch_add(bytes as u64, Relaxed);
+    }
+
     pub fn counts(&self) -> Counts {
         Counts {
             connections: self.connections.load(Relaxed),

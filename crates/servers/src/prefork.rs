@@ -90,7 +90,7 @@ pub(crate) fn serve(
     i: usize,
 ) {
     let served = match protocol::set_timeouts(stream, cfg.proto.timeout) {
-        Ok(()) => protocol::serve(stream, &cfg.proto),
+        Ok(()) => protocol::serve(stream, &cfg.proto, m.get(i)),
         Err(e) => Served {
             error: Some(protocol::io_reason(&e, false)),
             ..Served::default()

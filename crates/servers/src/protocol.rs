@@ -20,6 +20,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use crate::meter::Meter;
+
 /// The longest request line, newline included; a longer one is garbage.
 pub const MAX_LINE: usize = 32;
 
@@ -168,7 +170,7 @@ pub fn set_timeouts(stream: &TcpStream, timeout: Duration) -> std::io::Result<()
 /// Serve one connection with blocking calls until the client closes it
 /// (`web_child.c`). Only `read(2)` and `write(2)` on a fixed buffer: no
 /// allocation, no lock, so a forked child may call it.
-pub fn serve(mut stream: &TcpStream, proto: &Proto) -> Served {
+pub fn serve(mut stream: &TcpStream, proto: &Proto, meter: &Meter) -> Served {
     let mut served = Served::default();
     let mut lines = LineReader::default();
     loop {
@@ -204,6 +206,7 @@ pub fn serve(mut stream: &TcpStream, proto: &Proto) -> Served {
         }
         served.requests += 1;
         served.bytes += count as u64;
+        meter.replied(count);
     }
 }
 // ANCHOR_END: serve
@@ -222,7 +225,7 @@ mod tests {
         assert!(parse(b"", STEVENS_MAX).is_err());
         assert!(parse(b"-5", STEVENS_MAX).is_err());
         assert!(parse(b"12ab", STEVENS_MAX).is_err());
-        assert!(parse(b"99999999999999999999999999999", usize::MAX).is_err());
+        assert!(parse(b"99999999999999999999999999999", 1 << 30).is_err());
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
                 Ok((stream, _)) => {
                     m.get().accepted(0);
                     tokio::spawn(async move {
-                        let served = serve(stream, &proto).await;
+                        let served = serve(stream, &proto, m.get().get(0)).await;
                         crate::account(m.get(), 0, &served);
                     });
                 }
@@ -55,7 +55,11 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
 
 // ANCHOR: serve
 /// `protocol::serve` as a task: the same requests, awaited.
-async fn serve(mut stream: tokio::net::TcpStream, proto: &Proto) -> Served {
+async fn serve(
+    mut stream: tokio::net::TcpStream,
+    proto: &Proto,
+    meter: &crate::meter::Meter,
+) -> Served {
     let mut served = Served::default();
     let mut lines = LineReader::default();
     let limit = proto.timeout;
@@ -109,6 +113,7 @@ async fn serve(mut stream: tokio::net::TcpStream, proto: &Proto) -> Served {
         }
         served.requests += 1;
         served.bytes += count as u64;
+        meter.replied(count);
     }
 }
 // ANCHOR_END: serve

@@ -284,6 +284,7 @@ fn advance(
         c.reply = None;
         c.served.requests += 1;
         c.served.bytes += total as u64;
+        m.get().get(0).replied(total);
     }
     match c.lines.next(proto.max_bytes) {
         Some(Ok(count)) => {

@@ -33,9 +33,10 @@ struct Cli {
     #[arg(long)]
     byte_reads: bool,
 
-    /// Largest byte count a client may ask for (the original's MAXN)
-    #[arg(long, default_value_t = 16384,
-          value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    /// Largest byte count a client may ask for, e.g. 16384 or 64M (the
+    /// original's MAXN is 16384)
+    #[arg(long, value_name = "BYTES", default_value = "16384",
+          value_parser = labkit::limits::size_in(1, 1 << 30))]
     max_bytes: u64,
 
     /// Seconds to wait for a request, or for room to write a reply, before
