@@ -388,3 +388,28 @@ fn tiny_run_writes_the_table_and_the_verdict() {
     assert!(tables.contains("iterative (baseline)"), "{tables}");
     assert!(tables.contains("504.2"), "{tables}");
 }
+
+#[test]
+fn sigint_and_sighup_stop_it_cleanly_too() {
+    use nix::sys::signal::Signal;
+    for (design, signal) in [
+        ("prefork", Signal::SIGINT),
+        ("fork", Signal::SIGHUP),
+        ("prethread-nolock", Signal::SIGINT),
+        ("epoll-exclusive", Signal::SIGHUP),
+    ] {
+        let Some(mut server) = start(design, &["--pool", "2"]) else { continue };
+        let (report, code) = client(&server.addr, 2, 5, 100);
+        assert_eq!(code, Some(0), "{design}: {report}");
+        let pid = nix::unistd::Pid::from_raw(server.pid());
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let mut rest = String::new();
+        server.stdout.read_to_string(&mut rest).unwrap();
+        assert!(server.child.wait().unwrap().success(), "{design} {signal}");
+        let stats: Value =
+            serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+        assert_eq!(stats["requests"], 10, "{design}");
+        assert_eq!(stats["children_left"], 0, "{design}");
+        assert_eq!(stats["threads_left"], 0, "{design}");
+    }
+}

@@ -3,8 +3,9 @@
 //! the listener, serves the client and exits. Stevens reaps the children in
 //! a SIGCHLD handler; here SIGCHLD, like the stop signals, arrives on a
 //! signalfd polled beside the listener, which does the same work without
-//! an asynchronous handler. On a stop the children still serving are sent
-//! SIGTERM and every one is reaped before the CPU times are read.
+//! an asynchronous handler. On a stop the children still serving finish
+//! their connection (for at most `--timeout` and a second, then SIGTERM)
+//! and every one is reaped before the CPU times are read.
 
 use std::net::TcpListener;
 use std::os::fd::{AsFd, AsRawFd};
@@ -14,7 +15,7 @@ use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
-use crate::prefork::{Children, exit_child, serve};
+use crate::prefork::{Children, serve};
 use crate::{Config, Meters, Outcome};
 
 pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
@@ -25,7 +26,8 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
         .map_err(|e| Error::failed(format!("signalfd: {}", describe_errno(e))))?;
     let mut kids = Children::default();
     let result = serve_until_stopped(cfg, &listener, &signals, &mut kids, meters);
-    kids.stop();
+    // The children still serving finish their connection.
+    kids.wind_down(cfg.proto.timeout);
     result.map(|()| Outcome::default())
 }
 
@@ -65,7 +67,6 @@ fn serve_until_stopped(
             // the child never uses again.
             unsafe { libc::close(listener.as_raw_fd()) };
             serve(&stream, cfg, meters, 0);
-            exit_child()
         });
         drop(stream); // the parent's copy
         // ANCHOR_END: accept_fork

@@ -39,20 +39,16 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
         kids.fork_or_stop(|| child(i, &listener, cfg, meters, select))?;
     }
     let stopped = crate::wait_for_stop();
-    kids.stop();
+    crate::shutdown_fd(listener.as_raw_fd());
+    kids.wind_down(cfg.proto.timeout);
     stopped?;
     Ok(Outcome { members: cfg.pool, counts_wakeups: select })
 }
 
 // ANCHOR: child
-/// A child's life: accept, serve, and again, until the parent's SIGTERM.
-fn child(
-    i: usize,
-    listener: &TcpListener,
-    cfg: &Config,
-    m: &Meters,
-    select: bool,
-) -> ! {
+/// A child's life: accept, serve, and again, until the parent shuts the
+/// listener down.
+fn child(i: usize, listener: &TcpListener, cfg: &Config, m: &Meters, select: bool) {
     loop {
         if select {
             wait_in_select(listener.as_raw_fd());
@@ -63,11 +59,17 @@ fn child(
                 m.accepted(i);
                 serve(&stream, cfg, m, i);
             }
+            Err(e) if listener_closed(&e) => return,
             Err(e) => crate::accept_failed(&e),
         }
     }
 }
 // ANCHOR_END: child
+
+/// `accept` on a listener the parent has shut down fails with EINVAL.
+pub(crate) fn listener_closed(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EINVAL)
+}
 
 /// Block in `select(2)` until the listener is readable.
 fn wait_in_select(fd: i32) {
@@ -143,6 +145,29 @@ impl Children {
         self.pids.retain(|&p| p != pid);
     }
 
+    /// Reap the children as they finish; after `timeout` and a second, send
+    /// the rest SIGTERM and reap them too.
+    pub(crate) fn wind_down(&mut self, timeout: std::time::Duration) {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus};
+        let deadline =
+            std::time::Instant::now() + timeout + std::time::Duration::from_secs(1);
+        while !self.pids.is_empty() && std::time::Instant::now() < deadline {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {
+                    std::thread::sleep(std::time::Duration::from_millis(2))
+                }
+                Ok(status) => {
+                    if let Some(pid) = status.pid() {
+                        self.reaped(pid);
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        self.stop();
+    }
+
     /// Send every child SIGTERM and reap them all.
     pub(crate) fn stop(&mut self) {
         for &pid in &self.pids {
@@ -154,12 +179,16 @@ impl Children {
     }
 }
 
-/// First thing in every child: take the stop signals back (the parent
-/// blocks them to wait for them), so that the parent's SIGTERM, or a
-/// Ctrl-C to the process group, ends the child.
+/// First thing in every child: ignore SIGINT and SIGHUP (a Ctrl-C reaches
+/// the whole process group; the parent decides how its children stop) and
+/// unblock the signals the parent blocked, so that the parent's SIGTERM
+/// ends a child at once.
 pub(crate) fn in_child() {
-    // SAFETY: sigprocmask is async-signal-safe; an empty set on the stack.
+    // SAFETY: signal and sigprocmask are async-signal-safe; an empty set
+    // on the stack.
     unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGHUP, libc::SIG_IGN);
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());

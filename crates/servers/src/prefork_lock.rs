@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use labkit::error::{Error, Result, describe_io};
 
-use crate::prefork::{Children, serve};
+use crate::prefork::{Children, listener_closed, serve};
 use crate::{Config, Design, Meters, Outcome};
 
 /// The lock that serialises `accept` across the children.
@@ -35,7 +35,9 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
         kids.fork_or_stop(|| child(i, &listener, &lock, cfg, meters))?;
     }
     let stopped = crate::wait_for_stop();
-    kids.stop();
+    // Every child finishes its connection, then finds accept failing.
+    crate::shutdown_fd(listener.as_raw_fd());
+    kids.wind_down(cfg.proto.timeout);
     if let Lock::Mutex(m) = lock {
         // SAFETY: every child is reaped, nobody holds or waits for the
         // mutex; the mapping made in `shared_mutex` is removed once.
@@ -49,13 +51,7 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
 }
 
 // ANCHOR: child
-fn child(
-    i: usize,
-    listener: &TcpListener,
-    lock: &Lock,
-    cfg: &Config,
-    m: &Meters,
-) -> ! {
+fn child(i: usize, listener: &TcpListener, lock: &Lock, cfg: &Config, m: &Meters) {
     loop {
         lock_wait(lock);
         let accepted = listener.accept();
@@ -65,6 +61,7 @@ fn child(
                 m.accepted(i);
                 serve(&stream, cfg, m, i);
             }
+            Err(e) if listener_closed(&e) => return,
             Err(e) => crate::accept_failed(&e),
         }
     }

@@ -16,7 +16,7 @@ use labkit::error::{Error, Result, describe_errno, describe_io};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use crate::prefork::{Children, exit_child, serve};
+use crate::prefork::{Children, serve};
 use crate::{Config, Meters, Outcome};
 
 struct Member {
@@ -50,10 +50,10 @@ pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outco
         members.push(Member { pipe: parent_end, busy: false, alive: true });
     }
     let result = parent(&listener, &signals, &mut members, meters);
-    // Closing the pairs ends idle children (they read EOF); SIGTERM ends
-    // the busy ones.
+    // Closing the pairs ends the children: an idle one reads EOF at once,
+    // a busy one when it has finished its connection.
     drop(members);
-    kids.stop();
+    kids.wind_down(cfg.proto.timeout);
     result.map(|()| Outcome { members: cfg.pool, counts_wakeups: false })
 }
 
@@ -127,7 +127,7 @@ fn parent(
 // ANCHOR_END: parent
 
 // ANCHOR: child
-fn child(i: usize, pipe: &UnixStream, cfg: &Config, meters: &Meters) -> ! {
+fn child(i: usize, pipe: &UnixStream, cfg: &Config, meters: &Meters) {
     while let Some(stream) = recv_fd(pipe) {
         serve(&stream, cfg, meters, i);
         drop(stream);
@@ -136,7 +136,6 @@ fn child(i: usize, pipe: &UnixStream, cfg: &Config, meters: &Meters) -> ! {
             break;
         }
     }
-    exit_child()
 }
 // ANCHOR_END: child
 
