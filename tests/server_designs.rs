@@ -365,7 +365,12 @@ fn tiny_run_writes_the_table_and_the_verdict() {
         assert!(r["connections_per_s"]["median"].as_f64().unwrap() > 0.0);
     }
     let v = &doc["verdict"];
-    assert_eq!(v["designs"].as_array().unwrap().len(), rows.len());
+    assert_eq!(v["designs"].as_object().unwrap().len(), rows.len());
+    let fork = &v["designs"]["fork"];
+    assert!(
+        fork["cpu_us_per_connection_above_baseline"].as_f64().unwrap().is_finite()
+    );
+    assert!(fork["switches_per_connection"].as_f64().unwrap() > 0.0);
     assert!(
         ["prefork", "prefork-mutex"]
             .contains(&v["best_prefork"]["design"].as_str().unwrap())

@@ -232,11 +232,11 @@ struct RatePoint {
 /// One design's figures for the verdict (medians over the rounds).
 #[derive(Serialize)]
 struct VerdictDesign {
-    design: String,
     cpu_s_above_baseline: f64,
     cpu_us_per_connection_above_baseline: f64,
     connections_per_s: f64,
     p99_ms: f64,
+    switches_per_connection: f64,
 }
 
 #[derive(Serialize)]
@@ -256,7 +256,8 @@ struct Verdict {
     /// figure above baseline smaller than this is within the noise.
     baseline_noise_cpu_s: f64,
     connections_per_run: u64,
-    designs: Vec<VerdictDesign>,
+    /// By design name (`/verdict/designs/fork/...`).
+    designs: std::collections::BTreeMap<String, VerdictDesign>,
     /// The prefork design with the least CPU above baseline.
     best_prefork: Option<Best>,
     /// The prethreaded design with the least CPU above baseline.
@@ -710,14 +711,17 @@ fn verdict(base: &Row, rows: &[Row], connections: u64) -> Verdict {
         connections_per_run: connections,
         designs: rows
             .iter()
-            .map(|r| VerdictDesign {
-                design: r.design.clone(),
-                cpu_s_above_baseline: r.cpu_s_above_baseline.median,
-                cpu_us_per_connection_above_baseline: r
-                    .cpu_us_per_connection_above_baseline
-                    .median,
-                connections_per_s: r.connections_per_s.median,
-                p99_ms: r.p99_ms.median,
+            .map(|r| {
+                let v = VerdictDesign {
+                    cpu_s_above_baseline: r.cpu_s_above_baseline.median,
+                    cpu_us_per_connection_above_baseline: r
+                        .cpu_us_per_connection_above_baseline
+                        .median,
+                    connections_per_s: r.connections_per_s.median,
+                    p99_ms: r.p99_ms.median,
+                    switches_per_connection: r.switches_per_connection.median,
+                };
+                (r.design.clone(), v)
             })
             .collect(),
         best_prefork: best_prefork.map(|r| Best {

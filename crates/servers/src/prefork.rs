@@ -7,8 +7,8 @@
 //!
 //! - `prefork` (serv02): every child blocks in `accept`. In Stevens' day a
 //!   new connection woke every child (the thundering herd); Linux has woken
-//!   only one blocked acceptor since 2.4 (and in FIFO order since 4.5's
-//!   exclusive-wait rework), so no lock is needed.
+//!   only one blocked acceptor since 2.4 (an exclusive wait: the one that
+//!   has waited longest), so no lock is needed.
 //! - `prefork-select` (serv02l): every child blocks in `select` on the
 //!   listener and then accepts. `select` is not exclusive: every child
 //!   wakes, one wins, the others find nothing. The listener is made

@@ -5,7 +5,7 @@
 //! again. While every child is busy the parent stops watching the listener,
 //! so connections wait in the kernel's queue. The first idle child always
 //! gets the next connection, so the meter shows the early children doing
-//! most of the work, as Stevens' figure 30.23 did.
+//! most of the work, as Stevens observed.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
