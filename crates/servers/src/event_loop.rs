@@ -36,7 +36,11 @@ use crate::{Config, Design, Meters, Outcome};
 const LISTENER: u64 = 0;
 const STOP: u64 = 1;
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let loops = if cfg.design == Design::Epoll { 1 } else { cfg.pool };
     let stop = EventFd::from_value_and_flags(
         0,

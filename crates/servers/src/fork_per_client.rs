@@ -18,7 +18,11 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use crate::prefork::{Children, serve};
 use crate::{Config, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let mut mask = crate::stop_signals();
     mask.add(Signal::SIGCHLD);
     let flags = SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK;

@@ -16,7 +16,11 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use crate::protocol::{self, Served};
 use crate::{Config, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let stop = SignalFd::with_flags(&crate::stop_signals(), SfdFlags::SFD_CLOEXEC)
         .map_err(|e| {
         Error::failed(format!("signalfd: {}", describe_errno(e)))

@@ -288,29 +288,29 @@ pub fn run(cfg: &Config) -> Result<Stats> {
     drop(out);
     let meters = Meters::new(cfg.pool.max(1))?;
     let outcome = match cfg.design {
-        Design::Iterative => iterative::run(cfg, listener, &meters),
-        Design::Fork => fork_per_client::run(cfg, listener, &meters),
+        Design::Iterative => iterative::run(cfg, listener, meters),
+        Design::Fork => fork_per_client::run(cfg, listener, meters),
         Design::Prefork | Design::PreforkSelect => {
-            prefork::run(cfg, listener, &meters)
+            prefork::run(cfg, listener, meters)
         }
         Design::PreforkFlock | Design::PreforkMutex => {
-            prefork_lock::run(cfg, listener, &meters)
+            prefork_lock::run(cfg, listener, meters)
         }
-        Design::PreforkPass => prefork_pass::run(cfg, listener, &meters),
-        Design::Thread => thread_per_client::run(cfg, listener, &meters),
+        Design::PreforkPass => prefork_pass::run(cfg, listener, meters),
+        Design::Thread => thread_per_client::run(cfg, listener, meters),
         Design::PrethreadMutex | Design::PrethreadNolock => {
-            prethread::run(cfg, listener, &meters)
+            prethread::run(cfg, listener, meters)
         }
-        Design::PrethreadHandoff => prethread_handoff::run(cfg, listener, &meters),
+        Design::PrethreadHandoff => prethread_handoff::run(cfg, listener, meters),
         Design::Epoll | Design::EpollExclusive | Design::Reuseport => {
-            event_loop::run(cfg, listener, &meters)
+            event_loop::run(cfg, listener, meters)
         }
-        Design::Tokio => tokio_runtime::run(cfg, listener, &meters),
+        Design::Tokio => tokio_runtime::run(cfg, listener, meters),
         Design::IoUring => {
-            uring::run(cfg, ring.expect("made above"), listener, &meters)
+            uring::run(cfg, ring.expect("made above"), listener, meters)
         }
     }?;
-    Ok(stats(cfg, &meters, &outcome))
+    Ok(stats(cfg, meters, &outcome))
 }
 
 fn stats(cfg: &Config, meters: &Meters, outcome: &Outcome) -> Stats {

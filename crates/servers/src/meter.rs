@@ -2,7 +2,9 @@
 //! connections it handled in memory shared with the parent, which prints
 //! the counts at the end. Here every design has one: an array of atomic
 //! counters in an anonymous `MAP_SHARED` mapping, made before any fork, so
-//! that forked children and threads update the same counters.
+//! that forked children and threads update the same counters. The mapping
+//! is made once per server and lives until the process exits, so every
+//! thread may hold a `&'static Meters`.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -41,13 +43,14 @@ pub struct Meters {
 }
 
 // SAFETY: the meters are atomics, safe to share between threads; the
-// mapping lives as long as `Meters`.
+// mapping is never unmapped.
 unsafe impl Send for Meters {}
 // SAFETY: as above, all access goes through atomics.
 unsafe impl Sync for Meters {}
 
 impl Meters {
-    pub fn new(n: usize) -> Result<Meters> {
+    /// `n` zeroed meters, for the rest of the process's life.
+    pub fn new(n: usize) -> Result<&'static Meters> {
         let len = n * std::mem::size_of::<Meter>();
         // SAFETY: a fresh anonymous shared mapping; the kernel zero-fills
         // it, and all-zero bytes are valid AtomicU64s.
@@ -68,12 +71,12 @@ impl Meters {
             ));
         }
         let ptr = NonNull::new(p.cast::<Meter>()).expect("mmap never returns null");
-        Ok(Meters { ptr, n })
+        Ok(Box::leak(Box::new(Meters { ptr, n })))
     }
 
     /// The meters, one per member.
     pub fn all(&self) -> &[Meter] {
-        // SAFETY: `n` zero-initialised meters live at `ptr` until drop.
+        // SAFETY: `n` zero-initialised meters live at `ptr` for good.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.n) }
     }
 
@@ -111,18 +114,6 @@ impl Meters {
             t.wakeups += m.wakeups.load(Relaxed);
         }
         t
-    }
-}
-
-impl Drop for Meters {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped once.
-        unsafe {
-            libc::munmap(
-                self.ptr.as_ptr().cast(),
-                self.n * std::mem::size_of::<Meter>(),
-            )
-        };
     }
 }
 

@@ -27,7 +27,11 @@ use nix::unistd::{ForkResult, Pid, fork};
 use crate::protocol::{self, Served};
 use crate::{Config, Design, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let select = cfg.design == Design::PreforkSelect;
     if select {
         listener

@@ -25,7 +25,11 @@ enum Lock {
     Mutex(*mut libc::pthread_mutex_t),
 }
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let lock = match cfg.design {
         Design::PreforkMutex => shared_mutex()?,
         _ => lock_file()?,

@@ -25,7 +25,11 @@ struct Member {
     alive: bool,
 }
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let signals =
         SignalFd::with_flags(&crate::stop_signals(), SfdFlags::SFD_CLOEXEC)
             .map_err(|e| {

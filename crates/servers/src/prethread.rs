@@ -15,7 +15,11 @@ use labkit::error::Result;
 use crate::thread_per_client::MetersRef;
 use crate::{Config, Design, Live, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let shared = Arc::new((listener, Mutex::new(())));
     let live = Arc::new(Live::default());
     let m = MetersRef::new(meters);

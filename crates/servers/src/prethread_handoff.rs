@@ -73,7 +73,11 @@ impl Ring {
     }
 }
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let ring = Arc::new(Ring {
         state: Mutex::new((VecDeque::with_capacity(RING), false)),
         not_empty: Condvar::new(),

@@ -13,11 +13,13 @@ use labkit::error::Result;
 
 use crate::{Config, Live, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let listener = Arc::new(listener);
     let live = Arc::new(Live::default());
-    // The meters outlive every thread: the acceptor joins its threads and
-    // is joined below, before `meters` goes out of scope.
     let m = MetersRef::new(meters);
     let acceptor = {
         let (listener, live, cfg) = (listener.clone(), live.clone(), cfg.clone());
@@ -73,23 +75,16 @@ fn accept_loop(
 }
 // ANCHOR_END: accept_loop
 
-/// A `&Meters` that threads may carry: every thread that holds one is
-/// joined before the `Meters` it points to is dropped.
+/// The meters, as threads carry them.
 #[derive(Clone, Copy)]
-pub(crate) struct MetersRef(*const Meters);
-
-// SAFETY: `Meters` is Sync (atomics in shared memory); the pointer stays
-// valid because every holder is joined before the meters are dropped (each
-// design's `run` joins its threads before returning).
-unsafe impl Send for MetersRef {}
+pub(crate) struct MetersRef(&'static Meters);
 
 impl MetersRef {
-    pub(crate) fn new(m: &Meters) -> MetersRef {
+    pub(crate) fn new(m: &'static Meters) -> MetersRef {
         MetersRef(m)
     }
 
-    pub(crate) fn get(&self) -> &Meters {
-        // SAFETY: see the type's comment: the meters outlive every holder.
-        unsafe { &*self.0 }
+    pub(crate) fn get(&self) -> &'static Meters {
+        self.0
     }
 }

@@ -14,7 +14,11 @@ use crate::protocol::{LineReader, Proto, Served, io_reason, reply_piece};
 use crate::thread_per_client::MetersRef;
 use crate::{Config, Meters, Outcome};
 
-pub fn run(cfg: &Config, listener: TcpListener, meters: &Meters) -> Result<Outcome> {
+pub fn run(
+    cfg: &Config,
+    listener: TcpListener,
+    meters: &'static Meters,
+) -> Result<Outcome> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cfg.pool)
         .thread_stack_size(256 << 10)

@@ -77,7 +77,7 @@ pub fn run(
     cfg: &Config,
     ring: Ring,
     listener: TcpListener,
-    meters: &Meters,
+    meters: &'static Meters,
 ) -> Result<Outcome> {
     let stop = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC)
         .map_err(|e| Error::failed(format!("eventfd: {e}")))?;
