@@ -119,6 +119,8 @@ fn threads_of(pid: i32) -> usize {
 fn every_design_serves_exact_replies_and_stops_leaving_nothing() {
     for &design in DESIGNS {
         let Some(server) = start(design, &["--pool", "3"]) else { continue };
+        let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+        assert!(listening(port), "{design}: /proc/net/tcp shows no listener");
         let (report, code) = client(&server.addr, 3, 20, 4000);
         assert_eq!(code, Some(0), "{design}: {report}");
         assert_eq!(report["connections_ok"], 60, "{design}");
@@ -174,6 +176,16 @@ fn every_design_serves_exact_replies_and_stops_leaving_nothing() {
             "{design}"
         );
     }
+}
+
+/// Is any socket listening on `port`, by `/proc/net/tcp` (state 0A)?
+fn listening(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X} ");
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && format!("{} ", f[1]).ends_with(&local) && f[3] == "0A"
+    })
 }
 
 /// Read until EOF or error; how many bytes came.
