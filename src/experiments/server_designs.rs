@@ -1054,3 +1054,63 @@ fn charts(d: &Data) -> Vec<(String, Chart)> {
     chart.log_y = true;
     vec![("rate-sweep".into(), chart)]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row with one round: `cpu` total seconds, baseline `base`.
+    fn fake(design: &str, cpu: f64, base: f64, cps: f64) -> Row {
+        let one = |v: f64| Summary::of(&[v]).unwrap();
+        Row {
+            design: design.into(),
+            stevens: stevens(design),
+            pool: 15,
+            cpu_s: one(cpu),
+            cpu_s_above_baseline: one(cpu - base),
+            cpu_us_per_connection_above_baseline: one((cpu - base) * 1e6 / 1000.0),
+            connections_per_s: one(cps),
+            p50_ms: one(0.1),
+            p99_ms: one(1.0),
+            wakeups_per_connection: None,
+            switches_per_connection: one(2.0),
+            per_member_first_round: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_ratios_use_the_cheapest_pool_and_refuse_a_pool_at_baseline() {
+        let base = fake("iterative", 1.0, 1.0, 100.0);
+        let rows = vec![
+            fake("fork", 11.0, 1.0, 50.0),
+            fake("prefork", 2.0, 1.0, 300.0),
+            fake("prefork-pass", 1.5, 1.0, 200.0),
+            fake("thread", 3.0, 1.0, 80.0),
+            fake("prethread-mutex", 0.9, 1.0, 250.0),
+            fake("epoll", 1.1, 1.0, 400.0),
+        ];
+        let v = verdict(&base, &rows, 1000);
+        assert_eq!(v.best_prefork.as_ref().unwrap().design, "prefork-pass");
+        assert_eq!(v.fork_over_best_prefork, Some(20.0));
+        assert_eq!(v.fork_over_best_prefork_total_cpu, Some(11.0 / 1.5));
+        // The best prethreaded pool is below the baseline: no ratio above
+        // it, but the total-CPU ratio stands.
+        assert_eq!(v.best_prethread.as_ref().unwrap().design, "prethread-mutex");
+        assert_eq!(v.thread_over_best_prethread, None);
+        assert_eq!(v.thread_over_best_prethread_total_cpu, Some(3.0 / 0.9));
+        assert_eq!(
+            v.best_classic_connections_per_s.as_ref().unwrap().design,
+            "prefork"
+        );
+        assert_eq!(
+            v.best_modern_connections_per_s.as_ref().unwrap().design,
+            "epoll"
+        );
+        let fork = &v.designs["fork"];
+        assert_eq!(fork.cpu_us_per_connection_above_baseline, 10_000.0);
+        // Without fork or a prefork pool there is no ratio at all.
+        let v = verdict(&base, &rows[3..], 1000);
+        assert!(v.best_prefork.is_none() && v.fork_over_best_prefork.is_none());
+    }
+}
