@@ -77,7 +77,7 @@ struct Args {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     children: u32,
 
-    /// Connections per client [default: 1000, so 5 clients make the book's 5000; 60 with --quick;
+    /// Connections per client [default: 1000, so 5 clients make the book's 5000; 200 with --quick;
     /// capped so one run uses at most a quarter of the ephemeral ports]
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     loops: Option<u64>,
@@ -102,7 +102,7 @@ struct Args {
     #[arg(long)]
     byte_reads: bool,
 
-    /// A light run for `lab run all`: 60 loops per client and one round
+    /// A light run for `lab run all`: 200 loops per client and one round
     /// (overrides --rounds; --loops still applies)
     #[arg(long)]
     quick: bool,
@@ -311,7 +311,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let ports = ports();
     let rounds = if args.quick { 1 } else { args.common.rounds as usize };
     let children = u64::from(args.children);
-    let wanted = args.loops.unwrap_or(if args.quick { 60 } else { 1000 });
+    let wanted = args.loops.unwrap_or(if args.quick { 200 } else { 1000 });
     // TIME_WAIT lands on the client: keep one run within a quarter of the
     // ephemeral ports (loopback reuse, tw_reuse=2, handles the rest).
     let cap = (u64::from(ports.count) / 4 / children).max(1);
