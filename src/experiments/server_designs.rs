@@ -28,7 +28,10 @@ use crate::report::{Common, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "server-designs",
-    about: "Stevens' server designs and today's: CPU per connection above an iterative baseline (article 000, UNP ch. 30)",
+    about: concat!(
+        "Stevens' server designs and today's: CPU per connection above an ",
+        "iterative baseline (article 000, UNP ch. 30)"
+    ),
     run: main,
 };
 
@@ -77,8 +80,9 @@ struct Args {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     children: u32,
 
-    /// Connections per client [default: 1000, so 5 clients make the book's 5000; 200 with --quick;
-    /// capped so one run uses at most a quarter of the ephemeral ports]
+    /// Connections per client [default: 1000, so 5 clients make the book's
+    /// 5000; 200 with --quick; capped so one run uses at most a quarter of
+    /// the ephemeral ports]
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     loops: Option<u64>,
 
@@ -318,7 +322,8 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let loops = wanted.min(cap);
     if loops < wanted {
         eprintln!(
-            "lab: --loops {wanted} capped to {loops}: {} ephemeral ports, {children} clients",
+            "lab: --loops {wanted} capped to {loops}: {} ephemeral ports, \
+             {children} clients",
             ports.count
         );
     }
@@ -539,7 +544,8 @@ impl Ctx {
             })?;
         if client.error_total > 0 {
             return Err(Error::failed(format!(
-                "client against {design}: {} connections failed or got a short reply",
+                "client against {design}: {} connections failed or got a \
+                 short reply",
                 client.error_total
             )));
         }
@@ -819,8 +825,8 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
 
 fn tables(d: &Data) -> Vec<Table> {
     let title = format!(
-        "Server designs: CPU above the iterative baseline (Stevens' measure), {} clients x \
-         {} connections, {} bytes per reply",
+        "Server designs: CPU above the iterative baseline (Stevens' measure), {} \
+         clients x {} connections, {} bytes per reply",
         d.children, d.loops, d.bytes
     );
     let mut t = Table::new(
@@ -879,21 +885,27 @@ fn tables(d: &Data) -> Vec<Table> {
         ]);
     }
     t.note(format!(
-        "Medians of {} round(s). CPU: the server's user + sys time, itself and its reaped \
-         children, as it printed it on SIGTERM (`pr_cpu_time.c`); above baseline: minus the \
-         same round's iterative server serving the same {} connections from one client. \
-         Reads: {}. Pools: {} members for Stevens' designs and epoll-exclusive/epoll-herd \
-         (epoll-exclusive without EPOLLEXCLUSIVE), {} for reuseport and tokio. Switches: the \
-         server's context switches (voluntary + involuntary, all its threads and reaped \
-         children) per connection. Wake-ups: returns from select or epoll_wait for the \
-         listener per connection; a woken waiter that finds the connection taken goes back to \
-         sleep inside the call, so herds show in the switches, not here. Per member: connections per pool member in the first \
-         round (Stevens' meter). Kegel 2000: Dan Kegel's Linux re-run of the 2nd edition's \
-         servers (Pentium III 450 MHz, Red Hat 6.2), total CPU, not above baseline; `-` where \
-         he had none.",
+        "Medians of {} round(s). CPU: the server's user + sys time, itself and its \
+         reaped children, as it printed it on SIGTERM (`pr_cpu_time.c`); above \
+         baseline: minus the same round's iterative server serving the same {} \
+         connections from one client. Reads: {}. Pools: {} members for Stevens' \
+         designs and epoll-exclusive/epoll-herd (epoll-exclusive without \
+         EPOLLEXCLUSIVE), {} for reuseport and tokio. Switches: the server's \
+         context switches (voluntary + involuntary, all its threads and reaped \
+         children) per connection. Wake-ups: returns from select or epoll_wait for \
+         the listener per connection; a woken waiter that finds the connection \
+         taken goes back to sleep inside the call, so herds show in the switches, \
+         not here. Per member: connections per pool member in the first round \
+         (Stevens' meter). Kegel 2000: Dan Kegel's Linux re-run of the 2nd \
+         edition's servers (Pentium III 450 MHz, Red Hat 6.2), total CPU, not above \
+         baseline; `-` where he had none.",
         d.rounds,
         d.connections_per_run,
-        if d.byte_reads { "one byte per read(2) (--byte-reads)" } else { "buffered" },
+        if d.byte_reads {
+            "one byte per read(2) (--byte-reads)"
+        } else {
+            "buffered"
+        },
         d.pool,
         d.modern_pool
     ));
@@ -902,7 +914,8 @@ fn tables(d: &Data) -> Vec<Table> {
     }
     let v = &d.verdict;
     let mut claims = Table::new(
-        "The claims: process or thread per client against the best pool (CPU above baseline)",
+        "The claims: process or thread per client against the best pool \
+         (CPU above baseline)",
         &["ratio", "then", "today"],
     );
     let kegel_fork = 3.7 + 17.8 - 5.5;
@@ -912,7 +925,8 @@ fn tables(d: &Data) -> Vec<Table> {
     claims.row(vec![
         "fork / best prefork".into(),
         format!(
-            "{:.1} (Solaris, {ARTICLE_FORK} / {ARTICLE_PREFORK} s); {:.1} (Kegel, Linux 2000)",
+            "{:.1} (Solaris, {ARTICLE_FORK} / {ARTICLE_PREFORK} s); \
+             {:.1} (Kegel, Linux 2000)",
             ARTICLE_FORK / ARTICLE_PREFORK,
             kegel_fork / kegel_prefork
         ),
@@ -934,11 +948,12 @@ fn tables(d: &Data) -> Vec<Table> {
         ),
     ]);
     claims.note(format!(
-        "Stevens' summary: pools cut the process-control CPU \"by a factor of 10 or more\". \
-         Article 000: creation is cheap enough that pools bring no real advantage. A ratio is \
-         `-` when the pool's CPU is not above the baseline; the baseline varied by {:.3} s \
-         between rounds, so smaller differences are noise. Kegel's ratio uses his best \
-         prefork (serv05) and his serv00 as the baseline.",
+        "Stevens' summary: pools cut the process-control CPU \"by a factor of 10 or \
+         more\". Article 000: creation is cheap enough that pools bring no real \
+         advantage. A ratio is `-` when the pool's CPU is not above the baseline; \
+         the baseline varied by {:.3} s between rounds, so smaller differences are \
+         noise. Kegel's ratio uses his best prefork (serv05) and his serv00 as the \
+         baseline.",
         v.baseline_noise_cpu_s
     ));
     let mut out = vec![t, claims];
@@ -996,7 +1011,10 @@ fn tables(d: &Data) -> Vec<Table> {
                 format!("{:.2}", p.max_ms),
             ]);
         }
-        s.note("Offered rates are 25, 50, 75 and 100% of the best closed-loop rate measured.");
+        s.note(
+            "Offered rates are 25, 50, 75 and 100% of the best closed-loop rate \
+             measured.",
+        );
         out.push(s);
     }
     out

@@ -99,9 +99,9 @@ pub struct Report {
 impl Report {
     pub fn text(&self) -> String {
         format!(
-            "{} connections ok, {} failed (connect {}, write {}, short {}, wrong {}, \
-             timeout {}, other {}) in {:.3} s: {:.0} connections/s; latency p50 {:.0} us, \
-             p99 {:.0} us, max {:.0} us\n",
+            "{} connections ok, {} failed (connect {}, write {}, short {}, \
+             wrong {}, timeout {}, other {}) in {:.3} s: {:.0} connections/s; \
+             latency p50 {:.0} us, p99 {:.0} us, max {:.0} us\n",
             self.connections_ok,
             self.error_total,
             self.errors.connect,

@@ -219,7 +219,8 @@ impl Stats {
     /// The human form, `pr_cpu_time.c`'s line and the meter.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "design {}: user time = {:.3}, sys time = {:.3} (children {:.3} + {:.3})\n\
+            "design {}: user time = {:.3}, sys time = {:.3} \
+             (children {:.3} + {:.3})\n\
              connections {}, requests {}, bytes {}, closed early {}\n",
             self.design,
             self.user_s,
@@ -527,14 +528,19 @@ pub fn wait_readable<const N: usize>(
 /// at once instead of after `--timeout`.
 #[derive(Default)]
 pub struct Live {
-    state: std::sync::Mutex<(bool, std::collections::HashMap<u64, RawFd>, u64)>,
+    state: std::sync::Mutex<LiveState>,
+}
+
+#[derive(Default)]
+struct LiveState {
+    stopping: bool,
+    /// The descriptors being served, by registration number.
+    conns: std::collections::HashMap<u64, RawFd>,
+    next: u64,
 }
 
 impl Live {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, (bool, std::collections::HashMap<u64, RawFd>, u64)>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, LiveState> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -549,12 +555,12 @@ impl Live {
     ) {
         let id = {
             let mut st = self.lock();
-            if st.0 {
+            if st.stopping {
                 return;
             }
-            st.2 += 1;
-            let id = st.2;
-            st.1.insert(id, stream.as_raw_fd());
+            st.next += 1;
+            let id = st.next;
+            st.conns.insert(id, stream.as_raw_fd());
             id
         };
         let served = match protocol::set_timeouts(&stream, proto.timeout) {
@@ -566,7 +572,7 @@ impl Live {
         };
         // Deregister before the stream is closed, so a stop never shuts
         // down a descriptor number that has been reused.
-        self.lock().1.remove(&id);
+        self.lock().conns.remove(&id);
         drop(stream);
         account(meters, i, &served);
     }
@@ -574,14 +580,14 @@ impl Live {
     /// Refuse new connections and shut down the ones being served.
     pub fn stop(&self) {
         let mut st = self.lock();
-        st.0 = true;
-        for &fd in st.1.values() {
+        st.stopping = true;
+        for &fd in st.conns.values() {
             shutdown_fd(fd);
         }
     }
 
     pub fn stopping(&self) -> bool {
-        self.lock().0
+        self.lock().stopping
     }
 }
 

@@ -31,7 +31,8 @@ impl Ring {
     pub fn new() -> Result<Ring> {
         let ring = IoUring::new(256).map_err(|e| {
             Error::failed(format!(
-                "io-uring: io_uring_setup: {} (kernel.io_uring_disabled, seccomp or an old kernel)",
+                "io-uring: io_uring_setup: {} (kernel.io_uring_disabled, seccomp \
+                 or an old kernel)",
                 describe_io(&e)
             ))
         })?;

@@ -42,7 +42,8 @@ struct Cli {
     /// Seconds to wait for a request, or for room to write a reply, before
     /// closing the connection (so a client that never sends cannot hold a
     /// worker forever)
-    #[arg(long, value_name = "SECONDS", default_value_t = 2.0, value_parser = seconds)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
+          value_parser = seconds)]
     timeout: f64,
 
     /// epoll-exclusive without EPOLLEXCLUSIVE: every loop wakes for every
