@@ -340,7 +340,7 @@ fn stats(cfg: &Config, meters: &Meters, outcome: &Outcome) -> Stats {
         children_sys_s: kids.sys_s,
         voluntary_switches: me.voluntary_switches + kids.voluntary_switches,
         involuntary_switches: me.involuntary_switches + kids.involuntary_switches,
-        per_member: if cfg.design.pooled() {
+        per_member: if cfg.design.pooled() && cfg.design != Design::Tokio {
             members.iter().map(|m| m.counts().connections).collect()
         } else {
             Vec::new()
