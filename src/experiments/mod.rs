@@ -10,6 +10,7 @@ pub mod footprint;
 pub mod fork_vs_thread;
 pub mod mq_sweep;
 pub mod pipe_speed;
+pub mod server_designs;
 pub mod spawn_methods;
 pub mod thread_limits;
 
@@ -33,6 +34,7 @@ pub const ALL: &[Experiment] = &[
     pipe_speed::EXPERIMENT,
     ctx_switch::EXPERIMENT,
     mq_sweep::EXPERIMENT,
+    server_designs::EXPERIMENT,
     spawn_methods::EXPERIMENT,
     thread_limits::EXPERIMENT,
     footprint::EXPERIMENT,

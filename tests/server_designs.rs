@@ -1,0 +1,432 @@
+//! The `servers` crate's `server` and `client`, and `lab run
+//! server-designs`, at a tiny scale: every design serves exact replies,
+//! survives hostile clients and stops leaving nothing behind; the client
+//! counts short and wrong replies; bad flags exit 2.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+const DESIGNS: &[&str] = &[
+    "iterative",
+    "fork",
+    "prefork",
+    "prefork-select",
+    "prefork-flock",
+    "prefork-mutex",
+    "prefork-pass",
+    "thread",
+    "prethread-mutex",
+    "prethread-handoff",
+    "prethread-nolock",
+    "epoll",
+    "epoll-exclusive",
+    "reuseport",
+    "tokio",
+    "io-uring",
+];
+
+/// A running `server`, killed and reaped if a test fails half-way.
+struct Server {
+    child: Child,
+    addr: String,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Start `server --design D ARGS --json`; `None` (with the reason printed
+/// as a skip) when the kernel refuses io_uring here.
+fn start(design: &str, args: &[&str]) -> Option<Server> {
+    let path = common::bin_dir().join("server");
+    let mut child = Command::new(path)
+        .args(["--design", design, "--json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    stdout.read_line(&mut addr).unwrap();
+    if addr.trim().is_empty() {
+        let mut err = String::new();
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            design == "io-uring" && err.contains("io-uring"),
+            "{design} did not start: {status} {err}"
+        );
+        eprintln!("skipped: {design}: {}", err.trim());
+        return None;
+    }
+    Some(Server { child, addr: addr.trim().to_string(), stdout })
+}
+
+impl Server {
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// SIGTERM, then the stats it printed; checks it exited 0.
+    fn stop(mut self) -> Value {
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let mut rest = String::new();
+        self.stdout.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+        serde_json::from_str(rest.lines().last().unwrap()).unwrap()
+    }
+}
+
+/// `client` against `addr`: its JSON report and exit code.
+fn client(
+    addr: &str,
+    children: u32,
+    loops: u32,
+    bytes: u32,
+) -> (Value, Option<i32>) {
+    let out = common::program("client")
+        .args(["--addr", addr, "--json", "--timeout", "10"])
+        .args(["--children", &children.to_string(), "--loops", &loops.to_string()])
+        .args(["--bytes", &bytes.to_string()])
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    (report, out.status.code())
+}
+
+fn threads_of(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count()
+}
+
+#[test]
+fn every_design_serves_exact_replies_and_stops_leaving_nothing() {
+    for &design in DESIGNS {
+        let Some(server) = start(design, &["--pool", "3"]) else { continue };
+        let port: u16 = server.addr.rsplit(':').next().unwrap().parse().unwrap();
+        assert!(listening(port), "{design}: /proc/net/tcp shows no listener");
+        let (report, code) = client(&server.addr, 3, 20, 4000);
+        assert_eq!(code, Some(0), "{design}: {report}");
+        assert_eq!(report["connections_ok"], 60, "{design}");
+        assert_eq!(report["error_total"], 0, "{design}");
+        // The workers exist while it runs: 3 children or 3+ threads.
+        let kids: Vec<i32> = labkit::children::of(server.pid())
+            .unwrap()
+            .iter()
+            .map(|c| c.pid)
+            .collect();
+        let threads = threads_of(server.pid());
+        match design {
+            "prefork" | "prefork-select" | "prefork-flock" | "prefork-mutex"
+            | "prefork-pass" => assert_eq!(kids.len(), 3, "{design}"),
+            "prethread-mutex" | "prethread-nolock" | "epoll-exclusive"
+            | "reuseport" => {
+                assert_eq!(threads, 4, "{design}")
+            }
+            "prethread-handoff" => assert_eq!(threads, 5, "{design}"), // + acceptor
+            _ => {}
+        }
+        let addr = server.addr.clone();
+        let stats = server.stop();
+        assert_eq!(stats["design"], design);
+        assert_eq!(stats["requests"], 60, "{design}: {stats}");
+        assert_eq!(stats["bytes"], 60 * 4000, "{design}");
+        assert_eq!(stats["bad_connections"], 0, "{design}");
+        assert_eq!(stats["children_left"], 0, "{design}");
+        assert_eq!(stats["threads_left"], 0, "{design}");
+        let cpu =
+            stats["user_s"].as_f64().unwrap() + stats["sys_s"].as_f64().unwrap();
+        assert!(cpu > 0.0, "{design}: {stats}");
+        if design.starts_with("prefork") {
+            let per: u64 = stats["per_member"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .sum();
+            assert_eq!(per, 60, "{design}: the meter counts every connection");
+        }
+        // Nothing left: every child is gone and nobody holds the listener.
+        for pid in kids {
+            assert!(
+                !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+                "{design}: child {pid} outlived the server"
+            );
+        }
+        let refused = TcpStream::connect(&addr).unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            std::io::ErrorKind::ConnectionRefused,
+            "{design}"
+        );
+    }
+}
+
+/// Is any socket listening on `port`, by `/proc/net/tcp` (state 0A)?
+fn listening(port: u16) -> bool {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let local = format!(":{port:04X} ");
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && format!("{} ", f[1]).ends_with(&local) && f[3] == "0A"
+    })
+}
+
+/// Read until EOF or error; how many bytes came.
+fn drain(s: &mut TcpStream) -> usize {
+    let mut buf = [0u8; 65536];
+    let mut n = 0;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return n,
+            Ok(k) => n += k,
+        }
+    }
+}
+
+fn connect(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+#[test]
+fn hostile_clients_take_no_design_down() {
+    for &design in DESIGNS {
+        let args = ["--pool", "2", "--timeout", "0.3", "--max-bytes", "64M"];
+        let Some(server) = start(design, &args) else { continue };
+        let addr = server.addr.clone();
+        // Two clients that never send: they hold an iterative server, or
+        // both pool members, until --timeout cuts them off.
+        let silent: Vec<TcpStream> = (0..2).map(|_| connect(&addr)).collect();
+        // A garbage line and an absurd count: closed without a reply.
+        for line in [&b"hello\n"[..], b"99999999999\n", b"0\n"] {
+            let mut s = connect(&addr);
+            s.write_all(line).unwrap();
+            assert_eq!(drain(&mut s), 0, "{design}: {line:?} got a reply");
+        }
+        // Half a request, then the client closes its side.
+        let mut half = connect(&addr);
+        half.write_all(b"40").unwrap();
+        half.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(drain(&mut half), 0, "{design}");
+        // A client that leaves mid-reply: asks for 60 MB (more than socket
+        // buffers hold), reads a little, closes with the rest unread (a
+        // reset for the server's writes).
+        let mut gone = connect(&addr);
+        gone.write_all(b"60000000\n").unwrap();
+        let mut some = [0u8; 100];
+        gone.read_exact(&mut some).unwrap();
+        drop(gone);
+        // Two requests on one connection, then the usual load: all exact.
+        let mut two = connect(&addr);
+        two.write_all(b"10\n20\n").unwrap();
+        two.shutdown(Shutdown::Write).unwrap();
+        assert_eq!(drain(&mut two), 30, "{design}");
+        let (report, code) = client(&addr, 2, 10, 1000);
+        assert_eq!(code, Some(0), "{design}: {report}");
+        // The silent ones were (or now are) cut off by the server.
+        for mut s in silent {
+            assert_eq!(drain(&mut s), 0, "{design}");
+        }
+        let stats = server.stop();
+        // 2 silent + 3 bad lines + half + gone, each closed early.
+        assert_eq!(stats["bad_connections"], 7, "{design}: {stats}");
+        assert_eq!(stats["requests"], 2 + 20, "{design}: {stats}");
+        assert_eq!(stats["children_left"], 0, "{design}");
+        assert_eq!(stats["threads_left"], 0, "{design}");
+    }
+}
+
+#[test]
+fn a_byte_at_a_time_server_gives_the_same_replies() {
+    for design in ["iterative", "prethread-mutex", "epoll", "tokio", "io-uring"] {
+        let Some(server) = start(design, &["--byte-reads", "--pool", "2"]) else {
+            continue;
+        };
+        let (report, code) = client(&server.addr, 2, 10, 4000);
+        assert_eq!(code, Some(0), "{design}: {report}");
+        let stats = server.stop();
+        assert_eq!(stats["byte_reads"], true);
+        assert_eq!(stats["requests"], 20, "{design}");
+    }
+}
+
+/// The first `n` bytes of what a real server sends.
+fn pattern(n: usize) -> Vec<u8> {
+    let alphabet =
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    (0..n).map(|i| alphabet[i % 64]).collect()
+}
+
+/// A one-connection-at-a-time fake server answering `reply(count)`.
+fn fake_server(reply: fn(usize) -> Vec<u8>, connections: usize) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for _ in 0..connections {
+            let (s, _) = listener.accept().unwrap();
+            let mut line = String::new();
+            BufReader::new(&s).read_line(&mut line).unwrap();
+            let count: usize = line.trim().parse().unwrap();
+            let _ = (&s).write_all(&reply(count));
+        }
+    });
+    addr
+}
+
+#[test]
+fn the_client_counts_short_and_wrong_replies_as_errors() {
+    let short = fake_server(|n| pattern(n / 2), 3);
+    let (report, code) = client(&short, 1, 3, 4000);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["errors"]["short"], 3, "{report}");
+    assert_eq!(report["connections_ok"], 0);
+    let wrong = fake_server(|n| vec![b'x'; n], 2);
+    let (report, code) = client(&wrong, 1, 2, 4000);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(report["errors"]["wrong"], 2, "{report}");
+    let exact = fake_server(pattern, 2);
+    let (report, code) = client(&exact, 1, 2, 4000);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["connections_ok"], 2);
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        &[][..],
+        &["--design", "forking"],
+        &["--design", "prefork", "--pool", "0"],
+        &["--design", "iterative", "--timeout", "0"],
+        &["--design", "iterative", "--listen", "nowhere"],
+        &["--design", "epoll", "--herd"],
+    ] {
+        let out = common::program("server").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "server {args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+    for args in [
+        &[][..],
+        &["--addr", "127.0.0.1:9", "--children", "0"],
+        &["--addr", "127.0.0.1:9", "--bytes", "0"],
+        &["--addr", "127.0.0.1:9", "--rate", "-1"],
+        &["--addr", "localhost"],
+    ] {
+        let out = common::program("client").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "client {args:?}");
+    }
+    for args in
+        [&["--designs", "forking"][..], &["--children", "0"], &["--loops", "0"]]
+    {
+        let out = common::lab()
+            .args(["run", "server-designs"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "lab {args:?}");
+    }
+}
+
+#[test]
+fn tiny_run_writes_the_table_and_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--designs",
+        "fork,prefork,prefork-mutex,thread,prethread-mutex,epoll",
+        "--children",
+        "2",
+        "--loops",
+        "10",
+        "--rounds",
+        "2",
+    ];
+    let doc = common::run_json("server-designs", &args, dir.path());
+    assert_eq!(doc["experiment"], "server-designs");
+    assert_eq!(doc["connections_per_run"], 20);
+    assert_eq!(doc["baseline"]["design"], "iterative");
+    let rows = doc["rows"].as_array().unwrap();
+    let names: Vec<&str> =
+        rows.iter().map(|r| r["design"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["fork", "prefork", "prefork-mutex", "thread", "prethread-mutex", "epoll"]
+    );
+    for r in rows {
+        assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+        for run in r["runs"].as_array().unwrap() {
+            assert_eq!(run["client"]["connections_ok"], 20);
+            assert_eq!(run["server"]["requests"], 20);
+        }
+        assert!(r["connections_per_s"]["median"].as_f64().unwrap() > 0.0);
+    }
+    let v = &doc["verdict"];
+    assert_eq!(v["designs"].as_object().unwrap().len(), rows.len());
+    let fork = &v["designs"]["fork"];
+    assert!(
+        fork["cpu_us_per_connection_above_baseline"].as_f64().unwrap().is_finite()
+    );
+    assert!(fork["switches_per_connection"].as_f64().unwrap() > 0.0);
+    assert!(
+        ["prefork", "prefork-mutex"]
+            .contains(&v["best_prefork"]["design"].as_str().unwrap())
+    );
+    assert_eq!(v["best_prethread"]["design"], "prethread-mutex");
+    assert_eq!(v["stevens_factor"], 10.0);
+    assert!(v["fork_over_best_prefork_total_cpu"].as_f64().unwrap() > 0.0);
+    for key in ["fork_over_best_prefork", "thread_over_best_prethread"] {
+        assert!(v.get(key).is_some(), "{key} missing");
+    }
+    for file in [
+        "server-designs.json",
+        "tables.md",
+        "cpu-per-connection.svg",
+        "connections-per-s.svg",
+    ] {
+        assert!(dir.path().join(file).is_file(), "{file} missing");
+    }
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("iterative (baseline)"), "{tables}");
+    assert!(tables.contains("504.2"), "{tables}");
+}
+
+#[test]
+fn sigint_and_sighup_stop_it_cleanly_too() {
+    use nix::sys::signal::Signal;
+    for (design, signal) in [
+        ("prefork", Signal::SIGINT),
+        ("fork", Signal::SIGHUP),
+        ("prethread-nolock", Signal::SIGINT),
+        ("epoll-exclusive", Signal::SIGHUP),
+    ] {
+        let Some(mut server) = start(design, &["--pool", "2"]) else { continue };
+        let (report, code) = client(&server.addr, 2, 5, 100);
+        assert_eq!(code, Some(0), "{design}: {report}");
+        let pid = nix::unistd::Pid::from_raw(server.pid());
+        nix::sys::signal::kill(pid, signal).unwrap();
+        let mut rest = String::new();
+        server.stdout.read_to_string(&mut rest).unwrap();
+        assert!(server.child.wait().unwrap().success(), "{design} {signal}");
+        let stats: Value =
+            serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+        assert_eq!(stats["requests"], 10, "{design}");
+        assert_eq!(stats["children_left"], 0, "{design}");
+        assert_eq!(stats["threads_left"], 0, "{design}");
+    }
+}
