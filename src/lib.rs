@@ -13,6 +13,7 @@ pub mod compare;
 pub mod experiments;
 pub mod report;
 pub mod runs;
+pub mod service;
 
 use std::ffi::OsString;
 use std::time::Instant;

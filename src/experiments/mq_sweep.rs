@@ -7,9 +7,9 @@
 //! switching (switches x the cost of one switch / CPU time), and latency.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
@@ -239,22 +239,6 @@ fn programs() -> Result<Vec<PathBuf>> {
 }
 
 /// The broker process; killed and reaped if a run fails half-way.
-/// A running broker: tracked, so that an interrupt of `lab` or an early
-/// return stops and reaps it (dropping it kills its process group).
-struct Broker {
-    child: labkit::cleanup::Tracked,
-    stdout: BufReader<ChildStdout>,
-    stderr: Option<std::thread::JoinHandle<Vec<u8>>>,
-}
-
-impl Broker {
-    /// What the broker said on stderr, once it has ended.
-    fn said(&mut self) -> String {
-        let raw = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
-        String::from_utf8_lossy(&raw).into_owned()
-    }
-}
-
 // ANCHOR: run_once
 /// One run: start the broker, run the load generator against it, stop the
 /// broker with SIGTERM and read its final stats (CPU time, switches).
@@ -276,24 +260,11 @@ fn run_once(
         }
     }
     cmd.args(["--queues", &a.queues.to_string(), "--json"]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let what =
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
-    let mut child = labkit::cleanup::spawn(&mut cmd)
-        .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
-    let stdout = BufReader::new(child.child().stdout.take().expect("piped"));
-    let stderr = labkit::cleanup::drain(child.child().stderr.take());
-    let mut b = Broker { child, stdout, stderr: Some(stderr) };
-    let mut addr = String::new();
-    b.stdout
-        .read_line(&mut addr)
-        .map_err(|e| Error::io(format!("{what}: stdout"), e))?;
-    if addr.trim().is_empty() {
-        let _ = b.child.wait4();
-        let said = b.said();
-        return Err(Error::failed(format!("{what} did not start: {}", said.trim())));
-    }
+    let broker = crate::service::Service::start(&mut cmd, &what)?;
+    let addr = broker.addr.clone();
     let mut load_cmd = Command::new(load);
     load_cmd
         .args(["--addr", addr.trim(), "--json"])
@@ -316,28 +287,10 @@ fn run_once(
         .map_err(|e| Error::failed(format!("load printed bad JSON: {e}")))?;
     // SIGTERM: the broker delivers what it holds, joins its threads and
     // prints its stats.
-    let pid = nix::unistd::Pid::from_raw(b.child.pid());
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
-        Error::failed(format!("kill {what}: {}", labkit::error::describe_errno(e)))
-    })?;
-    let mut rest = String::new();
-    b.stdout
-        .read_to_string(&mut rest)
-        .map_err(|e| Error::io(format!("{what}: stdout"), e))?;
-    let (status, _) =
-        b.child.wait4().map_err(|e| Error::io(format!("{what}: wait"), e))?;
+    let last = broker.stop()?;
     let wall = start.elapsed().as_secs_f64();
-    let said = b.said();
-    if !status.success() {
-        return Err(Error::failed(format!(
-            "{what}: {status} {}",
-            said.lines().last().unwrap_or("")
-        )));
-    }
-    let stats: BrokerStats = rest
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
+    let stats: BrokerStats = serde_json::from_str(&last)
+        .ok()
         .ok_or_else(|| Error::failed(format!("{what} printed no stats line")))?;
     if stats.messages_out != load.received || stats.messages_in != load.sent {
         return Err(Error::failed(format!(

@@ -10,9 +10,8 @@
 //! connection.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use clap::Parser;
@@ -24,7 +23,8 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
+use crate::service::Service;
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "server-designs",
@@ -32,6 +32,7 @@ pub const EXPERIMENT: Experiment = Experiment {
         "Stevens' server designs and today's: CPU per connection above an ",
         "iterative baseline (article 000, UNP ch. 30)"
     ),
+    all_args: &["--quick"],
     run: main,
 };
 
@@ -309,8 +310,8 @@ struct Data {
 }
 
 fn main(argv: Vec<OsString>) -> Result<()> {
-    let args = Args::parse_from(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let args = labkit::cli::parse_from::<Args, _, _>(argv);
+    let out = args.common.start(EXPERIMENT.name)?;
     let bins = labkit::bins::package_programs("servers", &["server", "client"])?;
     let ports = ports();
     let rounds = if args.quick { 1 } else { args.common.rounds as usize };
@@ -409,11 +410,70 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     write_bars(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data.verdict),
         tables: tables(&data),
         charts: charts(&data),
         data,
     };
     report.publish(&args.common, &out)
+}
+
+/// The figures the claims are judged on: fork per client's CPU above the
+/// baseline over the best prefork's (Stevens' measure), thread per
+/// client's over the best prethreaded pool's, and the same on total CPU.
+fn headline(v: &Verdict) -> Headline {
+    let per =
+        |d: &str| v.designs.get(d).map(|d| d.cpu_us_per_connection_above_baseline);
+    crate::report::headline()
+        .add(
+            "fork_over_prefork",
+            "fork per client's CPU above the baseline over the best prefork's",
+            v.fork_over_best_prefork,
+            "x",
+        )
+        .add(
+            "thread_over_prethread",
+            "thread per client's CPU above the baseline over the best prethreaded's",
+            v.thread_over_best_prethread,
+            "x",
+        )
+        .add(
+            "fork_over_prefork_total_cpu",
+            "fork per client's total CPU over the best prefork's",
+            v.fork_over_best_prefork_total_cpu,
+            "x",
+        )
+        .add(
+            "thread_over_prethread_total_cpu",
+            "thread per client's total CPU over the best prethreaded's",
+            v.thread_over_best_prethread_total_cpu,
+            "x",
+        )
+        .add(
+            "fork_us_per_connection",
+            "fork per client: CPU per connection above the baseline",
+            per("fork"),
+            "µs",
+        )
+        .add(
+            "prefork_us_per_connection",
+            "prefork: CPU per connection above the baseline",
+            per("prefork"),
+            "µs",
+        )
+        .add(
+            "best_classic_connections_per_s",
+            "best of Stevens' designs: connections per second",
+            v.best_classic_connections_per_s.as_ref().map(|b| b.value),
+            "conn/s",
+        )
+        .add(
+            "best_modern_connections_per_s",
+            "best of today's designs: connections per second",
+            v.best_modern_connections_per_s.as_ref().map(|b| b.value),
+            "conn/s",
+        )
+        .build()
 }
 
 /// The programs and the pool sizes.
@@ -426,30 +486,6 @@ struct Ctx {
 }
 
 /// A running server; killed and reaped if a run fails half-way.
-struct Server {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-    stderr: Option<std::thread::JoinHandle<String>>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if let Some(stderr) = self.stderr.take() {
-            let _ = stderr.join();
-        }
-    }
-}
-
-impl Server {
-    fn said(&mut self) -> String {
-        self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default()
-    }
-}
-
 impl Ctx {
     fn pool_of(&self, design: &str) -> usize {
         if MODERN_POOLED.contains(&design) {
@@ -460,7 +496,7 @@ impl Ctx {
     }
 
     /// Start `server --design D` and read the address it prints.
-    fn start(&self, design: &str) -> Result<(Server, String)> {
+    fn start(&self, design: &str) -> Result<(Service, String)> {
         let mut cmd = Command::new(&self.server);
         // epoll-herd: epoll-exclusive without EPOLLEXCLUSIVE.
         match design {
@@ -473,30 +509,9 @@ impl Ctx {
         if self.byte_reads {
             cmd.arg("--byte-reads");
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| {
-            Error::io(format!("cannot start server --design {design}"), e)
-        })?;
-        let stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut err_pipe = child.stderr.take().expect("piped");
-        let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err_pipe.read_to_string(&mut s);
-            s
-        });
-        let mut server = Server { child, stdout, stderr: Some(stderr) };
-        let mut addr = String::new();
-        server
-            .stdout
-            .read_line(&mut addr)
-            .map_err(|e| Error::io(format!("server {design}: stdout"), e))?;
-        if addr.trim().is_empty() {
-            let _ = server.child.wait();
-            let said = server.said();
-            let last = said.lines().last().unwrap_or("").trim().to_string();
-            return Err(Error::failed(last));
-        }
-        Ok((server, addr.trim().to_string()))
+        let server = Service::start(&mut cmd, &format!("server --design {design}"))?;
+        let addr = server.addr.clone();
+        Ok((server, addr))
     }
 
     /// Can this design start here? `Err(reason)` for one the kernel
@@ -519,9 +534,7 @@ impl Ctx {
     /// server with SIGTERM and read what it printed (CPU, meter).
     fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
         let start = Instant::now();
-        let (mut server, addr) = self.start(design).map_err(|e| {
-            Error::failed(format!("server {design} did not start: {e}"))
-        })?;
+        let (server, addr) = self.start(design)?;
         let mut cmd = Command::new(&self.client);
         cmd.args(["--addr", &addr, "--json"])
             .args(["--children", &load.children.to_string()])
@@ -530,9 +543,7 @@ impl Ctx {
         if let Some(rate) = load.rate {
             cmd.args(["--rate", &rate.to_string()]);
         }
-        let output = cmd
-            .stdin(Stdio::null())
-            .output()
+        let output = labkit::cleanup::output(&mut cmd)
             .map_err(|e| Error::io("cannot run client", e))?;
         let client: ClientReport =
             serde_json::from_slice(&output.stdout).map_err(|e| {
@@ -549,35 +560,10 @@ impl Ctx {
                 client.error_total
             )));
         }
-        let pid = nix::unistd::Pid::from_raw(server.child.id() as i32);
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(
-            |e| {
-                Error::failed(format!(
-                    "kill server: {}",
-                    labkit::error::describe_errno(e)
-                ))
-            },
-        )?;
-        let mut rest = String::new();
-        server
-            .stdout
-            .read_to_string(&mut rest)
-            .map_err(|e| Error::io(format!("server {design}: stdout"), e))?;
-        let status = server
-            .child
-            .wait()
-            .map_err(|e| Error::io(format!("server {design}: wait"), e))?;
+        let last = server.stop()?;
         let wall = start.elapsed().as_secs_f64();
-        let said = server.said();
-        if !status.success() {
-            let last = said.lines().last().unwrap_or("");
-            return Err(Error::failed(format!("server {design}: {status} {last}")));
-        }
-        let stats: ServerStats = rest
-            .lines()
-            .last()
-            .and_then(|l| serde_json::from_str(l).ok())
-            .ok_or_else(|| {
+        let stats: ServerStats =
+            serde_json::from_str(&last).ok().ok_or_else(|| {
                 Error::failed(format!("server {design} printed no stats"))
             })?;
         check(design, &stats, &client)?;
