@@ -21,6 +21,13 @@
 //! - A reader that goes away early gives the writer `EPIPE`, reported in
 //!   one line: Rust programs ignore `SIGPIPE`, so the writer is not killed
 //!   by it, and it still joins the reader (or reaps the child).
+//! - `--method write|vmsplice|splice-null` (with `--pipe-size` and
+//!   `--huge-pages`) runs the ladder instead ([`ladder`]): one change at a
+//!   time from the article's loop towards the limit of memory copying,
+//!   every block checked by sequence number and checksum.
+
+pub mod ladder;
+mod ring;
 
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};
