@@ -518,24 +518,30 @@ fn pct(x: f64) -> String {
 /// The ladder's tables: the climb, the limits, and where the time goes.
 fn tables(l: &Ladder) -> Vec<Table> {
     let sizes: Vec<String> = l.blocks.iter().map(|&b| format_size(b)).collect();
-    let mut headers = vec!["rung", "what it takes away"];
+    let middle = profile_block(l);
+    let gain_header = format!("gain at {}", format_size(middle));
+    let mut headers = vec!["rung", "what it takes away", gain_header.as_str()];
     headers.extend(sizes.iter().map(String::as_str));
+    let at = |rung: u32, block| {
+        l.rows.iter().find(|x| x.rung == rung && x.block == block)
+    };
     let mut climb = Table::new(
         "The pipe ladder: MB/s by block size (and of the same-working-set memcpy)",
         &headers,
     );
     for r in &l.rungs {
+        let gain = match (at(r.rung, middle), at(r.rung.wrapping_sub(1), middle)) {
+            (Some(x), Some(before)) => {
+                format!("{:.2}x", x.mb_per_s / before.mb_per_s)
+            }
+            _ => "-".into(),
+        };
         let mut cells =
-            vec![format!("{}. {}", r.rung, r.label), r.removes.to_string()];
+            vec![format!("{}. {}", r.rung, r.label), r.removes.to_string(), gain];
         for &block in &l.blocks {
-            cells.push(
-                l.rows.iter().find(|x| x.rung == r.rung && x.block == block).map_or(
-                    "-".into(),
-                    |x| {
-                        format!("{} ({})", mb(x.mb_per_s), pct(x.fraction_of_memcpy))
-                    },
-                ),
-            );
+            cells.push(at(r.rung, block).map_or("-".into(), |x| {
+                format!("{} ({})", mb(x.mb_per_s), pct(x.fraction_of_memcpy))
+            }));
         }
         climb.row(cells);
     }
@@ -544,7 +550,8 @@ fn tables(l: &Ladder) -> Vec<Table> {
          in brackets, the fraction of one thread's copy rate over the same working set \
          (the rung's ring and the reader's buffer) measured in the same round. Rungs 1 \
          to 4 checked every block's sequence number and checksum inside the timed loop; \
-         rung 5 checked nothing (it moves page references to /dev/null).",
+         rung 5 checked nothing (it moves page references to /dev/null). Gain: MB/s \
+         over the rung above's, at the block size named.",
     );
     let g = &l.goals;
     if let Some(b) = &g.best_verified {
@@ -609,11 +616,7 @@ fn tables(l: &Ladder) -> Vec<Table> {
         None => "DRAM: not measured (less than 768 MiB of memory available).".into(),
     });
 
-    let profile_block = if l.blocks.contains(&KIB_64) {
-        KIB_64
-    } else {
-        l.blocks[l.blocks.len() / 2]
-    };
+    let profile_block = profile_block(l);
     let mut profile = Table::new(
         format!(
             "Where the time goes, per {} block (medians)",
@@ -645,6 +648,12 @@ fn tables(l: &Ladder) -> Vec<Table> {
          loops (getrusage RUSAGE_THREAD); switches and CPU: the whole process (wait4).",
     );
     vec![climb, limits, profile]
+}
+
+/// The block size the gains and the profile are shown at: 64 KiB, or the
+/// middle of the list.
+fn profile_block(l: &Ladder) -> u64 {
+    if l.blocks.contains(&KIB_64) { KIB_64 } else { l.blocks[l.blocks.len() / 2] }
 }
 
 /// The ladder's chart: MB/s by block size per rung, and the limits.
