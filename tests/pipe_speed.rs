@@ -189,6 +189,7 @@ fn bad_options_exit_2() {
         &["--ladder-blocks", "0"],
         &["--ladder-mib", "0"],
         &["--no-ladder", "--ladder-blocks", "64k"],
+        &["--no-ladder", "--ladder-busy-poll"],
     ] {
         lab()
             .args(["run", "pipe-speed"])

@@ -27,6 +27,7 @@ use std::time::Instant;
 use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::PAGE;
 use nix::errno::Errno;
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use pipespeed2::{MB, Report, grow_pipe, pipe_size};
 use serde::Serialize;
 
@@ -77,6 +78,8 @@ pub struct Options {
     /// is safe for `vmsplice`, see [`min_ring`]].
     pub ring: Option<u64>,
     pub check: Check,
+    /// Both ends non-blocking: spin on `EAGAIN` instead of sleeping.
+    pub busy_poll: bool,
 }
 
 // ANCHOR: min_ring
@@ -290,6 +293,7 @@ fn send_by_write(tx: &OwnedFd, ring: &mut Ring, count: u64) -> Result<u64, Errno
             match nix::unistd::write(tx, block) {
                 Ok(n) => block = &block[n..],
                 Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => std::hint::spin_loop(), // --busy-poll
                 Err(errno) => return Err(errno),
             }
         }
@@ -302,11 +306,13 @@ fn send_by_write(tx: &OwnedFd, ring: &mut Ring, count: u64) -> Result<u64, Errno
 /// Rungs 3 to 5: `vmsplice` puts references to the slot's pages into the
 /// pipe instead of copying them. The pipe then reads the slot when the
 /// reader reads, so the slot must not be stamped again before: hence a
-/// ring of at least [`min_ring`] slots.
+/// ring of at least [`min_ring`] slots. (`flags`: `SPLICE_F_NONBLOCK` with
+/// `--busy-poll`, else none.)
 fn send_by_vmsplice(
     tx: &OwnedFd,
     ring: &mut Ring,
     count: u64,
+    flags: libc::c_uint,
 ) -> Result<u64, Errno> {
     let mut calls = 0;
     for seq in 0..count {
@@ -319,10 +325,11 @@ fn send_by_vmsplice(
             calls += 1;
             // SAFETY: one valid iovec over the slot, which lives as long as
             // the ring (until the reader has ended); vmsplice only reads it.
-            let n = unsafe { libc::vmsplice(tx.as_raw_fd(), &iov, 1, 0) };
+            let n = unsafe { libc::vmsplice(tx.as_raw_fd(), &iov, 1, flags) };
             match Errno::result(n) {
                 Ok(n) => block = &block[n as usize..],
                 Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => std::hint::spin_loop(), // --busy-poll
                 Err(errno) => return Err(errno),
             }
         }
@@ -358,6 +365,7 @@ fn receive_by_read(
                 Ok(0) => break,
                 Ok(k) => n += k,
                 Err(Errno::EINTR) => {}
+                Err(Errno::EAGAIN) => std::hint::spin_loop(), // --busy-poll
                 Err(errno) => return Err(errno),
             }
         }
@@ -393,6 +401,7 @@ fn receive_by_splice(
             Ok(0) => return Ok(got),
             Ok(n) => got.bytes += n as u64,
             Err(Errno::EINTR) => {}
+            Err(Errno::EAGAIN) => std::hint::spin_loop(), // --busy-poll
             Err(errno) => return Err(errno),
         }
     }
@@ -444,6 +453,19 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         Some(asked) => grow_pipe(&tx, asked)?,
         None => pipe_size(&tx)?,
     };
+    if o.busy_poll {
+        // Every call that would sleep returns EAGAIN instead (vmsplice
+        // and splice as with SPLICE_F_NONBLOCK), and the loops spin.
+        for fd in [&rx, &tx] {
+            fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(|errno| {
+                Error::failed(format!(
+                    "fcntl(O_NONBLOCK): {}",
+                    describe_errno(errno)
+                ))
+            })?;
+        }
+    }
+    let nonblock = if o.busy_poll { libc::SPLICE_F_NONBLOCK } else { 0 };
     let need = min_ring(pipe_bytes, o.block);
     let slots = match (o.method, o.ring) {
         (_, Some(0)) => return Err(Error::usage("a ring needs at least one slot")),
@@ -488,7 +510,7 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         let before = thread_usage();
         let sent = match o.method {
             Method::Write => send_by_write(&tx, &mut ring, o.count),
-            _ => send_by_vmsplice(&tx, &mut ring, o.count),
+            _ => send_by_vmsplice(&tx, &mut ring, o.count, nonblock),
         }
         .map(|calls| Cost::since(&before, calls));
         drop(tx); // end of file for the reader
@@ -541,11 +563,16 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         report: Report {
             program: "pipespeed2t",
             transport: "pipe",
-            mode: match o.method {
-                Method::Write => "threads, write",
-                Method::Vmsplice => "threads, vmsplice",
-                Method::SpliceNull => {
+            mode: match (o.method, o.busy_poll) {
+                (Method::Write, false) => "threads, write",
+                (Method::Write, true) => "threads, write, busy-polling",
+                (Method::Vmsplice, false) => "threads, vmsplice",
+                (Method::Vmsplice, true) => "threads, vmsplice, busy-polling",
+                (Method::SpliceNull, false) => {
                     "threads, vmsplice + splice to /dev/null, not verified"
+                }
+                (Method::SpliceNull, true) => {
+                    "threads, vmsplice + splice to /dev/null, busy-polling, not verified"
                 }
             },
             count: o.count,
@@ -634,7 +661,7 @@ mod tests {
             // pages the pipe still holds for block 0.
             let (rx, tx) = pipespeed2::pipe().unwrap();
             let mut ring = Ring::new(slots, block, false).unwrap();
-            send_by_vmsplice(&tx, &mut ring, 2).unwrap();
+            send_by_vmsplice(&tx, &mut ring, 2, 0).unwrap();
             drop(tx);
             let got = receive_by_read(&rx, &mut buf, &expect).unwrap();
             assert_eq!((got.blocks, got.bad), (2, first_bad), "{slots} slots");
@@ -654,6 +681,7 @@ mod tests {
                     huge_pages: false,
                     ring: None,
                     check: Check::Bytes,
+                    busy_poll: block == 4095,
                 };
                 let r = run(&o).unwrap();
                 assert_eq!(r.report.bytes, 40 * block);

@@ -72,6 +72,12 @@ struct Cli {
     #[arg(long, value_enum, default_value_t = Check::Checksum, requires = "method")]
     check: Check,
 
+    /// With --method: make both ends non-blocking and spin on EAGAIN
+    /// instead of sleeping (no wake-ups, two CPUs busy; compare the CPU
+    /// time in --json)
+    #[arg(long, requires = "method")]
+    busy_poll: bool,
+
     /// Fault drill: the reader closes its end after this many bytes, so the
     /// writer meets EPIPE (the run then fails, exit 1) [default: never]
     #[arg(long, value_name = "BYTES", value_parser = labkit::limits::parse_size)]
@@ -98,6 +104,7 @@ fn main() -> std::process::ExitCode {
             huge_pages: cli.huge_pages,
             ring: cli.ring,
             check: cli.check,
+            busy_poll: cli.busy_poll,
         };
         let result = ladder::run(&opts).and_then(|report| report.print(cli.json));
         return labkit::error::report("pipespeed2t", result);

@@ -154,6 +154,7 @@ fn bad_usage_exits_2() {
         &["10", "64", "--method", "write", "--processes"],
         &["10", "64", "--method", "write", "--socketpair"],
         &["10", "64", "--huge-pages"],
+        &["10", "64", "--busy-poll"],
         &["10", "64", "--ring", "4"],
         &["10", "64", "--method", "write", "--ring", "0"],
     ] {
@@ -176,6 +177,7 @@ fn help_documents_every_flag() {
         "--huge-pages",
         "--ring",
         "--check",
+        "--busy-poll",
     ] {
         assert!(text.contains(flag), "{flag} missing from:\n{text}");
     }
@@ -225,6 +227,22 @@ fn every_rung_moves_every_block_byte_exact() {
                 assert!(v["reader"]["calls"].as_u64().unwrap() >= count, "{what}");
             }
         }
+    }
+}
+
+#[test]
+fn busy_polling_moves_every_block_too() {
+    for method in ["write", "vmsplice", "splice-null"] {
+        let out = pipespeed2t()
+            .args(["3", "65537", "--json", "--busy-poll", "--method", method])
+            .args(["--pipe-size", "1M", "--check", "bytes"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["bytes"], 3 * 65537, "{method}");
+        assert_eq!(v["verified"], method != "splice-null", "{method}");
+        assert!(v["mode"].as_str().unwrap().contains("busy-polling"), "{v}");
     }
 }
 

@@ -35,8 +35,13 @@ pub(super) struct Flags {
           value_parser = clap::value_parser!(u64).range(1..=65536))]
     ladder_mib: Option<u64>,
 
+    /// Add rung 6 to the ladder: rung 4 with both threads spinning on
+    /// EAGAIN instead of sleeping (keeps two CPUs busy while it runs)
+    #[arg(long)]
+    ladder_busy_poll: bool,
+
     /// Leave the pipe ladder out
-    #[arg(long, conflicts_with_all = ["ladder_blocks", "ladder_mib"])]
+    #[arg(long, conflicts_with_all = ["ladder_blocks", "ladder_mib", "ladder_busy_poll"])]
     no_ladder: bool,
 }
 
@@ -49,16 +54,19 @@ struct Rung {
     /// (pipe-max-size), at most 1 MiB.
     big_pipe: bool,
     huge_pages: bool,
+    /// Spin on EAGAIN instead of sleeping (only with --ladder-busy-poll).
+    busy_poll: bool,
     label: &'static str,
     removes: &'static str,
 }
 
-const RUNGS: [Rung; 5] = [
+const RUNGS: [Rung; 6] = [
     Rung {
         rung: 1,
         method: "write",
         big_pipe: false,
         huge_pages: false,
+        busy_poll: false,
         label: "write + read, default pipe",
         removes: "nothing: the article's program, two copies per byte",
     },
@@ -67,6 +75,7 @@ const RUNGS: [Rung; 5] = [
         method: "write",
         big_pipe: true,
         huge_pages: false,
+        busy_poll: false,
         label: "write + read, big pipe",
         removes: "wake-ups: the writer runs ahead further before it must sleep",
     },
@@ -75,6 +84,7 @@ const RUNGS: [Rung; 5] = [
         method: "vmsplice",
         big_pipe: true,
         huge_pages: false,
+        busy_poll: false,
         label: "vmsplice + read",
         removes: "a copy: the pipe takes the writer's pages, the reader copies once",
     },
@@ -83,6 +93,7 @@ const RUNGS: [Rung; 5] = [
         method: "vmsplice",
         big_pipe: true,
         huge_pages: true,
+        busy_poll: false,
         label: "vmsplice + read, huge pages",
         removes: "page work: 512 times fewer pages to pin and map (and TLB misses)",
     },
@@ -91,8 +102,18 @@ const RUNGS: [Rung; 5] = [
         method: "splice-null",
         big_pipe: true,
         huge_pages: true,
+        busy_poll: false,
         label: "vmsplice + splice to /dev/null",
         removes: "the reader's copy, and with it the check: NOT VERIFIED",
+    },
+    Rung {
+        rung: 6,
+        method: "vmsplice",
+        big_pipe: true,
+        huge_pages: true,
+        busy_poll: true,
+        label: "vmsplice + read, huge pages, busy-polling",
+        removes: "the wake-ups: both threads spin on EAGAIN (two CPUs busy)",
     },
 ];
 // ANCHOR_END: rungs
@@ -235,9 +256,10 @@ pub(super) fn run_ladder(
     let mib = flags.ladder_mib.unwrap_or(if common.full { 256 } else { 32 });
     let big = facts.max_buffer_bytes.unwrap_or(1 << 20).min(1 << 20);
     let rounds = common.rounds as usize;
+    let rungs = if flags.ladder_busy_poll { &RUNGS[..] } else { &RUNGS[..5] };
     let loadavg_before = loadavg();
     let bar = labkit::progress::bar(
-        (blocks.len() * RUNGS.len() * rounds) as u64,
+        (blocks.len() * rungs.len() * rounds) as u64,
         "pipe-speed ladder",
     );
     let dram = dram_rates(rounds);
@@ -246,14 +268,14 @@ pub(super) fn run_ladder(
         bar.set_message(format!("ladder, {} bytes", format_size(block)));
         let count = count.unwrap_or(((mib << 20) / block).max(16));
         let mut runs: Vec<Vec<(Printed, Usage)>> =
-            RUNGS.iter().map(|_| Vec::new()).collect();
-        let mut copies: Vec<Vec<f64>> = RUNGS.iter().map(|_| Vec::new()).collect();
-        let order: Vec<usize> = (0..RUNGS.len()).collect();
+            rungs.iter().map(|_| Vec::new()).collect();
+        let mut copies: Vec<Vec<f64>> = rungs.iter().map(|_| Vec::new()).collect();
+        let order: Vec<usize> = (0..rungs.len()).collect();
         for round in 0..rounds {
             for i in round_order(&order, round) {
                 let mut cmd = Command::new(pipespeed2t);
                 cmd.args([count.to_string(), block.to_string(), "--json".into()]);
-                cmd.args(flags_of(&RUNGS[i], big));
+                cmd.args(flags_of(&rungs[i], big));
                 runs[i].push(spawn(cmd, count, block, scratch)?);
                 bar.inc(1);
             }
@@ -264,13 +286,13 @@ pub(super) fn run_ladder(
             }
         }
         for (i, (rung_runs, copy)) in runs.into_iter().zip(copies).enumerate() {
-            rows.push(row(&RUNGS[i], block, count, rung_runs, &copy, dram));
+            rows.push(row(&rungs[i], block, count, rung_runs, &copy, dram));
         }
     }
     bar.finish_and_clear();
     let goals = goals(&rows);
     Ok(Some(Ladder {
-        rungs: RUNGS
+        rungs: rungs
             .iter()
             .map(|r| RungInfo {
                 rung: r.rung,
@@ -298,6 +320,9 @@ fn flags_of(r: &Rung, big: u64) -> Vec<String> {
     }
     if r.huge_pages {
         flags.push("--huge-pages".into());
+    }
+    if r.busy_poll {
+        flags.push("--busy-poll".into());
     }
     flags
 }
