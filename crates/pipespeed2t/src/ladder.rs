@@ -481,6 +481,16 @@ pub fn run(o: &Options) -> Result<LadderReport> {
             )));
         }
     };
+    let need_bytes =
+        (slots + 1).saturating_mul(block.div_ceil(PAGE) as u64 * PAGE as u64);
+    if let Some(free) = available_bytes().filter(|&free| need_bytes > free / 2) {
+        return Err(Error::usage(format!(
+            "the ring ({slots} slots of {block} bytes) and the reader's buffer need {} MiB, \
+             more than half of the {} MiB available; use smaller blocks",
+            need_bytes >> 20,
+            free >> 20
+        )));
+    }
     let mut ring = Ring::new(slots, block, o.huge_pages)?;
     let mut buf = Mapping::new(block, o.huge_pages)?;
     let expect = Expect::new(block, o.check);
@@ -596,6 +606,14 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         writer,
         reader,
     })
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+fn available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 #[cfg(test)]

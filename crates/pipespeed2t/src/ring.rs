@@ -58,8 +58,11 @@ impl Mapping {
         if huge {
             // The reserved pool first (`vm.nr_hugepages`; usually empty).
             let rounded = len.div_ceil(HUGE) * HUGE;
-            if let Ok(m) = Self::map(rounded, libc::MAP_HUGETLB, 0, Backing::Hugetlb)
+            if let Ok(mut m) =
+                Self::map(rounded, libc::MAP_HUGETLB, 0, Backing::Hugetlb)
             {
+                m.touch();
+                m.len = len;
                 return Ok(m);
             }
             // Transparent huge pages: a 2 MiB-aligned stretch inside a

@@ -155,6 +155,8 @@ fn bad_usage_exits_2() {
         &["10", "64", "--method", "write", "--socketpair"],
         &["10", "64", "--huge-pages"],
         &["10", "64", "--busy-poll"],
+        // A ring larger than half the available memory.
+        &["10", "1G", "--method", "write", "--ring", "1000000"],
         &["10", "64", "--ring", "4"],
         &["10", "64", "--method", "write", "--ring", "0"],
     ] {
