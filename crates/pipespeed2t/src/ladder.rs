@@ -303,7 +303,7 @@ fn send_by_write(tx: &OwnedFd, ring: &mut Ring, count: u64) -> Result<u64, Errno
 // ANCHOR_END: rung_write
 
 // ANCHOR: rung_vmsplice
-/// Rungs 3 to 5: `vmsplice` puts references to the slot's pages into the
+/// Rungs 3 to 6: `vmsplice` puts references to the slot's pages into the
 /// pipe instead of copying them. The pipe then reads the slot when the
 /// reader reads, so the slot must not be stamped again before: hence a
 /// ring of at least [`min_ring`] slots. (`flags`: `SPLICE_F_NONBLOCK` with
@@ -349,7 +349,7 @@ pub struct Received {
 }
 
 // ANCHOR: rung_read
-/// Rungs 1 to 4, the reader: `read` one whole block (one copy, out of the
+/// Rungs 1 to 4 and 6, the reader: `read` one whole block (one copy, out of the
 /// pipe), then check its sequence number and its checksum.
 fn receive_by_read(
     rx: &OwnedFd,
@@ -384,18 +384,20 @@ fn receive_by_read(
 // ANCHOR: rung_splice
 /// Rung 5, the reader: `splice` moves the pipe's page references to
 /// `/dev/null`, which drops them. No byte is copied, so none can be checked.
+/// (`flags`: `SPLICE_F_NONBLOCK` with `--busy-poll`, else none.)
 fn receive_by_splice(
     rx: &OwnedFd,
     null: &File,
     block: usize,
+    flags: libc::c_uint,
 ) -> Result<Received, Errno> {
     let mut got = Received::default();
     loop {
         got.calls += 1;
         // SAFETY: two open descriptors and no offsets (both are streams).
         let n = unsafe {
-            let (no, move_) = (std::ptr::null_mut(), libc::SPLICE_F_MOVE);
-            libc::splice(rx.as_raw_fd(), no, null.as_raw_fd(), no, block, move_)
+            let (no, flags) = (std::ptr::null_mut(), libc::SPLICE_F_MOVE | flags);
+            libc::splice(rx.as_raw_fd(), no, null.as_raw_fd(), no, block, flags)
         };
         match Errno::result(n) {
             Ok(0) => return Ok(got),
@@ -511,7 +513,7 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         let reader = s.spawn(move || {
             let before = thread_usage();
             let got = match null {
-                Some(null) => receive_by_splice(&rx, null, block),
+                Some(null) => receive_by_splice(&rx, null, block, nonblock),
                 None => receive_by_read(&rx, buf, expect),
             };
             drop(rx); // the writer sees EPIPE if it is still writing
