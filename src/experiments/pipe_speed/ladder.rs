@@ -551,7 +551,7 @@ fn tables(l: &Ladder) -> Vec<Table> {
         l.rows.iter().find(|x| x.rung == rung && x.block == block)
     };
     let mut climb = Table::new(
-        "The pipe ladder: MB/s by block size (and of the same-working-set memcpy)",
+        "The pipe ladder: MB/s by block size (of the same-working-set copy / of DRAM)",
         &headers,
     );
     for r in &l.rungs {
@@ -565,7 +565,9 @@ fn tables(l: &Ladder) -> Vec<Table> {
             vec![format!("{}. {}", r.rung, r.label), r.removes.to_string(), gain];
         for &block in &l.blocks {
             cells.push(at(r.rung, block).map_or("-".into(), |x| {
-                format!("{} ({})", mb(x.mb_per_s), pct(x.fraction_of_memcpy))
+                let (copy, dram) =
+                    (pct(x.fraction_of_memcpy), pct(x.fraction_of_dram));
+                format!("{} ({copy} / {dram})", mb(x.mb_per_s))
             }));
         }
         climb.row(cells);
@@ -573,9 +575,10 @@ fn tables(l: &Ladder) -> Vec<Table> {
     climb.note(
         "Medians of the rounds, as pipespeed2t timed its own loop (MB = 10^6 bytes); \
          in brackets, the fraction of one thread's copy rate over the same working set \
-         (the rung's ring and the reader's buffer) measured in the same round. Rungs 1 \
-         to 4 checked every block's sequence number and checksum inside the timed loop; \
-         rung 5 checked nothing (it moves page references to /dev/null). Gain: MB/s \
+         (the rung's ring and the reader's buffer) measured in the same round, and of \
+         the DRAM copy below. Rungs 1 to 4 (and 6) checked every block's sequence number \
+         and checksum inside the timed loop; rung 5 checked nothing (it moves page \
+         references to /dev/null). Gain: MB/s \
          over the rung above's, at the block size named.",
     );
     let g = &l.goals;
