@@ -122,6 +122,7 @@ const RUNGS: [Rung; 6] = [
 #[derive(Deserialize)]
 struct Printed {
     bytes: u64,
+    elapsed_s: f64,
     mb_per_s: f64,
     pipe_size: u64,
     verified: bool,
@@ -138,6 +139,14 @@ struct Cost {
     minor_faults: u64,
     voluntary_switches: u64,
     involuntary_switches: u64,
+    user_s: f64,
+    sys_s: f64,
+}
+
+impl Cost {
+    fn cpu_s(&self) -> f64 {
+        self.user_s + self.sys_s
+    }
 }
 
 #[derive(Serialize)]
@@ -159,6 +168,9 @@ struct PerBlock {
     switches: f64,
     /// User + system CPU seconds of the whole process (wait4) per GB moved.
     cpu_s_per_gb: f64,
+    /// CPU time of the two loops over the loop's wall time (RUSAGE_THREAD):
+    /// 2 if both threads ran all the time, 1 if they took turns.
+    cpus_busy: f64,
 }
 
 /// One rung at one block size.
@@ -406,6 +418,9 @@ fn row(
                 per(u.voluntary_switches + u.involuntary_switches)
             }),
             cpu_s_per_gb: median(&|(_, u)| (u.user_s + u.sys_s) / (bytes / 1e9)),
+            cpus_busy: median(&|(p, _)| {
+                (p.writer.cpu_s() + p.reader.cpu_s()) / p.elapsed_s
+            }),
         },
         range,
         runs: runs
@@ -657,6 +672,7 @@ fn tables(l: &Ladder) -> Vec<Table> {
             "page faults",
             "context switches",
             "CPU s per GB",
+            "CPUs busy",
         ],
     );
     for x in l.rows.iter().filter(|x| x.block == profile_block) {
@@ -668,12 +684,15 @@ fn tables(l: &Ladder) -> Vec<Table> {
             format!("{:.3}", p.minor_faults),
             format!("{:.2}", p.switches),
             format!("{:.3}", p.cpu_s_per_gb),
+            format!("{:.2}", p.cpus_busy),
         ]);
     }
     profile.note(
         "Calls: the write or vmsplice calls of the writer's loop and the read or splice \
          calls of the reader's, counted by the program; page faults: minor faults of both \
-         loops (getrusage RUSAGE_THREAD); switches and CPU: the whole process (wait4).",
+         loops (getrusage RUSAGE_THREAD); switches and CPU s per GB: the whole process \
+         (wait4); CPUs busy: CPU time of the two loops over their wall time (2: both \
+         threads ran all along; 1 or less: they took turns, or waited for a CPU).",
     );
     vec![climb, limits, profile]
 }
