@@ -25,7 +25,16 @@ fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
     // 65537 bytes does not fit a default pipe: pipespeed2 must skip it,
     // pipespeed2t must not.
-    let args = ["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
+    let args = [
+        "--blocks",
+        "1,65537",
+        "--count",
+        "5",
+        "--rounds",
+        "2",
+        "--ladder-blocks",
+        "4095,65537",
+    ];
     let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
     assert_eq!(saved["rounds"], 2);
@@ -67,10 +76,43 @@ fn a_tiny_run_writes_parseable_results() {
         tables.contains("Then and now") && tables.contains(" 65537 |"),
         "{tables}"
     );
-    for svg in ["one-thread.svg", "two-threads.svg", "transports.svg"] {
+    assert!(!tables.contains("pipe ladder"), "the ladder has its own file");
+    check_ladder(&saved["ladder"], dir.path());
+    for svg in ["one-thread.svg", "two-threads.svg", "transports.svg", "ladder.svg"]
+    {
         let text = std::fs::read_to_string(dir.path().join(svg)).unwrap();
         assert!(text.starts_with("<svg"), "{svg}");
     }
+}
+
+/// The ladder of a tiny run: five rungs at each block size, each row with
+/// the fields the book and the issue ask for; only rungs 1 to 4 verified.
+fn check_ladder(ladder: &serde_json::Value, dir: &std::path::Path) {
+    let rows = ladder["rows"].as_array().unwrap();
+    let mut seen = Vec::new();
+    for r in rows {
+        let rung = r["rung"].as_u64().unwrap();
+        let method = r["method"].as_str().unwrap();
+        seen.push((r["block"].as_u64().unwrap(), rung));
+        assert_eq!(r["verified"], method != "splice-null", "{r}");
+        assert_eq!(r["verified"], rung <= 4, "{r}");
+        assert_eq!(r["count"], 5);
+        assert_eq!(r["runs"].as_array().unwrap().len(), 2);
+        assert!(r["mb_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["fraction_of_memcpy"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["memcpy_mb_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        // vmsplice's ring covers the pipe plus two blocks.
+        let slots = r["ring_slots"].as_u64().unwrap();
+        assert_eq!(slots == 1, method == "write", "{r}");
+    }
+    let expected: Vec<(u64, u64)> =
+        [4095, 65537].iter().flat_map(|&b| (1..=5).map(move |k| (b, k))).collect();
+    assert_eq!(seen, expected);
+    let rungs = ladder["rungs"].as_array().unwrap();
+    assert_eq!(rungs.len(), 5);
+    let md = std::fs::read_to_string(dir.join("ladder.md")).unwrap();
+    assert!(md.contains("The pipe ladder") && md.contains("NOT VERIFIED"), "{md}");
+    assert!(md.contains("Where the time goes"), "{md}");
 }
 
 #[test]
@@ -80,8 +122,18 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let args = ["--blocks", "1,65537", "--count", "5", "--rounds", "2", "--vs-c"];
+    let args = [
+        "--blocks",
+        "1,65537",
+        "--count",
+        "5",
+        "--rounds",
+        "2",
+        "--vs-c",
+        "--no-ladder",
+    ];
     let saved = run_json("pipe-speed", &args, dir.path());
+    assert!(saved["ladder"].is_null());
     let vs_c = saved["vs_c"].as_array().unwrap();
     let cells: Vec<(&str, &str, &str)> = vs_c
         .iter()
@@ -134,6 +186,10 @@ fn bad_options_exit_2() {
         &["--full", "--blocks", "64"],
         &["--count", "0"],
         &["--rounds", "0"],
+        &["--ladder-blocks", "0"],
+        &["--ladder-mib", "0"],
+        &["--no-ladder", "--ladder-blocks", "64k"],
+        &["--no-ladder", "--ladder-busy-poll"],
     ] {
         lab()
             .args(["run", "pipe-speed"])

@@ -8,6 +8,9 @@
 //! article's programs printed it), the context switches come from `wait4`.
 //! Programs sharing a block size take turns within each round.
 //!
+//! The pipe ladder (`ladder`) then climbs from the article's write and read
+//! to a zero-copy pipe, rung by rung, beside the limit memory sets.
+//!
 //! `--vs-c` then compares `pipespeed2` and `pipespeed2t` with their C twins
 //! in pairs run back to back, twice: with every thread of both programs on
 //! one CPU, and unpinned.
@@ -32,10 +35,12 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Headline, Report};
 
+mod ladder;
+
 pub const EXPERIMENT: Experiment = Experiment {
     name: "pipe-speed",
     about: "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
-    all_args: &[],
+    all_args: &["--ladder-blocks", "64k,1M", "--ladder-mib", "16"],
     run: main,
 };
 
@@ -65,6 +70,9 @@ struct Args {
     /// (or --count)
     #[arg(long)]
     vs_c: bool,
+
+    #[command(flatten)]
+    ladder: ladder::Flags,
 }
 
 /// The article's block sizes (its bash script's `list`).
@@ -224,6 +232,8 @@ struct Data {
     variants: Vec<VariantResult>,
     /// `--vs-c`: empty without it.
     vs_c: Vec<Comparison>,
+    /// The pipe ladder; None with `--no-ladder`.
+    ladder: Option<ladder::Ladder>,
 }
 
 /// The article's counts: 500k blocks below 100 bytes, 100k above; beyond
@@ -331,6 +341,14 @@ fn main(argv: Vec<OsString>) -> Result<()> {
                 .collect(),
         })
         .collect();
+    let ladder = ladder::run_ladder(
+        &args.ladder,
+        &args.common,
+        args.count,
+        &bins[1],
+        &facts,
+        scratch.path(),
+    )?;
     let vs_c = if args.vs_c {
         compare_with_c(&args, &bins, &variants)?
     } else {
@@ -346,6 +364,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         copy_limit,
         variants: results,
         vs_c,
+        ladder,
     };
     let mut tables =
         vec![then_and_now(&data), one_thread_table(&data), two_thread_table(&data)];
@@ -361,14 +380,13 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             table.render()
         )
     });
-    let report = Report {
-        header,
-        headline: headline(&data),
-        tables,
-        charts: charts(&data),
-        data,
-    };
+    let mut charts = charts(&data);
+    charts.extend(data.ladder.as_ref().map(ladder::chart));
+    let report = Report { header, headline: headline(&data), tables, charts, data };
     report.publish(&args.common, &out)?;
+    if let Some(l) = &report.data.ladder {
+        ladder::publish(l, &report.header, args.common.json, &out)?;
+    }
     // The comparison with C on its own, for the book.
     match vs_c {
         Some(text) => labkit::results::write_file(&out.join("vs-c.md"), &text),

@@ -1,5 +1,5 @@
 /* pipespeed2t.c: the C program the `pipespeed2t` crate reproduces, rewritten
- * from the description in shared/seeds/002_*.txt (Bradford's
+ * from the description in book References: bradford-2001 (Bradford's
  * pipespeed2t.cpp; the listing is not in the article). The main thread
  * writes COUNT blocks of BYTES into a pipe, a second thread reads them; the
  * clock stops when every byte is read and the reader joined. Like the Rust

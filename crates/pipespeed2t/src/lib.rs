@@ -1,7 +1,7 @@
 //! `pipespeed2t`: a writer and a reader move COUNT blocks through a pipe.
 //!
 //! Reproduces `pipespeed2t.cpp` from E. G. Bradford's article on pipes in
-//! Windows 2000, Windows XP and Linux (`shared/seeds/002_*.txt`): the first
+//! Windows 2000, Windows XP and Linux (book References: bradford-2001): the first
 //! thread writes COUNT blocks of BYTES into a pipe, a second thread reads
 //! them; timing ends when every byte has been read and the reader has
 //! ended. Unlike `pipespeed2`, blocks may be larger than the pipe's buffer:
@@ -21,6 +21,13 @@
 //! - A reader that goes away early gives the writer `EPIPE`, reported in
 //!   one line: Rust programs ignore `SIGPIPE`, so the writer is not killed
 //!   by it, and it still joins the reader (or reaps the child).
+//! - `--method write|vmsplice|splice-null` (with `--pipe-size` and
+//!   `--huge-pages`) runs the ladder instead ([`ladder`]): one change at a
+//!   time from the article's loop towards the limit of memory copying,
+//!   every block checked by sequence number and checksum.
+
+pub mod ladder;
+mod ring;
 
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};

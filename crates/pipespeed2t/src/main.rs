@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use labkit::limits::size_in;
+use pipespeed2t::ladder::{self, Check, Method};
 use pipespeed2t::{Options, Transport};
 
 /// Write COUNT blocks of BYTES into a pipe from one thread while a second
@@ -44,6 +45,39 @@ struct Cli {
     #[arg(long, conflicts_with = "socketpair")]
     vmsplice: bool,
 
+    /// Run a rung of the pipe ladder instead of the article's loop: blocks
+    /// from a ring of page-aligned buffers, each stamped with its sequence
+    /// number; the reader checks the number and a checksum of every block
+    /// (write, vmsplice), or splices them to /dev/null unchecked
+    /// (splice-null, reported as not verified). A pipe and threads only.
+    #[arg(long, value_enum,
+          conflicts_with_all = ["fifo", "socketpair", "processes", "vmsplice",
+                                "reader_stops_after"])]
+    method: Option<Method>,
+
+    /// With --method: back the ring and the reader's buffer with huge pages
+    /// (MAP_HUGETLB if the kernel has a pool, else MADV_HUGEPAGE; the
+    /// report says which took)
+    #[arg(long, requires = "method")]
+    huge_pages: bool,
+
+    /// With --method: slots in the writer's ring; vmsplice refuses fewer
+    /// than the pipe's capacity in blocks plus two [default: 1 for write,
+    /// that least for vmsplice]
+    #[arg(long, value_name = "SLOTS", requires = "method",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    ring: Option<u64>,
+
+    /// With --method: what the reader checks in every block
+    #[arg(long, value_enum, default_value_t = Check::Checksum, requires = "method")]
+    check: Check,
+
+    /// With --method: make both ends non-blocking and spin on EAGAIN
+    /// instead of sleeping (no wake-ups, two CPUs busy; compare the CPU
+    /// time in --json)
+    #[arg(long, requires = "method")]
+    busy_poll: bool,
+
     /// Fault drill: the reader closes its end after this many bytes, so the
     /// writer meets EPIPE (the run then fails, exit 1) [default: never]
     #[arg(long, value_name = "BYTES", value_parser = labkit::limits::parse_size)]
@@ -66,6 +100,20 @@ fn run_main() -> std::process::ExitCode {
         (_, true) => Transport::Socketpair,
         _ => Transport::Pipe,
     };
+    if let Some(method) = cli.method {
+        let opts = ladder::Options {
+            count: cli.count,
+            block: cli.bytes,
+            method,
+            pipe_size: cli.pipe_size,
+            huge_pages: cli.huge_pages,
+            ring: cli.ring,
+            check: cli.check,
+            busy_poll: cli.busy_poll,
+        };
+        let result = ladder::run(&opts).and_then(|report| report.print(cli.json));
+        return labkit::error::report("pipespeed2t", result);
+    }
     let opts = Options {
         count: cli.count,
         block: cli.bytes,

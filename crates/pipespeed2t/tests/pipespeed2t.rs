@@ -149,6 +149,16 @@ fn bad_usage_exits_2() {
         &["10", "64", "--socketpair", "--pipe-size", "1M"],
         &["10", "64", "--socketpair", "--vmsplice"],
         &["10", "64", "--reader-stops-after", "x"],
+        &["10", "64", "--method", "copy"],
+        &["10", "64", "--method", "vmsplice", "--fifo"],
+        &["10", "64", "--method", "write", "--processes"],
+        &["10", "64", "--method", "write", "--socketpair"],
+        &["10", "64", "--huge-pages"],
+        &["10", "64", "--busy-poll"],
+        // A ring larger than half the available memory.
+        &["10", "1G", "--method", "write", "--ring", "1000000"],
+        &["10", "64", "--ring", "4"],
+        &["10", "64", "--method", "write", "--ring", "0"],
     ] {
         pipespeed2t().args(args).assert().code(2).stdout("");
     }
@@ -165,8 +175,132 @@ fn help_documents_every_flag() {
         "--processes",
         "--reader-stops-after",
         "--json",
+        "--method",
+        "--huge-pages",
+        "--ring",
+        "--check",
+        "--busy-poll",
     ] {
         assert!(text.contains(flag), "{flag} missing from:\n{text}");
     }
     assert!(text.contains("default"), "{text}");
+}
+
+/// The ladder's rungs, as `lab run pipe-speed` runs them.
+const RUNGS: [&[&str]; 5] = [
+    &["--method", "write"],
+    &["--method", "write", "--pipe-size", "1M"],
+    &["--method", "vmsplice", "--pipe-size", "1M"],
+    &["--method", "vmsplice", "--pipe-size", "1M", "--huge-pages"],
+    &["--method", "splice-null", "--pipe-size", "1M", "--huge-pages"],
+];
+
+#[test]
+fn every_rung_moves_every_block_byte_exact() {
+    for rung in RUNGS {
+        let unverified = rung.contains(&"splice-null");
+        // `--check bytes` compares every byte; the default, a checksum.
+        for check in ["bytes", "checksum"] {
+            for (count, bytes) in SIZES {
+                let out = pipespeed2t()
+                    .args([count.to_string(), bytes.to_string(), "--json".into()])
+                    .args(rung)
+                    .args(["--check", check])
+                    .output()
+                    .unwrap();
+                let what = format!("{count} x {bytes} {rung:?} --check {check}");
+                assert!(
+                    out.status.success(),
+                    "{what}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                assert_eq!(v["bytes"], count * bytes, "{what}");
+                assert_eq!(v["verified"], !unverified, "{what}");
+                let expected = if unverified {
+                    "none: bytes counted only"
+                } else if check == "bytes" {
+                    "sequence number and every byte of every block"
+                } else {
+                    "sequence number and checksum of every block"
+                };
+                assert_eq!(v["check"], expected, "{what}");
+                // The reader made at least one call per block.
+                assert!(v["reader"]["calls"].as_u64().unwrap() >= count, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn busy_polling_moves_every_block_too() {
+    for method in ["write", "vmsplice", "splice-null"] {
+        let out = pipespeed2t()
+            .args(["3", "65537", "--json", "--busy-poll", "--method", method])
+            .args(["--pipe-size", "1M", "--check", "bytes"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["bytes"], 3 * 65537, "{method}");
+        assert_eq!(v["verified"], method != "splice-null", "{method}");
+        assert!(v["mode"].as_str().unwrap().contains("busy-polling"), "{v}");
+    }
+}
+
+#[test]
+fn the_unverified_rung_is_never_reported_as_verified() {
+    let out = pipespeed2t()
+        .args(["100", "64k", "--method", "splice-null", "--check", "bytes"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.contains("not verified"), "{line}");
+    let out = pipespeed2t()
+        .args(["100", "64k", "--method", "splice-null", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], false);
+    assert_eq!(v["method"], "splice-null");
+}
+
+#[test]
+fn a_ring_too_small_for_vmsplice_is_refused() {
+    // A 64 KiB pipe holds 16 blocks of 4 KiB: 18 slots are needed; a
+    // 1 MiB pipe holds 256.
+    for (pipe, need) in [("64k", 18), ("1M", 258)] {
+        for method in ["vmsplice", "splice-null"] {
+            pipespeed2t()
+                .args(["100", "4096", "--method", method, "--pipe-size", pipe])
+                .args(["--ring", &(need - 1).to_string()])
+                .assert()
+                .code(2)
+                .stdout("")
+                .stderr(
+                    predicate::str::contains("too small for vmsplice")
+                        .and(predicate::str::contains(format!("at least {need} "))),
+                );
+            let out = pipespeed2t()
+                .args(["100", "4096", "--method", method, "--pipe-size", pipe])
+                .args(["--ring", &need.to_string(), "--json"])
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["ring_slots"], need);
+        }
+    }
+    // `write` copies: one slot is enough, and is the default.
+    let out = pipespeed2t()
+        .args(["100", "4096", "--method", "write", "--json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ring_slots"], 1);
 }
