@@ -27,7 +27,7 @@ use crate::report::{Common, Headline, Report};
 pub const EXPERIMENT: Experiment = Experiment {
     name: "mq-sweep",
     about: "message-queue broker: throughput and switching vs threads per pool (article 004)",
-    all_args: &[],
+    all_args: &["--rounds", "3"],
     run: main,
 };
 
