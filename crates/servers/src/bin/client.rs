@@ -54,7 +54,12 @@ fn rate(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
+    labkit::limits::enough_stack(run_main)
+}
+
+fn run_main() -> std::process::ExitCode {
+    let cli = labkit::cli::parse::<Cli>();
     let cfg = servers::client::Config {
         addr: cli.addr,
         children: cli.children as usize,

@@ -64,7 +64,12 @@ fn seconds(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
+    labkit::limits::enough_stack(run_main)
+}
+
+fn run_main() -> std::process::ExitCode {
+    let cli = labkit::cli::parse::<Cli>();
     if cli.herd && cli.design != Design::EpollExclusive {
         eprintln!("server: --herd only applies to --design epoll-exclusive");
         return std::process::ExitCode::from(2);
