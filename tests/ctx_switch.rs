@@ -65,7 +65,7 @@ fn a_tiny_run_gives_a_per_switch_cost_for_every_mode_and_placement() {
 #[serial(fork)]
 fn perf_runs_beside_it_in_the_same_mode_and_placement() {
     if !perf_works() {
-        eprintln!("skipping: `perf bench sched pipe` does not run here");
+        labkit::testing::skipped("`perf bench sched pipe` does not run here");
         return;
     }
     let saved = run(&["--rounds", "1", "-n", "10000"]);

@@ -171,10 +171,10 @@ fn the_examples_fail_with_a_line_when_stdout_is_full() {
     for name in ["fork_wait", "thread_join"] {
         let path = common::bin_dir().join("examples").join(name);
         if !path.is_file() {
-            println!(
-                "skipped: {} is not built (cargo test builds it)",
+            labkit::testing::skipped(&format!(
+                "{} is not built (cargo test builds it)",
                 path.display()
-            );
+            ));
             continue;
         }
         let full = std::fs::File::options().write(true).open("/dev/full").unwrap();

@@ -70,7 +70,7 @@ fn start(design: &str, args: &[&str]) -> Option<Server> {
             design == "io-uring" && err.contains("io-uring"),
             "{design} did not start: {status} {err}"
         );
-        eprintln!("skipped: {design}: {}", err.trim());
+        labkit::testing::skipped(&format!("{design}: {}", err.trim()));
         return None;
     }
     Some(Server { child, addr: addr.trim().to_string(), stdout })

@@ -57,7 +57,7 @@ pub fn run_json(
 pub fn have_cc() -> bool {
     let found = std::process::Command::new("cc").arg("--version").output().is_ok();
     if !found {
-        eprintln!("skipped: no C compiler (cc) for the C references");
+        labkit::testing::skipped("no C compiler (cc) for the C references");
     }
     found
 }

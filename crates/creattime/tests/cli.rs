@@ -61,7 +61,7 @@ fn children_pile_up_as_zombies_then_all_are_reaped() {
 fn fork_failures_are_counted_and_exit_1() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to become an unprivileged user");
+        labkit::testing::skipped("needs root to become an unprivileged user");
         return;
     }
     let out = std::process::Command::new("setpriv")
@@ -76,7 +76,7 @@ fn fork_failures_are_counted_and_exit_1() {
         .args(["5", "--json"])
         .output();
     let Ok(out) = out else {
-        eprintln!("skipped: setpriv/prlimit not available");
+        labkit::testing::skipped("setpriv/prlimit not available");
         return;
     };
     assert_eq!(out.status.code(), Some(1), "{out:?}");

@@ -28,7 +28,7 @@ fn the_kernel_counts_two_switches_per_round_trip() {
     if allowed_cpus().len() >= 2 {
         pins.push("cross");
     } else {
-        eprintln!("skipping --pin cross: this test may run on one CPU only");
+        labkit::testing::skipped("--pin cross: this test may run on one CPU only");
     }
     for mode in ["threads", "processes"] {
         for &pin in &pins {
@@ -107,7 +107,7 @@ fn impossible_placements_exit_2() {
     );
     let taskset = std::process::Command::new("taskset").arg("-V").output();
     if !taskset.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipping the one-CPU case: no taskset");
+        labkit::testing::skipped("the one-CPU case: no taskset");
         return;
     }
     let cpu = allowed_cpus()[0].to_string();

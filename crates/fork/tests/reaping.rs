@@ -50,15 +50,15 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
         || !tool("setpriv")
         || !tool("prlimit")
     {
-        println!(
-            "skipped: needs root, setpriv and prlimit to run as an unprivileged user"
+        labkit::testing::skipped(
+            "needs root, setpriv and prlimit to run as an unprivileged user",
         );
         return;
     }
     let busy = Command::new("pgrep").args(["-u", "65534"]).output().unwrap();
     if !busy.stdout.is_empty() {
-        println!(
-            "skipped: uid 65534 already runs processes, the limit would be shared"
+        labkit::testing::skipped(
+            "uid 65534 already runs processes, the limit would be shared",
         );
         return;
     }

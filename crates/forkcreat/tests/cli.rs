@@ -18,7 +18,7 @@ fn json(out: &[u8]) -> Value {
 fn as_nobody_with_nproc(nproc: u32, args: &[&str]) -> Option<std::process::Output> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to become an unprivileged user");
+        labkit::testing::skipped("needs root to become an unprivileged user");
         return None;
     }
     let bin = assert_cmd::cargo::cargo_bin("forkcreat");
@@ -31,7 +31,7 @@ fn as_nobody_with_nproc(nproc: u32, args: &[&str]) -> Option<std::process::Outpu
     match out {
         Ok(out) if out.status.code() != Some(127) => Some(out),
         _ => {
-            eprintln!("skipped: setpriv/prlimit not available");
+            labkit::testing::skipped("setpriv/prlimit not available");
             None
         }
     }

@@ -36,5 +36,6 @@ pub mod relay;
 pub mod results;
 pub mod stats;
 pub mod table;
+pub mod testing;
 
 pub use error::{Error, ExitCode, Result};

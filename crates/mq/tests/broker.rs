@@ -410,7 +410,9 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
     let root = std::process::Command::new("id").arg("-u").output().unwrap();
     let has_setpriv = Command::new("setpriv").arg("--version").output().is_ok();
     if String::from_utf8_lossy(&root.stdout).trim() != "0" || !has_setpriv {
-        eprintln!("skipped: needs root and setpriv to run the broker as nobody");
+        labkit::testing::skipped(
+            "needs root and setpriv to run the broker as nobody",
+        );
         return;
     }
     // nobody must be able to reach the binary: copy it to an open directory.

@@ -88,7 +88,9 @@ fn the_kernel_rounds_a_pipe_size_up() {
 #[test]
 fn unprivileged_users_are_told_the_pipe_max_size() {
     if !nix_is_root() || which("setpriv").is_none() {
-        eprintln!("skipped: needs root and setpriv to run as an unprivileged user");
+        labkit::testing::skipped(
+            "needs root and setpriv to run as an unprivileged user",
+        );
         return;
     }
     let max: u64 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
@@ -105,7 +107,9 @@ fn unprivileged_users_are_told_the_pipe_max_size() {
     let out = cmd.output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if err.contains("Permission denied") && !err.contains("pipespeed2:") {
-        eprintln!("skipped: the test binary is not reachable as nobody: {err}");
+        labkit::testing::skipped(&format!(
+            "the test binary is not reachable as nobody: {err}"
+        ));
         return;
     }
     assert_eq!(out.status.code(), Some(2), "{err}");

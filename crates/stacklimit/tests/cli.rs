@@ -77,7 +77,7 @@ fn forks_are_not_bound_by_the_address_space_limit() {
 fn nproc_limits_an_unprivileged_user() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to run the probe as uid 65534");
+        labkit::testing::skipped("needs root to run the probe as uid 65534");
         return;
     }
     let limits = Limits { nproc: Some(12), user: Some(65534), ..Limits::default() };

@@ -77,7 +77,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     // The article's 32-bit machine: 3 GiB of address space, 8 MiB stacks,
     // at most 384 threads. The C program died with a segfault at 500.
     if !prlimit() {
-        println!("skipped: prlimit (util-linux) is not installed");
+        labkit::testing::skipped("prlimit (util-linux) is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -111,7 +111,7 @@ fn default_stack_follows_ulimit_s_like_pthread_create() {
     // `ulimit -s 1024` (RLIMIT_STACK = 1 MiB) was the article's fix; the
     // default stack follows it, so 1000 threads fit in 3 GiB again.
     if !prlimit() {
-        println!("skipped: prlimit (util-linux) is not installed");
+        labkit::testing::skipped("prlimit (util-linux) is not installed");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
