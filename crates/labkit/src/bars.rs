@@ -92,13 +92,14 @@ impl Bars {
         let max = all.iter().copied().fold(f64::MIN, f64::max);
         let min = all.iter().copied().fold(f64::MAX, f64::min);
         // The axis: decades on a log scale, 0..max (rounded up) otherwise.
-        let (lo, hi) = if all.is_empty() {
-            (0.0, 1.0)
+        let (lo, hi, step) = if all.is_empty() {
+            (0.0, 1.0, 0.25)
         } else if self.log {
             let lo = min.log10().floor();
-            (lo, max.log10().ceil().max(lo + 1.0))
+            (lo, max.log10().ceil().max(lo + 1.0), 1.0)
         } else {
-            (0.0, nice_ceiling(max))
+            let (hi, step) = linear_axis(max);
+            (0.0, hi, step)
         };
         let longest = self
             .groups
@@ -124,7 +125,8 @@ impl Bars {
         let ticks: Vec<f64> = if self.log {
             (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
         } else {
-            (0..=4).map(|i| hi * f64::from(i) / 4.0).collect()
+            let steps = (hi / step).round() as i32;
+            (0..=steps).map(|i| step * f64::from(i)).collect()
         };
         let bottom = TOP + ROW * lines as f64;
         for t in ticks {
@@ -134,7 +136,7 @@ impl Bars {
                  stroke=\"#dddddd\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" \
                  font-size=\"13\" text-anchor=\"middle\" fill=\"{TEXT}\">{}</text>\n",
                 bottom + 18.0,
-                number(t)
+                tick(t)
             );
         }
         out += &format!(
@@ -234,10 +236,24 @@ pub fn svg(title: &str, unit: &str, rows: &[(String, f64)], log: bool) -> String
     Bars::new(title, unit, log).group("", rows).to_svg()
 }
 
-/// 1, 2 or 5 times a power of ten, at or above `v`.
-fn nice_ceiling(v: f64) -> f64 {
-    let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|c| *c >= v).unwrap_or(10.0 * p)
+/// A linear axis from zero: the end at or above `max` and a step of 1, 2,
+/// 2.5 or 5 times a power of ten, with at most five steps.
+fn linear_axis(max: f64) -> (f64, f64) {
+    let p = 10f64.powf((max / 5.0).log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        let step = m * p;
+        let n = (max / step).ceil();
+        if n <= 5.0 {
+            return (n.max(1.0) * step, step);
+        }
+    }
+    (max, max / 5.0)
+}
+
+/// An axis number: `0.1`, `1`, `250`, `12.5`.
+fn tick(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Three significant digits, no exponent for the sizes charts show.
@@ -271,8 +287,16 @@ mod tests {
             linear.contains("fork &amp; wait") && linear.contains("Vec&lt;u8&gt;")
         );
         assert_eq!(linear.matches("<rect x=\"").count() - 1, 2, "NaN draws no bar");
-        assert!(linear.contains(">500<"), "axis rounded up to 500");
+        assert!(linear.contains(">400<"), "axis rounded up to 400");
+        assert!(!linear.contains(">500<"), "and no further");
         assert!(!linear.contains("<circle"));
+    }
+
+    #[test]
+    fn linear_axis_ends_just_above_the_data() {
+        assert_eq!(linear_axis(240.0), (250.0, 50.0));
+        assert_eq!(linear_axis(377.0), (400.0, 100.0));
+        assert_eq!(linear_axis(0.9), (1.0, 0.2));
     }
 
     #[test]
@@ -283,7 +307,9 @@ mod tests {
         // Only the card: no bar whose length would mean nothing.
         assert_eq!(log.matches("<rect").count(), 1);
         // Decades from 0.1 to 1000 on the log axis.
-        assert!(log.contains(">0.1<") && log.contains(">1000<"));
+        assert!(
+            log.contains(">0.1<") && log.contains(">1<") && log.contains(">1000<")
+        );
     }
 
     #[test]

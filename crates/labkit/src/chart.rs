@@ -144,17 +144,18 @@ impl Chart {
             return (String::new(), 0.0);
         }
         const ROW: f64 = 22.0;
-        const LEFT: f64 = 70.0;
+        const MARGIN: f64 = 20.0;
         let longest = entries.iter().map(|e| e.0.chars().count()).max().unwrap_or(0);
-        let column = 44.0 + 7.4 * longest as f64;
-        let usable = f64::from(WIDTH) - LEFT - 20.0;
+        let column = 52.0 + 7.4 * longest as f64;
+        let usable = f64::from(WIDTH) - 2.0 * MARGIN;
         let columns = ((usable / column).floor() as usize).clamp(1, entries.len());
-        let column = usable / columns as f64;
         let rows = entries.len().div_ceil(columns);
+        // Centred under the plot.
+        let left = MARGIN + (usable - column * columns as f64).max(0.0) / 2.0;
         let top = f64::from(PLOT_HEIGHT);
         let mut out = String::new();
         for (i, (label, colour)) in entries.iter().enumerate() {
-            let x = LEFT + column * (i % columns) as f64;
+            let x = left + column * (i % columns) as f64;
             let y = top + ROW * (i / columns) as f64 + ROW / 2.0;
             out += &match colour {
                 Some(c) => {
