@@ -199,6 +199,7 @@ impl Chart {
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, ("sans-serif", 22))
             .margin(14)
+            .margin_right(30)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x, y)?;
