@@ -357,33 +357,39 @@ fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
     Summary::of(&ratios).map(|s| s.median)
 }
 
+/// The ratios the chapter quotes come first, right after the setting, and
+/// their headers can wrap at the spaces, so that the table fits the book's
+/// column; the times (median and range) follow.
 fn table(g: &GridResult, programs: &[Program]) -> Table {
+    let ratios = [
+        ("fork / thread", "fork", "thread"),
+        ("fork / fork.c", "fork", "fork.c"),
+        ("thread / thread.c", "thread", "thread.c"),
+    ];
+    let ratios = &ratios[..if programs.len() > 2 { 3 } else { 1 }];
     let mut headers = vec!["P", "COUNT"];
+    headers.extend(ratios.iter().map(|r| r.0));
     let labels: Vec<String> =
         programs.iter().map(|p| format!("{} s", p.label)).collect();
     headers.extend(labels.iter().map(String::as_str));
-    let ratios = [
-        ("fork/thread", "fork", "thread"),
-        ("fork/fork.c", "fork", "fork.c"),
-        ("thread/thread.c", "thread", "thread.c"),
-    ];
-    let ratios = &ratios[..if programs.len() > 2 { 3 } else { 1 }];
-    headers.extend(ratios.iter().map(|r| r.0));
     let mut t = Table::new(&g.title, &headers);
     for r in &g.rows {
         let mut cells =
             vec![r.setting.procs.to_string(), r.setting.count.to_string()];
-        for p in &r.programs {
-            cells.push(with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3));
-        }
         for (_, a, b) in ratios {
             let ratio = paired_ratio(r, a, b);
             cells.push(ratio.map_or("-".into(), |x| format!("{x:.2}")));
         }
+        for p in &r.programs {
+            cells.push(with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3));
+        }
         t.row(cells);
     }
-    t.note("Seconds of wall-clock time (`time`'s real): median (min-max) of the rounds; \
-            ratios: median over the rounds of one program's time over the other's in the same round.");
+    t.note(
+        "Ratios: median over the rounds of one program's time over the other's in \
+            the same round. Seconds of wall-clock time (`time`'s real): median \
+            (min-max) of the rounds.",
+    );
     t
 }
 
