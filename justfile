@@ -16,20 +16,30 @@ test:
 book:
     mdbook build book --open
 
-# Re-run every experiment that feeds the book, writing results/ (about 6
-# minutes on 2 cores; run it on an otherwise idle machine)
+# Re-run every experiment that feeds the book into one new reference folder,
+# results/<date>-<host>/, from a clean commit (the runner refuses a checkout
+# with uncommitted changes). Run it on an otherwise idle machine, then commit
+# the folder (and remove the previous reference folder if it is replaced).
 results:
-    cargo lab run fork-vs-thread --full --vs-c --rounds 11
-    cargo lab run create-destroy
-    cargo lab run create-destroy --vs-c --rounds 31 --out results/create-destroy/vs-c
-    cargo lab run spawn-methods
-    cargo lab run thread-limits
-    cargo lab run footprint
-    cargo lab run pipe-speed
-    cargo lab run pipe-speed --vs-c --rounds 31 --out results/pipe-speed/vs-c
-    cargo lab run ctx-switch
-    cargo lab run ctx-switch --pins cross --rounds 15 --iterations 100000 --out results/ctx-switch/cross-long
-    cargo lab run mq-sweep
+    #!/usr/bin/env bash
+    set -euo pipefail
+    host=$(uname -n | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '-')
+    export LAB_RUN_ID="${LAB_RUN_ID:-$(date -u +%F)-${host}}"
+    lab() { echo "+ cargo lab $*" >&2; cargo lab "$@"; }
+    lab run fork-vs-thread --reference --full --vs-c --rounds 11
+    lab run fork-vs-thread --reference --variant cpu0 --cpus 0
+    lab run create-destroy --reference
+    lab run create-destroy --reference --variant cpu0 --cpus 0
+    lab run create-destroy --reference --variant vs-c --vs-c --rounds 31
+    lab run spawn-methods --reference
+    lab run thread-limits --reference
+    lab run footprint --reference
+    lab run pipe-speed --reference
+    lab run pipe-speed --reference --variant vs-c --vs-c --rounds 31
+    lab run ctx-switch --reference
+    lab run ctx-switch --reference --variant cross-long --pins cross --rounds 15 --iterations 100000
+    lab run mq-sweep --reference
+    lab run mq-sweep --reference --variant cpu0 --cpus 0
 
 # Exactly what CI runs
 ci:

@@ -1,18 +1,20 @@
-//! What every experiment shares: the common flags and the way results are
-//! published (tables on stdout, a results directory with JSON, Markdown and
-//! SVG).
+//! What every experiment shares: the common flags, where its results go
+//! ([`crate::runs`]) and the way they are published (tables on stdout; JSON,
+//! Markdown and SVG in the run folder).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use labkit::chart::Chart;
-use labkit::results::{Header, check_writable, write_file, write_json};
+use labkit::results::{Header, Settings, check_writable, write_file, write_json};
 use labkit::table::Table;
 use labkit::{Error, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use crate::runs;
 
 /// Flags every experiment takes.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Default)]
 pub struct Common {
     /// Rounds per setting (the articles ran five)
     #[arg(long, default_value_t = 5,
@@ -23,8 +25,23 @@ pub struct Common {
     #[arg(long)]
     pub full: bool,
 
-    /// Directory for the results [default: results/<experiment> in the lab's
-    /// checkout]
+    /// Confine the whole run (runner, programs and their children) to these
+    /// CPUs, e.g. 0 (the articles' one CPU) or 0-1,3 [default: all allowed]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+
+    /// Write the committed reference run (results/<date>-<host>/NAME), not a
+    /// run of your own; refuses a checkout with uncommitted changes
+    #[arg(long, conflicts_with = "out")]
+    pub reference: bool,
+
+    /// Name this run a sub-run of the experiment (NAME/VARIANT in the run
+    /// folder), e.g. vs-c or cpu0
+    #[arg(long, value_name = "VARIANT", value_parser = parse_variant)]
+    pub variant: Option<String>,
+
+    /// Write the results into DIR itself [default: a new run folder
+    /// runs/<date>-<time>-<host>/NAME in the lab's checkout]
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
@@ -33,16 +50,125 @@ pub struct Common {
     pub json: bool,
 }
 
+/// A `--cpus` list: its text and the CPUs it names.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuList {
+    pub text: String,
+    pub cpus: Vec<usize>,
+}
+
+fn parse_cpus(text: &str) -> std::result::Result<CpuList, String> {
+    let cpus = labkit::affinity::parse_list(text)?;
+    Ok(CpuList { text: text.to_string(), cpus })
+}
+
+fn parse_variant(text: &str) -> std::result::Result<String, String> {
+    let ok = !text.is_empty()
+        && !text.starts_with('.')
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err("a variant is one word of letters, digits, '-', '_' or '.'".into())
+    }
+}
+
+/// The run folder that `lab run all` shares between its experiments.
+static SHARED_RUN: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+/// Make the next experiments of this process write into `run`.
+pub fn share_run(run: Option<PathBuf>) {
+    *SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()) = run;
+}
+
 impl Common {
-    /// The results directory, checked to be writable before any work.
-    pub fn out_dir(&self, experiment: &str) -> Result<PathBuf> {
-        let dir = self.out.clone().unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("results")
-                .join(experiment)
-        });
-        check_writable(&dir)?;
-        Ok(dir)
+    /// Start the experiment: confine it to `--cpus`, and make (and check
+    /// writable) the folder its results go to, before any work, so that a
+    /// bad `--out` or a dirty reference checkout fails at once.
+    pub fn start(&self, experiment: &str) -> Result<PathBuf> {
+        if let Some(list) = &self.cpus {
+            labkit::affinity::confine(&list.cpus).map_err(|e| {
+                Error::usage(format!("--cpus {}: {}", list.text, e.message))
+            })?;
+        }
+        if let Some(dir) = &self.out {
+            check_writable(dir)?;
+            return Ok(dir.clone());
+        }
+        let shared = SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let run = match shared {
+            _ if self.reference => runs::reference_run()?,
+            Some(run) => run,
+            None => runs::new_run()?,
+        };
+        let target = runs::target(&run, experiment, self.variant.as_deref());
+        runs::stage(&run, &target)
+    }
+
+    /// What the results header records of these flags.
+    pub fn settings(&self) -> Settings {
+        let allowed = labkit::affinity::allowed_cpus().unwrap_or_default();
+        Settings {
+            rounds: self.rounds,
+            full: self.full,
+            cpus: self.cpus.as_ref().map(|c| c.text.clone()),
+            cpus_allowed: labkit::affinity::format_list(&allowed),
+            cpu_count: allowed.len(),
+            variant: self.variant.clone(),
+            reference: self.reference,
+        }
+    }
+}
+
+/// One headline figure of an experiment: what `lab compare` puts side by
+/// side, what the claims are judged on, and what the book quotes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    pub label: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+/// An experiment's headline figures, by key, in the order it gives them.
+pub type Headline = serde_json::Map<String, serde_json::Value>;
+
+/// Build a [`Headline`]: `headline().add("fork_us", "fork, µs", 110.0, "µs")`.
+#[derive(Default)]
+pub struct HeadlineBuilder(Headline);
+
+/// A headline key made of free text: `fork + _exit` -> `fork_exit`.
+pub fn slug(text: &str) -> String {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    words.join("_")
+}
+
+pub fn headline() -> HeadlineBuilder {
+    HeadlineBuilder::default()
+}
+
+impl HeadlineBuilder {
+    /// Add a figure; a missing or non-finite value is left out.
+    pub fn add(
+        mut self,
+        key: &str,
+        label: &str,
+        value: impl Into<Option<f64>>,
+        unit: &str,
+    ) -> Self {
+        if let Some(value) = value.into().filter(|v| v.is_finite()) {
+            let figure = Figure { label: label.into(), value, unit: unit.into() };
+            let json = serde_json::to_value(figure).expect("a figure encodes");
+            self.0.insert(key.into(), json);
+        }
+        self
+    }
+
+    pub fn build(self) -> Headline {
+        self.0
     }
 }
 
@@ -52,6 +178,8 @@ pub struct Report<T> {
     pub tables: Vec<Table>,
     /// File stem and chart.
     pub charts: Vec<(String, Chart)>,
+    /// The figures that sum the run up (see [`Figure`]).
+    pub headline: Headline,
     pub data: T,
 }
 
@@ -59,23 +187,72 @@ pub struct Report<T> {
 struct Document<'a, T> {
     #[serde(flatten)]
     header: &'a Header,
+    headline: &'a Headline,
     #[serde(flatten)]
     data: &'a T,
+}
+
+/// What the runner reads back of any experiment's results file: the header
+/// and the headline (the rest is the experiment's own).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Published {
+    #[serde(flatten)]
+    pub header: Header,
+    #[serde(default)]
+    pub headline: Headline,
+}
+
+impl Published {
+    /// Read `DIR/NAME.json`; `None` when there is none (a missing
+    /// experiment), an error when it is there but unreadable.
+    pub fn read(dir: &Path, experiment: &str) -> Result<Option<Published>> {
+        let path = dir.join(format!("{experiment}.json"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(path.display(), e)),
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+    }
+
+    /// The headline figure `key`.
+    pub fn figure(&self, key: &str) -> Option<Figure> {
+        serde_json::from_value(self.headline.get(key)?.clone()).ok()
+    }
+
+    /// Every headline figure, in order.
+    pub fn figures(&self) -> Vec<(String, Figure)> {
+        self.headline
+            .iter()
+            .filter_map(|(k, v)| {
+                Some((k.clone(), serde_json::from_value(v.clone()).ok()?))
+            })
+            .collect()
+    }
 }
 
 impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md` and one SVG per chart.
-    pub fn publish(&self, common: &Common, out: &std::path::Path) -> Result<()> {
-        let name = &self.header.experiment;
-        let doc = Document { header: &self.header, data: &self.data };
+    pub fn publish(&self, common: &Common, out: &Path) -> Result<()> {
+        let mut header = self.header.clone();
+        header.settings = common.settings();
+        let name = &header.experiment;
+        let doc =
+            Document { header: &header, headline: &self.headline, data: &self.data };
         write_json(&out.join(format!("{name}.json")), &doc)?;
         let mut md = format!(
-            "Measured with `{}` on {} ({}), commit {}.\n",
-            self.header.command,
-            self.header.machine.summary(),
-            self.header.machine.date,
-            self.header.machine.commit
+            "Measured with `{}` on {} ({}), commit {}{}.\n",
+            header.command,
+            header.machine.summary(),
+            header.machine.date,
+            header.machine.commit,
+            match &header.settings.cpus {
+                Some(list) => format!(", confined to CPUs {list}"),
+                None => String::new(),
+            }
         );
         for table in &self.tables {
             md.push('\n');
@@ -93,7 +270,6 @@ impl<T: Serialize> Report<T> {
         } else {
             labkit::error::print(&md)?;
         }
-        eprintln!("lab: results written to {}", out.display());
         Ok(())
     }
 }

@@ -20,11 +20,12 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "create-destroy",
     about: "forkcreat vs pthreadcreat, the lecture's loop, creattime (000, 001, 003)",
+    all_args: &[],
     run: main,
 };
 
@@ -123,7 +124,7 @@ struct CPrograms {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = Args::parse_from(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
     let bins = labkit::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
@@ -219,11 +220,83 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     write_bars(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables,
         charts: charts(&data),
         data,
     };
     report.publish(&args.common, &out)
+}
+
+/// The figures the claims are judged on: the cost of one create and
+/// destroy in the article's and the lecture's loops, their ratio, and
+/// creattime's ratio at each sample count.
+fn headline(data: &Data) -> Headline {
+    let us = |rows: &[LoopRow], program: &str| {
+        rows.iter()
+            .find(|r| r.program == program)
+            .map(|r| r.us_per_create.median)
+            .filter(|v| v.is_finite())
+    };
+    let fork = us(&data.article, "forkcreat --reap sigchld");
+    let thread = us(&data.article, "pthreadcreat");
+    let lecture_fork = us(&data.lecture, "forkcreat --reap wait");
+    let lecture_thread = us(&data.lecture, "pthreadcreat");
+    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
+    let mut h = crate::report::headline()
+        .add("fork_us", "forkcreat: one process created and reaped", fork, "µs")
+        .add(
+            "thread_us",
+            "pthreadcreat: one thread created and joined",
+            thread,
+            "µs",
+        )
+        .add(
+            "fork_over_thread",
+            "forkcreat's µs over pthreadcreat's (medians)",
+            ratio(fork, thread),
+            "x",
+        )
+        .add("lecture_fork_us", "the lecture's fork + wait loop", lecture_fork, "µs")
+        .add(
+            "lecture_thread_us",
+            "the lecture's create + join loop",
+            lecture_thread,
+            "µs",
+        )
+        .add(
+            "lecture_fork_over_thread",
+            "the lecture's loops: process µs over thread µs",
+            ratio(lecture_fork, lecture_thread),
+            "x",
+        );
+    let ratios: Vec<f64> = data.creattime.iter().map(|r| r.ratio.median).collect();
+    for r in &data.creattime {
+        h = h.add(
+            &format!("creattime_ratio_{}", r.samples),
+            &format!(
+                "creattime: fork() over pthread_create() at {} samples",
+                r.samples
+            ),
+            r.ratio.median,
+            "x",
+        );
+    }
+    let spread = Summary::of(&ratios).map(|s| s.max / s.min);
+    let zombies = data.creattime.iter().map(|r| r.zombies_before_reaping.max);
+    h.add(
+        "creattime_ratio_spread",
+        "creattime: highest ratio over lowest across sample counts",
+        spread,
+        "x",
+    )
+    .add(
+        "zombies_before_reaping",
+        "creattime: unreaped children that existed at once, most",
+        zombies.fold(None, |m: Option<f64>, z| Some(m.map_or(z, |m| m.max(z)))),
+        "",
+    )
+    .build()
 }
 
 fn summary(values: &[f64]) -> Summary {

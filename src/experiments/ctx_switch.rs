@@ -22,11 +22,12 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "ctx-switch",
     about: "ctxswitch vs perf bench sched pipe: one context switch (issue 6)",
+    all_args: &[],
     run: main,
 };
 
@@ -160,7 +161,7 @@ struct Data {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = Args::parse_from(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
     let ctxswitch = labkit::bins::programs(&["ctxswitch"])?.remove(0);
@@ -247,6 +248,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     write_chart(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables,
         charts: Vec::new(),
         data,
@@ -562,6 +564,22 @@ fn perf_table(d: &Data) -> Table {
         d.perf.note
     ));
     t
+}
+
+/// One switch's cost in each mode and placement measured.
+fn headline(data: &Data) -> Headline {
+    let mut h = crate::report::headline();
+    for (mode, pins) in &data.us_per_switch {
+        for (pin, us) in pins {
+            h = h.add(
+                &format!("{mode}_{pin}_us"),
+                &format!("one switch between {mode}, {pin} CPU placement"),
+                *us,
+                "µs",
+            );
+        }
+    }
+    h.build()
 }
 
 /// The three placements as three categories, one bar (median, with the

@@ -20,11 +20,12 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "footprint",
     about: "Memory of N idle threads vs N idle processes; copy-on-write (article 000)",
+    all_args: &[],
     run: main,
 };
 
@@ -90,7 +91,7 @@ struct Data {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = Args::parse_from(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let program = labkit::bins::programs(&["footprint"])?.remove(0);
     let workers = match (args.workers.is_empty(), args.common.full) {
         (false, _) => args.workers.clone(),
@@ -127,6 +128,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let data = Data { rounds, memory_mib: header.machine.memory_mib, idle, cow };
     let report = Report {
         header,
+        headline: headline(&data),
         tables: vec![idle_table(&data), cow_table(&data)],
         charts: vec![("per-worker".into(), chart(&data))],
         data,
@@ -203,6 +205,40 @@ fn kib(s: &Summary) -> String {
 /// kernel's stack, page tables and slab for it (medians).
 fn total(p: &PerWorker) -> f64 {
     p.pss.median + p.kernel_stack.median + p.page_tables.median + p.slab.median
+}
+
+/// The figures the claims are judged on: PSS per idle worker at the largest
+/// worker count, for processes and threads.
+fn headline(data: &Data) -> Headline {
+    let most = data.idle.iter().map(|r| r.workers).max();
+    let pss = |kind| {
+        data.idle
+            .iter()
+            .find(|r| r.kind == kind && Some(r.workers) == most)
+            .map(|r| r.per_worker_kib.pss.median)
+    };
+    let (procs, threads) = (pss(Kind::Procs), pss(Kind::Threads));
+    let n = most.unwrap_or(0);
+    crate::report::headline()
+        .add(
+            "process_pss_kib",
+            &format!("PSS per idle process, {n} workers"),
+            procs,
+            "KiB",
+        )
+        .add(
+            "thread_pss_kib",
+            &format!("PSS per idle thread, {n} workers"),
+            threads,
+            "KiB",
+        )
+        .add(
+            "process_over_thread",
+            "a process's PSS over a thread's",
+            procs.zip(threads).map(|(p, t)| p / t),
+            "x",
+        )
+        .build()
 }
 
 fn idle_table(d: &Data) -> Table {

@@ -18,11 +18,12 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "fork-vs-thread",
     about: "fork.c vs thread.c: N workers print COUNT lines each (article 000)",
+    all_args: &[],
     run: main,
 };
 
@@ -198,7 +199,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             "--full runs the article's grids; it does not take --procs",
         ));
     }
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let grids = if args.procs.is_empty() {
         article_grids(args.common.full)
     } else {
@@ -252,6 +253,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables: data.grids.iter().flat_map(|g| tables(g, &programs)).collect(),
         charts: data.grids.iter().filter_map(chart).collect(),
         data,
@@ -355,6 +357,77 @@ fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
     let ratios: Vec<f64> =
         a.iter().zip(b).map(|(a, b)| a.wall_s / b.wall_s).collect();
     Summary::of(&ratios).map(|s| s.median)
+}
+
+/// The figures the claims are judged on: fork's time over thread's across
+/// every setting, at the largest COUNT, and how straight time grows with P.
+fn headline(data: &Data) -> Headline {
+    let rows = || data.grids.iter().flat_map(|g| &g.rows);
+    let ratios: Vec<f64> =
+        rows().filter_map(|r| paired_ratio(r, "fork", "thread")).collect();
+    let all = Summary::of(&ratios);
+    let count = data.grids.iter().find(|g| g.name == "count");
+    let last = count.and_then(|g| g.rows.iter().max_by_key(|r| r.setting.count));
+    let workers = data.grids.iter().find(|g| g.name == "workers");
+    let fit = |program: &str| {
+        let g = workers?;
+        let points: Vec<(f64, f64)> = g
+            .rows
+            .iter()
+            .filter_map(|r| {
+                let p = r.programs.iter().find(|p| p.program == program)?;
+                Some((f64::from(r.setting.procs), p.wall_s.median))
+            })
+            .collect();
+        labkit::stats::r_squared(&points)
+    };
+    crate::report::headline()
+        .add(
+            "fork_over_thread",
+            "fork's time over thread's, median over every setting",
+            all.map(|s| s.median),
+            "x",
+        )
+        .add(
+            "fork_over_thread_min",
+            "the same, lowest setting",
+            all.map(|s| s.min),
+            "x",
+        )
+        .add(
+            "fork_over_thread_max",
+            "the same, highest setting",
+            all.map(|s| s.max),
+            "x",
+        )
+        .add(
+            "fork_over_thread_at_largest_count",
+            &format!(
+                "fork's time over thread's at P = 255, COUNT = {}",
+                last.map_or(0, |r| r.setting.count)
+            ),
+            last.and_then(|r| paired_ratio(r, "fork", "thread")),
+            "x",
+        )
+        .add(
+            "workers_r2_min",
+            "R² of a straight line through time against P, the worse of the two",
+            fit("fork").zip(fit("thread")).map(|(a, b)| a.min(b)),
+            "",
+        )
+        .add(
+            "workers_r2_fork",
+            "fork: R² of a straight line through time against P",
+            fit("fork"),
+            "",
+        )
+        .add(
+            "workers_r2_thread",
+            "thread: R² of a straight line through time against P",
+            fit("thread"),
+            "",
+        )
+        .build()
 }
 
 /// The grid's table: the setting, the times (median and range), and the

@@ -18,6 +18,9 @@ pub struct Experiment {
     /// The `lab run` name, also the book chapter's file name.
     pub name: &'static str,
     pub about: &'static str,
+    /// Its options under `lab run all`: lighter settings where its own
+    /// default would not fit all of them in a few minutes on 2 cores.
+    pub all_args: &'static [&'static str],
     /// Parse the experiment's own arguments (the first is the command name)
     /// and run it.
     pub run: fn(Vec<OsString>) -> labkit::Result<()>,

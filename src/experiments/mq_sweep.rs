@@ -22,11 +22,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "mq-sweep",
     about: "message-queue broker: throughput and switching vs threads per pool (article 004)",
+    all_args: &[],
     run: main,
 };
 
@@ -77,7 +78,8 @@ struct Args {
     no_event_loop: bool,
 
     /// Cost of one context switch in microseconds, instead of taking it
-    /// from results/ctx-switch/ctx-switch.json or measuring it here
+    /// from this run's or the reference run's ctx-switch results, or
+    /// measuring it here
     #[arg(long, value_name = "US", value_parser = seconds)]
     switch_cost_us: Option<f64>,
 }
@@ -179,7 +181,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     if args.receivers < u32::from(args.queues) {
         return Err(Error::usage("--receivers must be at least --queues"));
     }
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let bins = programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
     let switch_cost = match args.switch_cost_us {
@@ -223,6 +225,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables: tables(&data),
         charts: charts(&data),
         data,
@@ -394,6 +397,59 @@ fn article(threads: u32) -> (&'static str, &'static str) {
 }
 // ANCHOR_END: article
 
+/// The figures the claims are judged on: throughput and switching share at
+/// 10 and 100 threads per pool, the best pool size, the event loop.
+fn headline(data: &Data) -> Headline {
+    let pool = |n| data.rows.iter().find(|r| r.mode == "threads" && r.threads == n);
+    let rate = |n| pool(n).map(|r| r.messages_per_s.median);
+    let share = |n| pool(n).map(|r| r.switch_share_pct.median);
+    let best =
+        data.rows.iter().filter(|r| r.mode == "threads").max_by(|a, b| {
+            a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
+        });
+    let event = data.rows.iter().find(|r| r.mode == "event-loop");
+    crate::report::headline()
+        .add("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
+        .add("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
+        .add(
+            "ten_over_hundred",
+            "throughput at 10 threads per pool over 100",
+            rate(10).zip(rate(100)).map(|(a, b)| a / b),
+            "x",
+        )
+        .add(
+            "switch_share_10",
+            "switching's share of broker CPU, 10 threads",
+            share(10),
+            "%",
+        )
+        .add(
+            "switch_share_100",
+            "switching's share of broker CPU, 100 threads",
+            share(100),
+            "%",
+        )
+        .add(
+            "best_pool",
+            "threads per pool at the best throughput",
+            best.map(|r| f64::from(r.threads)),
+            "",
+        )
+        .add(
+            "best_pool_messages_per_s",
+            "throughput at the best pool size",
+            best.map(|r| r.messages_per_s.median),
+            "msg/s",
+        )
+        .add(
+            "event_loop_messages_per_s",
+            "the epoll event loop",
+            event.map(|r| r.messages_per_s.median),
+            "msg/s",
+        )
+        .build()
+}
+
 /// Two tables, each fitting the book's column with one line per row: the
 /// throughput and switching the chapter compares with 2006 (each column
 /// beside the article's figure), then the broker's CPU and the latency.
@@ -540,8 +596,7 @@ fn charts(d: &Data) -> Vec<(String, Chart)> {
 /// CPU time; unpinned figures include waiting for the other CPU to wake),
 /// with the pipe calls' own cost subtracted when that is positive.
 fn from_ctx_switch() -> Option<SwitchCost> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("results/ctx-switch/ctx-switch.json");
+    let path = crate::runs::earlier_result("ctx-switch")?;
     parse_ctx_switch(&std::fs::read_to_string(path).ok()?)
 }
 
@@ -579,9 +634,7 @@ fn parse_ctx_switch(text: &str) -> Option<SwitchCost> {
         .unwrap_or("?");
     Some(SwitchCost {
         us,
-        source: format!(
-            "from results/ctx-switch/ctx-switch.json (threads, pin {pin}, {key})"
-        ),
+        source: format!("from the ctx-switch results (threads, pin {pin}, {key})"),
     })
 }
 
@@ -638,8 +691,7 @@ fn measure_switch() -> SwitchCost {
         us,
         source: format!(
             "measured here: two threads bouncing a byte over socketpairs, {place}, \
-             {PING_PONGS} round trips, {how} (results/ctx-switch/ctx-switch.json \
-             not found)"
+             {PING_PONGS} round trips, {how} (no ctx-switch results found)"
         ),
     }
 }

@@ -30,11 +30,12 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "pipe-speed",
     about: "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
+    all_args: &[],
     run: main,
 };
 
@@ -252,7 +253,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             "--full runs the article's block list; it does not take --blocks",
         ));
     }
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let scratch = tempfile::Builder::new()
         .prefix("lab-pipe-speed-")
         .tempdir()
@@ -363,7 +364,13 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             text.join("\n")
         )
     });
-    let report = Report { header, tables, charts: charts(&data), data };
+    let report = Report {
+        header,
+        headline: headline(&data),
+        tables,
+        charts: charts(&data),
+        data,
+    };
     report.publish(&args.common, &out)?;
     // The comparison with C on its own, for the book.
     match vs_c {
@@ -936,6 +943,98 @@ fn pair_name(c: &Comparison) -> String {
     } else {
         c.program.to_string()
     }
+}
+
+/// The figures the claims are judged on: the pipe's buffer, the two-thread
+/// pipe's peak and its rate at the largest block, named against unnamed.
+fn headline(data: &Data) -> Headline {
+    let variant = |key| data.variants.iter().find(|v| v.key == key);
+    let pipe = variant("pipe");
+    let peak = pipe.and_then(|v| {
+        v.points
+            .iter()
+            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
+    });
+    let largest = pipe.and_then(|v| v.points.iter().max_by_key(|p| p.block_bytes));
+    let one = variant("pipespeed2").and_then(|v| {
+        v.points.iter().map(|p| p.mb_per_s.median).max_by(f64::total_cmp)
+    });
+    // Named over unnamed at every block size both measured.
+    let fifo_ratios: Vec<f64> = variant("fifo")
+        .zip(pipe)
+        .map(|(fifo, pipe)| {
+            fifo.points
+                .iter()
+                .filter_map(|f| {
+                    let p = pipe
+                        .points
+                        .iter()
+                        .find(|p| p.block_bytes == f.block_bytes)?;
+                    Some(f.mb_per_s.median / p.mb_per_s.median)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let fifo = Summary::of(&fifo_ratios);
+    crate::report::headline()
+        .add(
+            "pipe_buffer_bytes",
+            "a new pipe's buffer (F_GETPIPE_SZ)",
+            data.pipe.default_buffer_bytes as f64,
+            "bytes",
+        )
+        .add(
+            "one_thread_peak_mb_s",
+            "pipespeed2 (one thread): best rate",
+            one,
+            "MB/s",
+        )
+        .add(
+            "two_threads_peak_mb_s",
+            "pipespeed2t (two threads): best rate",
+            peak.map(|p| p.mb_per_s.median),
+            "MB/s",
+        )
+        .add(
+            "two_threads_peak_block",
+            "pipespeed2t: block size of the best rate",
+            peak.map(|p| p.block_bytes as f64),
+            "bytes",
+        )
+        .add(
+            "two_threads_largest_mb_s",
+            &format!(
+                "pipespeed2t: rate at the largest block ({} bytes)",
+                largest.map_or(0, |p| p.block_bytes)
+            ),
+            largest.map(|p| p.mb_per_s.median),
+            "MB/s",
+        )
+        .add(
+            "two_threads_largest_over_peak",
+            "pipespeed2t: rate at the largest block over the best rate",
+            largest.zip(peak).map(|(l, p)| l.mb_per_s.median / p.mb_per_s.median),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe",
+            "named pipe's rate over the unnamed pipe's, median over block sizes",
+            fifo.map(|s| s.median),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe_min",
+            "the same, lowest block size",
+            fifo.map(|s| s.min),
+            "x",
+        )
+        .add(
+            "fifo_over_pipe_max",
+            "the same, highest block size",
+            fifo.map(|s| s.max),
+            "x",
+        )
+        .build()
 }
 
 fn charts(data: &Data) -> Vec<(String, Chart)> {

@@ -32,11 +32,12 @@ use nix::unistd::{ForkResult, Pid, fork};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "spawn-methods",
     about: "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
+    all_args: &[],
     run: main,
 };
 
@@ -185,7 +186,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             args.exec.display()
         )));
     }
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let exec = Exec::new(&args.exec)?;
     // Check the tiny program once, outside any timing.
     run_method(Method::ForkExec, 1, &exec, None)?;
@@ -308,6 +309,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     write_bars(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables: vec![methods_table(&data), rss_table(&data), placement_table(&data)],
         charts: charts(&data),
         data,
@@ -695,6 +697,16 @@ fn us_cell(s: &Summary) -> String {
         1
     };
     with_range(s.median, s.min, s.max, digits)
+}
+
+/// Each method's cost, keyed by its short name.
+fn headline(data: &Data) -> Headline {
+    let mut h = crate::report::headline();
+    for r in &data.methods {
+        let key = format!("{}_us", crate::report::slug(&r.method));
+        h = h.add(&key, &r.method, r.us.median, "µs");
+    }
+    h.build()
 }
 
 fn methods_table(d: &Data) -> Table {

@@ -22,11 +22,12 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "thread-limits",
     about: "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (article 000)",
+    all_args: &[],
     run: main,
 };
 
@@ -138,7 +139,7 @@ const NOBODY: u32 = 65534;
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = Args::parse_from(argv);
-    let out = args.common.out_dir(EXPERIMENT.name)?;
+    let out = args.common.start(EXPERIMENT.name)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = labkit::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
@@ -220,6 +221,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
+        headline: headline(&data),
         tables: vec![
             stack_table(&data),
             program_table(&data),
@@ -425,6 +427,68 @@ fn stopped(probes: &[Probe]) -> String {
     names.sort_unstable();
     names.dedup();
     if names.is_empty() { "-".into() } else { names.join(", ") }
+}
+
+/// The figures the claims are judged on: threads that fit in the article's
+/// 3 GiB at 8 MiB and 1 MiB stacks, and whether `ulimit -s 1024` let the
+/// thread program create all it asked for.
+fn headline(data: &Data) -> Headline {
+    let created = |size: u64, std: bool| {
+        let row = data.stacks.iter().find(|r| r.stack_size == size)?;
+        let probes = if std { &row.std } else { &row.pthread };
+        let counts: Vec<f64> =
+            probes.iter().filter_map(|p| p.created).map(f64::from).collect();
+        Summary::of(&counts).map(|s| s.median)
+    };
+    let predicted = data
+        .stacks
+        .iter()
+        .find(|r| r.stack_size == 8 << 20)
+        .map(|r| r.predicted as f64);
+    let fixed: Vec<&ProgramRun> =
+        data.program.iter().filter(|r| r.setting == "ulimit -s 1024").collect();
+    let all_ok = (!fixed.is_empty()).then(|| {
+        fixed.iter().filter(|r| r.ended == "exit 0").count() as f64
+            / fixed.len() as f64
+    });
+    crate::report::headline()
+        .add(
+            "threads_at_8m",
+            "pthread_create, 8 MiB stacks in 3 GiB",
+            created(8 << 20, false),
+            "",
+        )
+        .add(
+            "std_threads_at_8m",
+            "std::thread, 8 MiB stacks in 3 GiB",
+            created(8 << 20, true),
+            "",
+        )
+        .add(
+            "predicted_at_8m",
+            "the article's arithmetic, 3 GiB / 8 MiB",
+            predicted,
+            "",
+        )
+        .add(
+            "threads_at_256k",
+            "pthread_create, 256 KiB stacks (capped at --max)",
+            created(256 << 10, false),
+            "",
+        )
+        .add(
+            "threads_at_1m",
+            "pthread_create, 1 MiB stacks in 3 GiB",
+            created(1 << 20, false),
+            "",
+        )
+        .add(
+            "ulimit_s_1024_ok",
+            "share of thread runs under `ulimit -s 1024` that created every thread",
+            all_ok,
+            "",
+        )
+        .build()
 }
 
 fn stack_table(d: &Data) -> Table {

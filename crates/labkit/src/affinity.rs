@@ -16,6 +16,62 @@ pub fn allowed_cpus() -> Result<Vec<usize>> {
     Ok((0..CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
 }
 
+/// Parse a CPU list as the kernel writes one (`0`, `0-3`, `0,2-3`).
+pub fn parse_list(text: &str) -> std::result::Result<Vec<usize>, String> {
+    let bad = || format!("'{text}' is not a CPU list like 0, 0-3 or 0,2-3");
+    let mut cpus = Vec::new();
+    for part in text.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        let lo: usize = lo.trim().parse().map_err(|_| bad())?;
+        let hi: usize = hi.trim().parse().map_err(|_| bad())?;
+        if lo > hi || hi >= CpuSet::count() {
+            return Err(bad());
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// Write `cpus` as the kernel does: `0-3,6`.
+pub fn format_list(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+/// Confine this process to `cpus`: every thread and child it starts from
+/// now on inherits the mask. Call it before starting any thread.
+pub fn confine(cpus: &[usize]) -> Result<()> {
+    let allowed = allowed_cpus()?;
+    if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
+        return Err(Error::usage(format!(
+            "CPU {c} is not one this process may use ({})",
+            format_list(&allowed)
+        )));
+    }
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c).map_err(|e| Error::usage(describe_errno(e)))?;
+    }
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(|e| {
+        Error::failed(format!("sched_setaffinity: {}", describe_errno(e)))
+    })
+}
+
 /// Pin task `tid` (a process, or one thread of one) to `cpu`.
 pub fn pin_task(tid: i32, cpu: usize) -> Result<()> {
     let mut set = CpuSet::new();
@@ -82,6 +138,17 @@ pub fn children(pid: u32) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_parse_and_print_like_the_kernel() {
+        assert_eq!(parse_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_list("0-2,5,4").unwrap(), vec![0, 1, 2, 4, 5]);
+        assert!(parse_list("2-1").is_err());
+        assert!(parse_list("x").is_err());
+        assert!(parse_list("").is_err());
+        assert_eq!(format_list(&[0, 1, 2, 4, 5, 7]), "0-2,4-5,7");
+        assert_eq!(format_list(&[]), "");
+    }
 
     #[test]
     fn finds_threads_children_and_cpus() {

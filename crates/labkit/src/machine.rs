@@ -93,25 +93,40 @@ fn virtualization() -> String {
     if flagged { "yes".into() } else { "unknown".into() }
 }
 
+/// The commit of the lab's own checkout (wherever `lab` was started from),
+/// `-dirty` when [`uncommitted`] finds changes.
 fn commit() -> String {
-    let Some(head) = output("git", &["rev-parse", "--short=12", "HEAD"]) else {
+    let dir = crate::results::checkout();
+    let Some(head) = git(&dir, &["rev-parse", "--short=12", "HEAD"]) else {
         return "unknown".into();
     };
-    // Changes under results/ do not count: they are this lab's output, and
-    // the second run of `just results` would otherwise see the first's.
-    let dirty = output(
-        "git",
-        &[
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ":/",
-            ":(top,exclude)results",
-        ],
-    )
-    .is_some_and(|s| !s.is_empty());
-    if dirty { format!("{head}-dirty") } else { head }
+    match uncommitted(&dir) {
+        Some(files) if !files.is_empty() => format!("{head}-dirty"),
+        _ => head,
+    }
+}
+
+/// The uncommitted changes of checkout `dir`, tracked or not (`git status
+/// --porcelain` lines), `None` outside a git checkout. Changes under
+/// `results/` do not count: they are this lab's output, and the second run
+/// of `just results` would otherwise see the first's.
+pub fn uncommitted(dir: &std::path::Path) -> Option<Vec<String>> {
+    let args = ["status", "--porcelain", "--", ".", ":(exclude)results"];
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(text.lines().map(str::to_string).collect())
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!text.is_empty()).then_some(text)
 }
 
 /// A command's trimmed stdout; `systemd-detect-virt` prints `none` and

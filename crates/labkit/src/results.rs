@@ -16,6 +16,40 @@ pub struct Header {
     /// The command line that produced the file, to re-run it.
     pub command: String,
     pub machine: Machine,
+    /// The runner's settings for this run (absent in files written before
+    /// they were recorded).
+    #[serde(default)]
+    pub settings: Settings,
+}
+
+/// How a run was made: what `lab compare` names when two runs differ.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Rounds per setting.
+    pub rounds: u32,
+    /// The articles' complete grid (`--full`) or the quick one.
+    pub full: bool,
+    /// The `--cpus` list the run was confined to, if any.
+    pub cpus: Option<String>,
+    /// The CPUs the runner was allowed to use (`Cpus_allowed_list`).
+    pub cpus_allowed: String,
+    /// How many CPUs that is.
+    pub cpu_count: usize,
+    /// The sub-run's name (`--variant`), if any.
+    pub variant: Option<String>,
+    /// Written by the reference command, from a clean commit.
+    pub reference: bool,
+}
+
+/// The lab's checkout: where `runs/` and `results/` live and whose commit a
+/// run records. `LAB_CHECKOUT` overrides it (the tests use a scratch
+/// repository).
+pub fn checkout() -> PathBuf {
+    let dir = match std::env::var_os("LAB_CHECKOUT") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+    };
+    std::fs::canonicalize(&dir).unwrap_or(dir)
 }
 
 impl Header {
@@ -25,6 +59,7 @@ impl Header {
             experiment: experiment.to_string(),
             command: format!("lab {}", args.join(" ")),
             machine: Machine::capture(),
+            settings: Settings::default(),
         }
     }
 }

@@ -36,8 +36,36 @@ impl Summary {
     }
 }
 
+/// How well a straight line fits `points` (x, y): the coefficient of
+/// determination R² of the least-squares line, 1 for a perfect fit. `None`
+/// for fewer than three points or when y does not vary.
+pub fn r_squared(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 3 {
+        return None;
+    }
+    let (mx, my) =
+        points.iter().fold((0.0, 0.0), |(sx, sy), (x, y)| (sx + x / n, sy + y / n));
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let syy: f64 = points.iter().map(|(_, y)| (y - my) * (y - my)).sum();
+    if sxx == 0.0 || syy == 0.0 {
+        return None;
+    }
+    Some(sxy * sxy / (sxx * syy))
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn r_squared_is_one_on_a_line_and_low_off_it() {
+        let line = [(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)];
+        assert!((super::r_squared(&line).unwrap() - 1.0).abs() < 1e-12);
+        let bent = [(1.0, 1.0), (2.0, 9.0), (3.0, 1.0), (4.0, 9.0)];
+        assert!(super::r_squared(&bent).unwrap() < 0.5);
+        assert_eq!(super::r_squared(&line[..2]), None);
+    }
+
     use super::*;
 
     #[test]

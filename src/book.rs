@@ -1,0 +1,219 @@
+//! The book's preprocessor (`mdbook-lab`): it fills the chapters from the
+//! committed reference run, so that no figure about today's machine is
+//! typed into the prose.
+//!
+//! - `{{#result EXP/FILE}}` is replaced by the file `FILE` of the reference
+//!   run's folder `EXP` (a table, a chart), e.g.
+//!   `{{#result fork-vs-thread/tables.md}}`.
+//! - `{{#figure EXP[/SUB] /json/pointer [DECIMALS]}}` is replaced by the
+//!   value at that JSON pointer in the reference file
+//!   `EXP[/SUB]/EXP.json`, e.g.
+//!   `{{#figure create-destroy /headline/fork_us/value 0}}`.
+//!
+//! A directive that names a file or a pointer that is not there fails the
+//! build: a chapter cannot quote a figure the reference does not have.
+
+use std::path::{Path, PathBuf};
+
+use labkit::{Error, Result};
+use serde_json::Value;
+
+/// Expand every directive in `text` against reference folder `reference`.
+pub fn expand(text: &str, reference: &Path) -> Result<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{#") {
+        let (before, from) = rest.split_at(start);
+        out.push_str(before);
+        let Some(end) = from.find("}}") else {
+            out.push_str(from);
+            return Ok(out);
+        };
+        let inner = &from[3..end];
+        let mut words = inner.split_whitespace();
+        match words.next() {
+            Some("result") => {
+                let file = words.next().ok_or_else(|| bad(inner))?;
+                out.push_str(&result(reference, file)?);
+            }
+            Some("figure") => {
+                let folder = words.next().ok_or_else(|| bad(inner))?;
+                let pointer = words.next().ok_or_else(|| bad(inner))?;
+                let decimals = match words.next() {
+                    Some(d) => Some(d.parse::<usize>().map_err(|_| bad(inner))?),
+                    None => None,
+                };
+                out.push_str(&figure(reference, folder, pointer, decimals)?);
+            }
+            // {{#include}} and the like are mdBook's own.
+            _ => out.push_str(&from[..end + 2]),
+        }
+        rest = &from[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn bad(directive: &str) -> Error {
+    Error::failed(format!("malformed directive {{{{#{directive}}}}}"))
+}
+
+fn result(reference: &Path, file: &str) -> Result<String> {
+    if file.split('/').any(|part| part == "..") {
+        return Err(Error::failed(format!(
+            "{{{{#result {file}}}}}: no '..' allowed"
+        )));
+    }
+    let path = reference.join(file);
+    std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))
+}
+
+fn figure(
+    reference: &Path,
+    folder: &str,
+    pointer: &str,
+    decimals: Option<usize>,
+) -> Result<String> {
+    let experiment = folder.split('/').next().unwrap_or(folder);
+    let path = reference.join(folder).join(format!("{experiment}.json"));
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
+    let json: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
+    let value = json.pointer(pointer).ok_or_else(|| {
+        Error::failed(format!("{}: no value at {pointer}", path.display()))
+    })?;
+    Ok(match (value, decimals) {
+        (Value::Number(n), Some(d)) => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            format!("{x:.d$}")
+        }
+        (Value::String(s), _) => s.clone(),
+        (other, _) => other.to_string(),
+    })
+}
+
+/// The reference folder for the book at `root` (the folder of book.toml).
+pub fn reference_for(root: &Path) -> Result<PathBuf> {
+    let results = root.join("../results");
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(&results)
+        .map_err(|e| Error::io(results.display(), e))?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            e.file_name().to_str().is_some_and(|n| n.as_bytes()[0].is_ascii_digit())
+        })
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    runs.pop().ok_or_else(|| {
+        Error::failed(format!("no reference run in {}", results.display()))
+    })
+}
+
+/// Walk mdBook's JSON book and expand every chapter's content.
+pub fn expand_book(book: &mut Value, reference: &Path) -> Result<()> {
+    match book {
+        Value::Object(map) => {
+            if let Some(Value::Object(chapter)) = map.get_mut("Chapter") {
+                let name =
+                    chapter.get("name").and_then(Value::as_str).unwrap_or("?");
+                let name = name.to_string();
+                if let Some(Value::String(content)) = chapter.get_mut("content") {
+                    *content = expand(content, reference).map_err(|e| {
+                        Error::failed(format!("chapter '{name}': {e}"))
+                    })?;
+                }
+            }
+            for v in map.values_mut() {
+                expand_book(v, reference)?;
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                expand_book(v, reference)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The preprocessor's protocol: `mdbook-lab supports RENDERER` answers yes;
+/// otherwise read `[context, book]` on stdin and write the book on stdout.
+pub fn main(args: Vec<String>) -> Result<()> {
+    if args.get(1).map(String::as_str) == Some("supports") {
+        return Ok(());
+    }
+    let input: Value = serde_json::from_reader(std::io::stdin())
+        .map_err(|e| Error::failed(format!("cannot read mdBook's input: {e}")))?;
+    let Value::Array(mut parts) = input else {
+        return Err(Error::failed("mdBook's input is not [context, book]"));
+    };
+    if parts.len() != 2 {
+        return Err(Error::failed("mdBook's input is not [context, book]"));
+    }
+    let mut book = parts.pop().expect("two parts");
+    let root = parts[0]
+        .get("root")
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::failed("mdBook's context has no root"))?;
+    let reference = reference_for(Path::new(root))?;
+    expand_book(&mut book, &reference)?;
+    let text = serde_json::to_string(&book)
+        .map_err(|e| Error::failed(format!("cannot encode the book: {e}")))?;
+    labkit::error::print(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reference() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let exp = dir.path().join("demo");
+        std::fs::create_dir_all(exp.join("cpu0")).unwrap();
+        std::fs::write(exp.join("tables.md"), "| a |\n").unwrap();
+        std::fs::write(
+            exp.join("demo.json"),
+            r#"{"headline": {"x": {"value": 1.23456}}, "name": "plain"}"#,
+        )
+        .unwrap();
+        std::fs::write(exp.join("cpu0/demo.json"), r#"{"n": 7}"#).unwrap();
+        dir
+    }
+
+    #[test]
+    fn directives_expand_from_the_reference() {
+        let r = reference();
+        let text = "T {{#result demo/tables.md}} f={{#figure demo /headline/x/value 2}} \
+                    n={{#figure demo/cpu0 /n}} s={{#figure demo /name}} \
+                    {{#include other.md}}";
+        let got = expand(text, r.path()).unwrap();
+        assert_eq!(got, "T | a |\n f=1.23 n=7 s=plain {{#include other.md}}");
+    }
+
+    #[test]
+    fn a_missing_file_or_pointer_fails_the_build() {
+        let r = reference();
+        let err = expand("{{#figure demo /nope}}", r.path()).unwrap_err();
+        assert!(err.message.contains("no value at /nope"), "{err}");
+        assert!(expand("{{#result demo/none.md}}", r.path()).is_err());
+        assert!(expand("{{#result ../etc/passwd}}", r.path()).is_err());
+        assert!(expand("{{#figure demo}}", r.path()).is_err());
+    }
+
+    #[test]
+    fn the_book_json_is_walked_into_sub_chapters() {
+        let r = reference();
+        let mut book = serde_json::json!({"items": [{"Chapter": {
+            "name": "a", "content": "{{#figure demo /name}}",
+            "sub_items": [{"Chapter": {"name": "b",
+                "content": "{{#figure demo/cpu0 /n}}", "sub_items": []}}]
+        }}, "Separator"]});
+        expand_book(&mut book, r.path()).unwrap();
+        let sub = &book["items"][0]["Chapter"]["sub_items"][0]["Chapter"]["content"];
+        assert_eq!(sub, "7");
+        assert_eq!(book["items"][0]["Chapter"]["content"], "plain");
+    }
+}

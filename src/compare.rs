@@ -1,0 +1,283 @@
+//! `lab compare [RUN] [AGAINST]`: a run beside another, by default your
+//! latest run beside the reference the book shows. For each experiment the
+//! headline figures side by side with their ratio, and every setting that
+//! differs; then the then-and-now table of RUN.
+
+use std::path::{Path, PathBuf};
+
+use labkit::results::Settings;
+use labkit::{Error, Result};
+use serde::Serialize;
+
+use crate::claims;
+use crate::report::Published;
+use crate::runs;
+
+/// Find a run: a folder path, or the name of a folder under `runs/` or
+/// `results/`.
+pub fn resolve(name: &str) -> Result<PathBuf> {
+    let as_path = PathBuf::from(name);
+    for dir in
+        [as_path, runs::runs_root().join(name), runs::results_root().join(name)]
+    {
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+    }
+    Err(Error::usage(format!(
+        "no run '{name}': give a run folder, or a name under {} or {}",
+        runs::runs_root().display(),
+        runs::results_root().display()
+    )))
+}
+
+/// One experiment (or sub-run) in the comparison.
+#[derive(Debug, Serialize)]
+pub struct Entry {
+    /// `NAME` or `NAME/VARIANT`.
+    pub results: String,
+    /// Set when one side lacks it.
+    pub missing: Option<String>,
+    /// (setting, run, against) for each setting that differs.
+    pub differences: Vec<(String, String, String)>,
+    pub figures: Vec<FigureRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FigureRow {
+    pub key: String,
+    pub label: String,
+    pub unit: String,
+    pub run: Option<f64>,
+    pub against: Option<f64>,
+    /// run / against.
+    pub ratio: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Comparison {
+    pub run: String,
+    pub against: String,
+    pub entries: Vec<Entry>,
+    pub claims: Vec<claims::Row>,
+}
+
+/// The result folders of a run, `NAME` and `NAME/VARIANT`, in the book's
+/// order of experiments.
+fn folders(run: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in crate::experiments::ALL {
+        let dir = run.join(e.name);
+        if dir.join(format!("{}.json", e.name)).is_file() {
+            found.push(e.name.to_string());
+        }
+        let mut subs: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.ok())
+            .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|d| d.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .filter(|n| dir.join(n).join(format!("{}.json", e.name)).is_file())
+            .collect();
+        subs.sort();
+        found.extend(subs.into_iter().map(|s| format!("{}/{s}", e.name)));
+    }
+    found
+}
+
+fn read(run: &Path, folder: &str) -> Result<Option<Published>> {
+    let experiment = folder.split('/').next().unwrap_or(folder);
+    Published::read(&run.join(folder), experiment)
+}
+
+/// The settings that differ between two results, named.
+pub fn differences(a: &Published, b: &Published) -> Vec<(String, String, String)> {
+    let (ma, mb) = (&a.header.machine, &b.header.machine);
+    let (sa, sb): (&Settings, &Settings) = (&a.header.settings, &b.header.settings);
+    let cpus = |s: &Settings| s.cpus.clone().unwrap_or_else(|| "(all)".into());
+    let pairs = [
+        ("CPU", ma.cpu_model.clone(), mb.cpu_model.clone()),
+        ("logical CPUs", ma.logical_cpus.to_string(), mb.logical_cpus.to_string()),
+        ("memory MiB", ma.memory_mib.to_string(), mb.memory_mib.to_string()),
+        ("kernel", ma.kernel.clone(), mb.kernel.clone()),
+        ("virtualisation", ma.virtualization.clone(), mb.virtualization.clone()),
+        ("rustc", ma.rustc.clone(), mb.rustc.clone()),
+        ("rounds", sa.rounds.to_string(), sb.rounds.to_string()),
+        ("--full", sa.full.to_string(), sb.full.to_string()),
+        ("--cpus", cpus(sa), cpus(sb)),
+        ("CPUs allowed", sa.cpus_allowed.clone(), sb.cpus_allowed.clone()),
+        ("command", a.header.command.clone(), b.header.command.clone()),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, x, y)| x != y)
+        .map(|(what, x, y)| (what.to_string(), x, y))
+        .collect()
+}
+
+/// Compare run folder `run` with run folder `against`.
+pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
+    let mut names = folders(run);
+    for f in folders(against) {
+        if !names.contains(&f) {
+            names.push(f);
+        }
+    }
+    let mut entries = Vec::new();
+    for folder in names {
+        let (a, b) = (read(run, &folder)?, read(against, &folder)?);
+        let mut entry = Entry {
+            results: folder,
+            missing: None,
+            differences: vec![],
+            figures: vec![],
+        };
+        match (&a, &b) {
+            (Some(a), Some(b)) => {
+                entry.differences = differences(a, b);
+                let mut keys: Vec<String> = a.headline.keys().cloned().collect();
+                keys.extend(
+                    b.headline
+                        .keys()
+                        .filter(|k| !a.headline.contains_key(*k))
+                        .cloned(),
+                );
+                for key in keys {
+                    let (fa, fb) = (a.figure(&key), b.figure(&key));
+                    let any = fa.clone().or(fb.clone()).expect("one side has it");
+                    let (va, vb) = (fa.map(|f| f.value), fb.map(|f| f.value));
+                    entry.figures.push(FigureRow {
+                        key,
+                        label: any.label,
+                        unit: any.unit,
+                        run: va,
+                        against: vb,
+                        ratio: va
+                            .zip(vb)
+                            .filter(|(_, b)| *b != 0.0)
+                            .map(|(a, b)| a / b),
+                    });
+                }
+            }
+            (Some(_), None) => {
+                entry.missing = Some("not in the run compared against".into())
+            }
+            (None, _) => entry.missing = Some("not in this run".into()),
+        }
+        entries.push(entry);
+    }
+    Ok(Comparison {
+        run: run.display().to_string(),
+        against: against.display().to_string(),
+        entries,
+        claims: claims::evaluate(run)?,
+    })
+}
+
+fn opt(v: Option<f64>, unit: &str) -> String {
+    v.map_or("-".into(), |v| claims::show(v, unit))
+}
+
+impl Comparison {
+    /// Markdown: one table per experiment, then the then-and-now table.
+    pub fn markdown(&self) -> String {
+        let mut md = format!(
+            "# `{}` against `{}`\n\nratio: this run's figure over the other's.\n",
+            self.run, self.against
+        );
+        for e in &self.entries {
+            md.push_str(&format!("\n## {}\n\n", e.results));
+            if let Some(why) = &e.missing {
+                md.push_str(&format!("Missing: {why}.\n"));
+                continue;
+            }
+            if !e.differences.is_empty() {
+                md.push_str("| setting | this run | against |\n|---|---|---|\n");
+                for (what, a, b) in &e.differences {
+                    md.push_str(&format!("| {what} | {a} | {b} |\n"));
+                }
+                md.push('\n');
+            }
+            md.push_str(
+                "| figure | this run | against | ratio |\n|---|---|---|---|\n",
+            );
+            for f in &e.figures {
+                md.push_str(&format!(
+                    "| {} | {} | {} | {} |\n",
+                    f.label.replace('|', "\\|"),
+                    opt(f.run, &f.unit),
+                    opt(f.against, &f.unit),
+                    f.ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                ));
+            }
+        }
+        let name = Path::new(&self.run)
+            .file_name()
+            .map_or(self.run.clone(), |n| n.to_string_lossy().into_owned());
+        md.push_str("\n## Then and now\n\n");
+        md.push_str(&claims::markdown(&self.claims, &name));
+        md
+    }
+
+    /// Plain text for the terminal.
+    pub fn text(&self) -> String {
+        let mut out = format!("{}\n  against {}\n", self.run, self.against);
+        for e in &self.entries {
+            out.push_str(&format!("\n{}\n", e.results));
+            if let Some(why) = &e.missing {
+                out.push_str(&format!("  missing: {why}\n"));
+                continue;
+            }
+            for (what, a, b) in &e.differences {
+                out.push_str(&format!("  differs: {what}: {a} | {b}\n"));
+            }
+            for f in &e.figures {
+                out.push_str(&format!(
+                    "  {:<56} {:>14} {:>14} {:>6}\n",
+                    f.label,
+                    opt(f.run, &f.unit),
+                    opt(f.against, &f.unit),
+                    f.ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                ));
+            }
+        }
+        out.push('\n');
+        out.push_str(&claims::text(&self.claims));
+        out
+    }
+}
+
+/// `lab compare [RUN] [AGAINST]`: print the comparison, and write
+/// `compare.md` and `compare.json` into RUN.
+pub fn main(run: Option<String>, against: Option<String>) -> Result<()> {
+    let run = match run {
+        Some(name) => resolve(&name)?,
+        None => runs::latest().ok_or_else(|| {
+            Error::usage(format!(
+                "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",
+                runs::runs_root().display()
+            ))
+        })?,
+    };
+    let against = match against {
+        Some(name) => resolve(&name)?,
+        None => runs::reference().ok_or_else(|| {
+            Error::usage(format!(
+                "no reference run in {}",
+                runs::results_root().display()
+            ))
+        })?,
+    };
+    let comparison = compare(&run, &against)?;
+    labkit::error::print(&comparison.text())?;
+    // The reference is committed: a comparison never rewrites it.
+    if run.starts_with(runs::results_root()) {
+        eprintln!("lab: {} is a reference run; comparison not saved", run.display());
+        return Ok(());
+    }
+    labkit::results::write_file(&run.join("compare.md"), &comparison.markdown())?;
+    labkit::results::write_json(&run.join("compare.json"), &comparison)?;
+    eprintln!("lab: comparison written to {}", run.join("compare.md").display());
+    Ok(())
+}

@@ -1,0 +1,363 @@
+//! Where results go: a reader's runs never touch the committed reference,
+//! runs at once each get their own folder, the reference command refuses a
+//! dirty checkout, `lab compare` and the then-and-now table, and `--cpus`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+
+use common::{bin_dir, lab};
+use serial_test::serial;
+
+const TINY: [&str; 6] = ["--procs", "2", "--counts", "3", "--rounds", "1"];
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Std::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A scratch git checkout with one commit, for `LAB_CHECKOUT`.
+fn scratch_checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q"]);
+    std::fs::write(dir.path().join("README"), "scratch\n").unwrap();
+    git(dir.path(), &["add", "README"]);
+    git(
+        dir.path(),
+        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one"],
+    );
+    dir
+}
+
+/// The folder a run said it wrote ("lab: results written to DIR").
+fn written_to(stderr: &[u8]) -> PathBuf {
+    let text = String::from_utf8_lossy(stderr);
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("lab: results written to "))
+        .unwrap_or_else(|| panic!("no 'results written to' line in: {text}"));
+    PathBuf::from(line)
+}
+
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| d.map(|e| e.unwrap().file_name().into_string().unwrap()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+#[serial(fork)]
+fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let before = git(checkout, &["status", "--porcelain"]);
+    let out = lab().args(["run", "fork-vs-thread"]).args(TINY).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let target = written_to(&out.stderr);
+    let run = target.parent().unwrap().to_path_buf();
+    let after = git(checkout, &["status", "--porcelain"]);
+    let kept = target.join("fork-vs-thread.json").is_file();
+    let table = run.join("then-and-now.md").is_file();
+    std::fs::remove_dir_all(&run).unwrap();
+    assert_eq!(before, after, "a plain run changed what git sees");
+    assert!(run.starts_with(checkout.join("runs")), "{}", run.display());
+    assert!(kept && table, "the run folder holds the results and the verdicts");
+}
+
+#[test]
+#[serial(fork)]
+fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
+    let checkout = tempfile::tempdir().unwrap();
+    let start = || {
+        Std::new(env!("CARGO_BIN_EXE_lab"))
+            .env("LAB_BIN_DIR", bin_dir())
+            .env("LAB_CHECKOUT", checkout.path())
+            .args(["run", "fork-vs-thread"])
+            .args(TINY)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (start(), start());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    for out in [&a, &b] {
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (ta, tb) = (written_to(&a.stderr), written_to(&b.stderr));
+    assert_ne!(ta, tb);
+    let runs = entries(&checkout.path().join("runs"));
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    for run in &runs {
+        let dir = checkout.path().join("runs").join(run);
+        // Whole runs only: the results, the verdicts, no staging folder.
+        assert_eq!(
+            entries(&dir),
+            ["fork-vs-thread", "then-and-now.json", "then-and-now.md"]
+        );
+        assert!(dir.join("fork-vs-thread/fork-vs-thread.json").is_file());
+    }
+}
+
+#[test]
+#[serial(fork)]
+fn a_failed_run_leaves_no_run_folder() {
+    let checkout = tempfile::tempdir().unwrap();
+    // Programs that fail at once, in place of the real ones.
+    let bins = tempfile::tempdir().unwrap();
+    for name in ["fork", "thread"] {
+        let path = bins.path().join(name);
+        std::fs::write(&path, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
+        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+    }
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_BIN_DIR", bins.path())
+        .args(["run", "fork-vs-thread"])
+        .args(TINY)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(entries(&checkout.path().join("runs")), Vec::<String>::new());
+}
+
+#[test]
+#[serial(fork)]
+fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
+    let checkout = scratch_checkout();
+    let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
+    std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
+    let reference = |dir: &Path| {
+        lab()
+            .env("LAB_CHECKOUT", dir)
+            .env("LAB_RUN_ID", "2026-01-02-test")
+            .args(["run", "fork-vs-thread", "--reference"])
+            .args(TINY)
+            .output()
+            .unwrap()
+    };
+    let out = reference(checkout.path());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("uncommitted changes") && err.contains("stray.rs"),
+        "{err}"
+    );
+    assert!(!checkout.path().join("results").exists());
+
+    std::fs::remove_file(checkout.path().join("stray.rs")).unwrap();
+    let out = reference(checkout.path());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let dir = checkout.path().join("results/2026-01-02-test");
+    let json =
+        std::fs::read_to_string(dir.join("fork-vs-thread/fork-vs-thread.json"))
+            .unwrap();
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["machine"]["commit"], head.trim());
+    assert_eq!(json["settings"]["reference"], true);
+    assert!(dir.join("then-and-now.md").is_file());
+    // Results written by the reference command do not make it dirty.
+    let again = reference(checkout.path());
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// A hand-made results file with a header and headline figures.
+fn results(
+    run: &Path,
+    folder: &str,
+    kernel: &str,
+    cpus: usize,
+    figures: &[(&str, f64)],
+) {
+    let experiment = folder.split('/').next().unwrap();
+    let headline: serde_json::Map<String, serde_json::Value> = figures
+        .iter()
+        .map(|(k, v)| {
+            let f = serde_json::json!({"label": format!("figure {k}"), "value": v, "unit": "x"});
+            (k.to_string(), f)
+        })
+        .collect();
+    let doc = serde_json::json!({
+        "experiment": experiment,
+        "command": "lab run x",
+        "machine": {
+            "cpu_model": "Test CPU", "logical_cpus": 2, "memory_mib": 1024,
+            "kernel": kernel, "arch": "x86_64", "rustc": "rustc 1", "virtualization": "none",
+            "hostname": "h", "date": "2026-01-01T00:00:00Z", "commit": "abc"
+        },
+        "settings": {
+            "rounds": if cpus == 1 { 3 } else { 5 }, "full": false,
+            "cpus": if cpus == 1 { Some("0") } else { None },
+            "cpus_allowed": if cpus == 1 { "0" } else { "0-1" }, "cpu_count": cpus,
+            "variant": null, "reference": false
+        },
+        "headline": headline,
+    });
+    let dir = run.join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(format!("{experiment}.json")), doc.to_string()).unwrap();
+}
+
+#[test]
+fn compare_puts_figures_side_by_side_and_names_what_differs() {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) =
+        (root.path().join("2026-01-01-a"), root.path().join("2026-01-01-b"));
+    results(
+        &a,
+        "fork-vs-thread",
+        "6.1",
+        2,
+        &[("fork_over_thread", 1.0), ("only_a", 4.0)],
+    );
+    results(&b, "fork-vs-thread", "2.6", 2, &[("fork_over_thread", 0.5)]);
+    // A one-CPU sub-run in A, which the one-CPU claims prefer.
+    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 3.0)]);
+    results(&b, "pipe-speed", "2.6", 2, &[("pipe_buffer_bytes", 4096.0)]);
+
+    let out = lab().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("differs: kernel: 6.1 | 2.6"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(a.join("compare.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(a.join("compare.md").is_file());
+    let entry = |name: &str| {
+        json["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["results"] == name)
+            .unwrap()
+    };
+    let plain = entry("fork-vs-thread");
+    let fig = &plain["figures"][0];
+    assert_eq!(fig["key"], "fork_over_thread");
+    assert_eq!(fig["ratio"], 2.0);
+    assert_eq!(plain["figures"][1]["against"], serde_json::Value::Null);
+    let differs: Vec<&str> = plain["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d[0].as_str().unwrap())
+        .collect();
+    assert_eq!(differs, ["kernel"]);
+    // The sub-run: only in A; and its CPUs and rounds differ from nothing.
+    assert_eq!(
+        entry("fork-vs-thread/cpu0")["missing"],
+        "not in the run compared against"
+    );
+    assert_eq!(entry("pipe-speed")["missing"], "not in this run");
+
+    // The claims, judged on A: printing-same is a one-CPU claim, so the
+    // cpu0 sub-run's 3.0 judges it, not the plain run's 1.0.
+    let claim = |id: &str| {
+        json["claims"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let printing = claim("printing-same");
+    assert_eq!(printing["today"], 3.0);
+    assert_eq!(printing["verdict"], "no-longer-holds");
+    assert_eq!(printing["judged_on"], "1 CPU");
+    assert_eq!(claim("pipe-buffer-4096")["verdict"], "not-measured");
+    assert_eq!(claim("java-337")["verdict"], "cannot-rerun");
+
+    // The same figures judged the other way: 1.0 on the one-CPU run holds.
+    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 1.0)]);
+    let out = lab().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(a.join("compare.json")).unwrap(),
+    )
+    .unwrap();
+    let printing = json["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "printing-same")
+        .unwrap();
+    assert_eq!(printing["verdict"], "holds");
+}
+
+#[test]
+fn compare_without_runs_says_what_is_missing() {
+    let checkout = tempfile::tempdir().unwrap();
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no run of yours"), "{err}");
+    let out = lab().args(["compare", "no-such-run"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+}
+
+#[test]
+#[serial(fork)]
+fn cpus_confines_the_programs_and_is_recorded() {
+    // Stand-ins that record the CPUs they may use, then run the real
+    // program: what `--cpus` gave the runner's children.
+    let bins = tempfile::tempdir().unwrap();
+    let record = bins.path().join("cpus.txt");
+    for name in ["fork", "thread"] {
+        let path = bins.path().join(name);
+        let real = bin_dir().join(name);
+        let script = format!(
+            "#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status >> {}\nexec {} \"$@\"\n",
+            record.display(),
+            real.display()
+        );
+        std::fs::write(&path, script).unwrap();
+        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+    }
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = lab()
+        .env("LAB_BIN_DIR", bins.path())
+        .args(["run", "fork-vs-thread", "--cpus", "0", "--json", "--out"])
+        .arg(out_dir.path())
+        .args(TINY)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(seen.lines().count(), 2, "{seen}");
+    for line in seen.lines() {
+        assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["settings"]["cpus"], "0");
+    assert_eq!(json["settings"]["cpus_allowed"], "0");
+    assert_eq!(json["settings"]["cpu_count"], 1);
+
+    let bad =
+        lab().args(["run", "fork-vs-thread", "--cpus", "9999"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn run_all_takes_only_cpus() {
+    let out = lab().args(["run", "all", "--rounds", "3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("only --cpus"), "{err}");
+    lab().args(["run", "all", "--help"]).assert().success();
+}
