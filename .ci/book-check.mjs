@@ -2,8 +2,9 @@
 // (book/book) in headless Chromium and fails a chapter when
 //   - it does not render (no page, an HTTP error, a script error, no heading,
 //     or a `{{#...}}` directive left in the text);
-//   - a chart its source includes (an .svg file) is missing from the page, or
-//     is wider than the page at 1280 px;
+//   - a chart its source includes (an .svg file) is missing from the page, is
+//     wider than the page at 1280 px or at 420 px, or has no light background
+//     of its own (its dark text would vanish in the dark themes);
 //   - the page itself scrolls sideways at 1280 px or at 420 px (a table may
 //     scroll inside its own box; the page may not);
 //   - a flag is printed with an en dash ("–reap": smart punctuation).
@@ -15,8 +16,9 @@
 //                           [--only CHAPTER] [--self-test]
 //
 // --self-test breaks copies of the built pages on purpose (an over-wide
-// element, an en-dash flag, a missing chart, an over-wide chart, a missing
-// page) and passes only if the check catches each one.
+// element, an en-dash flag, a missing chart, an over-wide chart, a chart
+// without a background, a leftover directive, a missing page) and passes only
+// if the check catches each one.
 // Needs Chromium (CHROMIUM, default /usr/bin/chromium) and playwright-core
 // (npm ci --prefix .ci). Without Chromium it skips, except under CI=true,
 // where it fails.
@@ -233,6 +235,21 @@ function measure() {
       if (sticking.length >= 3) break;
     }
   }
+  // A chart's dark text is readable on every theme (mdBook's coal, navy
+  // and ayu are dark) only on a light background of its own: its first
+  // shape, a rectangle covering it, filled with a light, opaque colour.
+  function hasLightCard(svg, box) {
+    const rect = svg.querySelector("rect");
+    if (!rect) return false;
+    const r = rect.getBoundingClientRect();
+    if (r.width < box.width * 0.95 || r.height < box.height * 0.95) return false;
+    const style = getComputedStyle(rect);
+    const rgb = style.fill.match(/rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?/);
+    if (!rgb) return false;
+    const alpha = (rgb[4] === undefined ? 1 : Number(rgb[4])) * Number(style.fillOpacity);
+    const luminance = (0.2126 * rgb[1] + 0.7152 * rgb[2] + 0.0722 * rgb[3]) / 255;
+    return alpha > 0.9 && Number(style.opacity) > 0.9 && luminance > 0.85;
+  }
   // Text outside code: where a flag printed with an en dash or an unexpanded
   // directive would show.
   const prose = [];
@@ -265,6 +282,7 @@ function measure() {
         text: svg.textContent.replace(/\s+/g, " ").trim(),
         width: Math.round(r.width),
         right: r.right,
+        lightCard: hasLightCard(svg, r),
       };
     }),
     sticking,
@@ -322,6 +340,14 @@ async function checkChapter(browser, base, chapter, opts) {
         problems.push(
           `chart wider than the page at 1280 px: "${c.text.slice(0, 50)}" is ${c.width} px ` +
             `in a ${wide.mainWidth} px column`,
+        );
+      }
+    }
+    for (const c of wide.charts) {
+      if (!c.lightCard) {
+        problems.push(
+          `chart without a light background of its own (unreadable in dark themes): ` +
+            `"${c.text.slice(0, 50)}"`,
         );
       }
     }
@@ -461,6 +487,12 @@ async function selfTest(browser, siteDir, list, opts) {
       chapter: withCharts,
       edit: inMain((m) => m.replace(/<svg /, '<svg style="width:1400px;max-width:none" ')),
       expect: /chart wider than the page/,
+    },
+    {
+      name: "a chart without a light background is caught",
+      chapter: withCharts,
+      edit: inMain((m) => m.replace(/<svg([^>]*)>/, '<svg$1><rect width="100%" height="100%" fill="none"/>')),
+      expect: /chart without a light background/,
     },
     {
       name: "a directive left in the text is caught",
