@@ -783,10 +783,9 @@ fn then_and_now(data: &Data) -> Table {
         ]);
     }
     t.note(
-        "Article: E. Bradford's pipe article (2001), Linux 2.4.2 on Red Hat 7.1: the \
-         buffer and the named pipe from its text, the peak and the plateau from its \
-         text on figure 4. MB = 10^6 bytes; today's figures are medians of the \
-         rounds, unpinned.",
+        "Article: Bradford (2001), figure 4 and its text (Linux 2.4.2 on Red Hat 7.1); \
+         see the book's References. MB = 10^6 bytes; today's figures are medians of \
+         the rounds, unpinned.",
     );
     t.note(format!(
         "Load average (/proc/loadavg) before the run: {}; after: {}.",
