@@ -91,8 +91,8 @@ const LARGE_BLOCKS: &[u64] = &[
 const SAMPLE_BLOCKS: &[u64] =
     &[1, 16, 64, 256, 1024, 4096, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 
-/// The article's own figures (Linux 2.4.2, Red Hat 7.1; figures 1 and 4),
-/// as its text gives them.
+/// The article's own figures (Linux 2.4.2, Red Hat 7.1; its figure 4, the
+/// two-thread program), as its text gives them.
 const ARTICLE_PIPE_BUFFER: u64 = 4096;
 const ARTICLE_PEAK_2T_MB_S: f64 = 700.0;
 const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
