@@ -40,7 +40,7 @@ fn a_tiny_run_writes_parseable_results() {
         }
     }
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
-    assert!(tables.contains("| fork / thread |"), "{tables}");
+    assert!(tables.contains("| fork/thread |"), "{tables}");
     assert!(tables.contains("lab run fork-vs-thread"), "{tables}");
     let svg = std::fs::read_to_string(dir.path().join("custom.svg")).unwrap();
     assert!(svg.starts_with("<svg"));

@@ -436,9 +436,9 @@ fn headline(data: &Data) -> Headline {
 /// column with one line per row.
 fn tables(g: &GridResult, programs: &[Program]) -> Vec<Table> {
     let ratios = [
-        ("fork / thread", "fork", "thread"),
-        ("fork / fork.c", "fork", "fork.c"),
-        ("thread / thread.c", "thread", "thread.c"),
+        ("fork/thread", "fork", "thread"),
+        ("fork/fork.c", "fork", "fork.c"),
+        ("thread/thread.c", "thread", "thread.c"),
     ];
     let with_c = programs.len() > 2;
     let ratios = &ratios[..if with_c { 3 } else { 1 }];

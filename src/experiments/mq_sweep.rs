@@ -467,17 +467,17 @@ fn tables(d: &Data) -> Vec<Table> {
     let mut t = Table::new(
         title,
         &[
-            "threads per pool",
+            "threads/pool",
             "msg/s",
             "2006 msg/s",
             "switch share %",
             "2006 switch share",
-            "switches per msg",
+            "switches/msg",
         ],
     );
     let mut cost = Table::new(
         "The broker's CPU and the messages' latency",
-        &["threads per pool", "broker CPU %", "CPU us per msg", "p50 ms", "p99 ms"],
+        &["threads/pool", "broker CPU %", "CPU us/msg", "p50 ms", "p99 ms"],
     );
     for r in &d.rows {
         let (msgs, share) =
@@ -517,7 +517,7 @@ fn tables(d: &Data) -> Vec<Table> {
     cost.note(
         "Medians of the rounds. Broker CPU % is its user+sys time (whole life, \
          set-up and drain included) over the sending window (first send to last \
-         receipt); 100% is one core. CPU us per msg: the broker's CPU time per \
+         receipt); 100% is one core. CPU us/msg: the broker's CPU time per \
          message delivered. Latency is send to receipt; at saturation (no --rate) \
          it mostly measures the messages waiting in queues and socket buffers.",
     );
@@ -535,7 +535,7 @@ fn charts(d: &Data) -> Vec<(String, Chart)> {
     let flat = |v: f64| xs.iter().map(|&x| (x, v)).collect::<Vec<_>>();
     let mut tp = Chart::new(
         "Throughput vs threads per pool",
-        "threads per pool",
+        "threads/pool",
         "messages/s (median)",
     )
     .series(
@@ -547,7 +547,7 @@ fn charts(d: &Data) -> Vec<(String, Chart)> {
     );
     let mut share = Chart::new(
         "CPU share spent switching vs threads per pool",
-        "threads per pool",
+        "threads/pool",
         "% of broker CPU (median)",
     )
     .series(
