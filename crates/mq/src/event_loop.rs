@@ -24,7 +24,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use crate::broker::log_close;
 use crate::protocol::{self, Frame, Parsed};
-use crate::{Config, Counters, Stats};
+use crate::{ACCEPT_BACKOFF, Config, Counters, Stats, Throttle};
 
 const LISTENER: u64 = u64::MAX;
 const SIGNALS: u64 = u64::MAX - 1;
@@ -104,10 +104,13 @@ pub fn run(
     };
     let mut next_id = 0u64;
     let mut deadline: Option<Instant> = None;
+    // Out of descriptors, the listener leaves the epoll set until then.
+    let mut listen_again: Option<Instant> = None;
+    let (mut no_fd, mut refused) = (Throttle::new(), Throttle::new());
     let mut events = vec![EpollEvent::empty(); 256];
     // ANCHOR: loop
     loop {
-        let timeout = if deadline.is_some() {
+        let timeout = if deadline.is_some() || listen_again.is_some() {
             EpollTimeout::from(5u8)
         } else {
             EpollTimeout::NONE
@@ -121,13 +124,29 @@ pub fn run(
             match ev.data() {
                 LISTENER => loop {
                     match listener.accept() {
+                        Ok((stream, peer))
+                            if lp.conns.len() >= cfg.max_connections =>
+                        {
+                            lp.refuse(stream, peer, &mut refused);
+                        }
                         Ok((stream, peer)) => {
                             lp.add(next_id, stream, peer);
                             next_id += 1;
                         }
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                         Err(e) => {
-                            eprintln!("broker: accept: {}", describe_io(&e));
+                            // EMFILE and friends: stop listening for a while
+                            // rather than spin on a listener that stays
+                            // readable; say so once in a while.
+                            no_fd.hit(|| {
+                                format!(
+                                    "accept: {}; retrying every {} ms",
+                                    describe_io(&e),
+                                    ACCEPT_BACKOFF.as_millis()
+                                )
+                            });
+                            let _ = lp.epoll.delete(&listener);
+                            listen_again = Some(Instant::now() + ACCEPT_BACKOFF);
                             break;
                         }
                     }
@@ -135,6 +154,7 @@ pub fn run(
                 SIGNALS => {
                     while let Ok(Some(_)) = sfd.read_signal() {}
                     if deadline.is_none() {
+                        listen_again = None;
                         deadline = Some(Instant::now() + cfg.drain);
                         let _ = lp.epoll.delete(&listener);
                         lp.close_senders();
@@ -144,6 +164,13 @@ pub fn run(
             }
         }
         while lp.pump() {}
+        if listen_again.is_some_and(|t| Instant::now() >= t) {
+            listen_again = None;
+            if deadline.is_none() {
+                let ev = EpollEvent::new(readable, LISTENER);
+                lp.epoll.add(&listener, ev).map_err(|e| ctl("epoll_ctl", e))?;
+            }
+        }
         if let Some(deadline) = deadline {
             let c = &lp.counters;
             let drained = c.msgs_out.load(Relaxed) >= c.msgs_in.load(Relaxed);
@@ -159,6 +186,19 @@ pub fn run(
 }
 
 impl Loop<'_> {
+    /// `--max-connections` are open: close this one at once.
+    fn refuse(&mut self, stream: TcpStream, peer: SocketAddr, log: &mut Throttle) {
+        drop(stream);
+        self.counters.refused.fetch_add(1, Relaxed);
+        let max = self.cfg.max_connections;
+        log.hit(|| {
+            format!(
+                "refused connection from {peer}: {max} connections open \
+                 (--max-connections)"
+            )
+        });
+    }
+
     fn add(&mut self, id: u64, stream: TcpStream, peer: SocketAddr) {
         self.counters.connections.fetch_add(1, Relaxed);
         if let Err(e) = stream.set_nonblocking(true) {
@@ -362,6 +402,11 @@ impl Loop<'_> {
 
     fn flush(&mut self, id: u64) {
         let Some(c) = self.conns.get_mut(&id) else { return };
+        // Nothing is written to, or counted as delivered on, a connection
+        // whose receiver has closed it: its messages go back to the queue.
+        if c.out_off == 0 && !c.out.is_empty() && crate::peer_closed(&c.stream) {
+            return self.close(id, None);
+        }
         while !c.out.is_empty() {
             let mut slices: Vec<IoSlice<'_>> = Vec::with_capacity(64);
             slices.push(IoSlice::new(&c.out[0][c.out_off..]));

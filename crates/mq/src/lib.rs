@@ -22,24 +22,50 @@
 //! 4 DELIVER queue:u16 data).
 //!
 //! What differs from the article, on purpose: queues are bounded (a full
-//! queue stops the broker reading from senders, so memory stays bounded and
-//! senders slow down), and so are socket buffers (64 KiB by default, so
-//! that messages wait in the broker's queues, where they can be counted,
-//! rather than in megabytes of kernel buffers); a bad frame or a vanished peer closes that one
-//! connection with one log line; SIGINT/SIGTERM stop the broker cleanly
-//! (it delivers what it accepted, for at most `--drain`, joins every thread
-//! and prints a stats line with its CPU time and context switches).
+//! queue stops the broker reading from that queue's senders, so memory stays
+//! bounded and those senders slow down), and so are socket buffers (64 KiB by
+//! default, so that messages wait in the broker's queues, where they can be
+//! counted, rather than in megabytes of kernel buffers); a bad frame or a
+//! vanished peer closes that one connection with one log line; SIGINT/SIGTERM
+//! stop the broker cleanly (it delivers what it accepted, for at most
+//! `--drain`, joins every thread and prints a stats line with its CPU time
+//! and context switches).
+//!
+//! # What a slow client can hold
+//!
+//! Back pressure is per queue and per receiver, in both modes. A receiver
+//! that reads slowly, or not at all, is given at most `--outbox` messages,
+//! plus what its socket buffer takes; the other receivers of its queue get
+//! the rest. When no receiver of a queue has room (or the queue has none),
+//! the queue fills up to `--capacity` messages and then only the senders
+//! whose next message is for that queue are paused: the broker stops
+//! reading them, their bytes stay in the kernel and TCP slows them down.
+//! Every other queue flows at its normal rate. So what waits for one queue
+//! is at most `capacity + receivers x outbox` messages (returned messages go
+//! back in front of a full queue), and each connection holds at most one
+//! read chunk (64 KiB) plus one unfinished frame (`--max-frame`): the buffer
+//! grows with the bytes that arrived, not with the length a frame announces,
+//! and shrinks back once the frame is whole. With `--max-connections` (1000
+//! by default) that bounds the broker's buffers at `max_connections x
+//! (max_frame + 64 KiB)` in the worst case (about 1 GiB with the defaults;
+//! `--max-frame 4K` makes it about 68 MiB), and in the usual case, a few
+//! bytes of header per idle connection, far less.
+//!
+//! A receiver that has gone is noticed when its end of the connection
+//! closes (epoll reports it) and, at the latest, just before the next write
+//! to it: nothing is written to, or counted as delivered on, a socket whose
+//! peer has closed it. Its messages go back to the front of its queue.
 
 pub mod broker;
 pub mod event_loop;
 pub mod load;
 pub mod protocol;
 
-use std::io::Write;
+use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use labkit::error::{Error, Result, describe_errno, describe_io};
 use nix::sys::signal::{SigSet, Signal};
@@ -58,6 +84,8 @@ pub struct Config {
     /// Messages waiting for one receiver before deliverers wait.
     pub outbox: usize,
     pub max_frame: u64,
+    /// Connections served at once; more are accepted and closed at once.
+    pub max_connections: usize,
     pub event_loop: bool,
     /// Longest time to keep delivering after a stop signal.
     pub drain: Duration,
@@ -88,6 +116,67 @@ pub fn set_socket_buffers(socket: &impl std::os::fd::AsRawFd, bytes: usize) {
     }
 }
 
+/// True if a receiver's peer has closed its connection (or sent bytes,
+/// which a receiver never does after its hello): a non-blocking peek at the
+/// socket, so that nothing is written to, or counted as delivered on, a
+/// connection whose other end has gone.
+pub(crate) fn peer_closed(socket: &impl std::os::fd::AsRawFd) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: recv(2) into one byte we own; MSG_PEEK leaves any data where it
+    // is and MSG_DONTWAIT makes it return at once on a live, quiet socket.
+    let n = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n >= 0 {
+        return true; // 0: end of stream; 1: bytes a receiver must not send
+    }
+    let e = std::io::Error::last_os_error().kind();
+    !matches!(e, ErrorKind::WouldBlock | ErrorKind::Interrupted)
+}
+
+/// One log line per interval for a failure that repeats (EMFILE on accept,
+/// refused connections): the first at once, then at most one every
+/// [`Throttle::EVERY`] with the count since the last line.
+pub(crate) struct Throttle {
+    last: Option<Instant>,
+    count: u64,
+}
+
+impl Throttle {
+    pub(crate) const EVERY: Duration = Duration::from_secs(5);
+
+    pub(crate) const fn new() -> Throttle {
+        Throttle { last: None, count: 0 }
+    }
+
+    /// Count one failure; log `what` if the interval has passed.
+    pub(crate) fn hit(&mut self, what: impl FnOnce() -> String) {
+        self.count += 1;
+        let now = Instant::now();
+        match self.last {
+            None => eprintln!("broker: {}", what()),
+            Some(t) if now.duration_since(t) >= Throttle::EVERY => eprintln!(
+                "broker: {} ({} times in the last {:.0} s)",
+                what(),
+                self.count,
+                now.duration_since(t).as_secs_f64()
+            ),
+            Some(_) => return,
+        }
+        self.last = Some(now);
+        self.count = 0;
+    }
+}
+
+/// How long the broker waits before it tries `accept` again after running
+/// out of file descriptors (or memory).
+pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
 /// The broker's running totals.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -96,6 +185,27 @@ pub struct Counters {
     pub connections: AtomicU64,
     /// Connections closed for a protocol violation or an I/O error.
     pub closed_bad: AtomicU64,
+    /// Connections closed at once because `--max-connections` were open.
+    pub refused: AtomicU64,
+    /// Connections open now (the thread-pool broker's count).
+    pub open: AtomicU64,
+}
+
+/// A connection counted against `--max-connections` for as long as it
+/// lives.
+pub(crate) struct Slot(Arc<Counters>);
+
+impl Slot {
+    pub(crate) fn new(counters: &Arc<Counters>) -> Slot {
+        counters.open.fetch_add(1, Relaxed);
+        Slot(counters.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Relaxed);
+    }
 }
 
 /// The final stats line.
@@ -110,6 +220,7 @@ pub struct Stats {
     pub messages_out: u64,
     pub connections: u64,
     pub closed_bad: u64,
+    pub refused: u64,
     /// Worker threads started, all joined before this line was printed.
     pub threads_joined: usize,
     pub user_s: f64,
@@ -136,6 +247,7 @@ impl Stats {
             messages_out: c.msgs_out.load(Relaxed),
             connections: c.connections.load(Relaxed),
             closed_bad: c.closed_bad.load(Relaxed),
+            refused: c.refused.load(Relaxed),
             threads_joined: threads,
             user_s: u.user_s,
             sys_s: u.sys_s,
@@ -147,13 +259,14 @@ impl Stats {
     /// The human stats line.
     pub fn line(&self) -> String {
         format!(
-            "stats: mode={} in={} out={} connections={} closed_bad={} \
+            "stats: mode={} in={} out={} connections={} closed_bad={} refused={} \
              threads_joined={} user={:.3}s sys={:.3}s voluntary={} involuntary={}",
             self.mode,
             self.messages_in,
             self.messages_out,
             self.connections,
             self.closed_bad,
+            self.refused,
             self.threads_joined,
             self.user_s,
             self.sys_s,

@@ -6,8 +6,14 @@
 //! `j mod Q`. Every message carries its sender, a sequence number and its
 //! send time ([`Stamp`]), so at the end the run knows, per message, whether
 //! it arrived once, never, or more than once, and how long it took.
+//!
+//! Nothing waits forever: a connect, a sender's write and the wait for the
+//! last messages all end by `--duration + --drain` (plus up to 0.1 s, the
+//! write timeout a blocked sender wakes up with to look at the clock), so a
+//! broker that stopped, or never reads, makes a failed run (exit 1) that
+//! says what was not sent or not received, not a hang.
 
-use std::io::{BufReader, ErrorKind, Read, Write};
+use std::io::{self, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -59,6 +65,11 @@ pub struct LoadReport {
     pub rate: f64,
     /// Messages whose write completed.
     pub sent: u64,
+    /// Messages in writes a sender gave up on at the deadline (they may
+    /// have reached the broker in part; they are not counted as lost).
+    pub unsent: u64,
+    /// Senders that gave up a write at the deadline.
+    pub timed_out: u32,
     /// Distinct messages received.
     pub received: u64,
     pub lost: u64,
@@ -85,7 +96,7 @@ impl LoadReport {
         let ms = |us: f64| us / 1000.0;
         format!(
             "load: {} senders, {} receivers, {} queues, {}-byte messages, {:.1} s{}\n\
-             sent {}, received {}: lost {}, duplicated {}, corrupt {}\n\
+             sent {}, received {}: lost {}, duplicated {}, corrupt {}{}\n\
              {:.0} messages/s over {:.3} s; latency p50 {:.3} ms, p90 {:.3} ms, \
              p99 {:.3} ms, max {:.3} ms\n\
              load CPU: user {:.3} s, sys {:.3} s\n",
@@ -104,6 +115,14 @@ impl LoadReport {
             self.lost,
             self.duplicated,
             self.corrupt,
+            if self.timed_out > 0 {
+                format!(
+                    "; {} senders timed out with {} messages unsent",
+                    self.timed_out, self.unsent
+                )
+            } else {
+                String::new()
+            },
             self.messages_per_s,
             self.elapsed_s,
             ms(self.latency.p50_us),
@@ -117,11 +136,17 @@ impl LoadReport {
 }
 
 /// What one sender did: messages fully written, messages attempted.
+#[derive(Default)]
 struct Sent {
     ok: u64,
     tried: u64,
+    /// It gave up a write at the deadline.
+    timed_out: bool,
     error: Option<String>,
 }
+
+/// How long a blocked write waits before it looks at the clock again.
+const WRITE_SLICE: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Got {
@@ -146,11 +171,22 @@ impl Shared {
     }
 }
 
-fn connect(addr: SocketAddr, hello: &[u8], buffer: usize) -> Result<TcpStream> {
-    let mut s = TcpStream::connect(addr)
-        .map_err(|e| Error::io(format!("cannot connect to {addr}"), e))?;
+/// Connect and say hello, giving up at `deadline`.
+fn connect(
+    addr: SocketAddr,
+    hello: &[u8],
+    buffer: usize,
+    deadline: Instant,
+) -> Result<TcpStream> {
+    let fail = |e| Error::io(format!("cannot connect to {addr}"), e);
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(fail(io::Error::from(ErrorKind::TimedOut)));
+    }
+    let mut s = TcpStream::connect_timeout(&addr, left).map_err(fail)?;
     let _ = s.set_nodelay(true);
     crate::set_socket_buffers(&s, buffer);
+    s.set_write_timeout(Some(WRITE_SLICE)).map_err(fail)?;
     s.write_all(hello).map_err(|e| Error::io(format!("hello to {addr}"), e))?;
     Ok(s)
 }
@@ -175,6 +211,8 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
         stop: AtomicBool::new(false),
     });
     let q = |i: u32| (i % u32::from(cfg.queues)) as u16;
+    // No connect waits past the time the whole run may take.
+    let give_up = shared.base + cfg.duration + cfg.drain;
     // Receivers first, so no queue fills up before anyone takes from it.
     let mut rx_streams = Vec::new();
     let mut receivers = Vec::new();
@@ -185,6 +223,7 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
                 cfg.addr,
                 &protocol::hello(HELLO_RECV, q(j)),
                 cfg.socket_buffer,
+                give_up,
             )?;
             rx_streams.push(stream.try_clone().map_err(|e| Error::io("dup", e))?);
             let (sh, size, queue) = (shared.clone(), cfg.size, q(j));
@@ -192,15 +231,17 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
                 receive(stream, queue, size, &sh)
             })?);
         }
+        // Every sender connected before the sending window opens, so that
+        // the window measures sending, not connecting.
+        let mut streams = Vec::new();
+        for _ in 0..cfg.senders {
+            let hello = protocol::hello(HELLO_SEND, 0);
+            streams.push(connect(cfg.addr, &hello, cfg.socket_buffer, give_up)?);
+        }
         let start_ns = shared.now_ns();
         shared.start_ns.store(start_ns, Relaxed);
         let end_ns = start_ns + cfg.duration.as_nanos() as u64;
-        for i in 0..cfg.senders {
-            let stream = connect(
-                cfg.addr,
-                &protocol::hello(HELLO_SEND, 0),
-                cfg.socket_buffer,
-            )?;
+        for (i, stream) in (0..cfg.senders).zip(streams) {
             let (sh, c, queue) = (shared.clone(), cfg.clone(), q(i));
             senders.push(spawn(format!("sender-{i}"), move || {
                 send(stream, i, queue, &c, end_ns, &sh)
@@ -211,20 +252,19 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
     if started.is_err() {
         shared.stop.store(true, Relaxed);
     }
-    let sent: Vec<Sent> = senders
-        .into_iter()
-        .map(|h| h.join().unwrap_or(Sent { ok: 0, tried: 0, error: None }))
-        .collect();
+    let sent: Vec<Sent> =
+        senders.into_iter().map(|h| h.join().unwrap_or_default()).collect();
     let total: u64 = sent.iter().map(|s| s.ok).sum();
-    // Wait for the last messages while they keep coming.
-    let mut seen = shared.received.load(Relaxed);
-    let mut progress = Instant::now();
-    while started.is_ok() && seen < total && progress.elapsed() < cfg.drain {
+    // Wait for the last messages while they keep coming: until --drain
+    // has passed since the end of the sending window or the last receipt,
+    // whichever came later.
+    let end_ns = shared.start_ns.load(Relaxed) + cfg.duration.as_nanos() as u64;
+    let drain_ns = cfg.drain.as_nanos() as u64;
+    while started.is_ok()
+        && shared.received.load(Relaxed) < total
+        && shared.now_ns() < shared.last_ns.load(Relaxed).max(end_ns) + drain_ns
+    {
         std::thread::sleep(Duration::from_millis(2));
-        let now = shared.received.load(Relaxed);
-        if now != seen {
-            (seen, progress) = (now, Instant::now());
-        }
     }
     shared.stop.store(true, Relaxed);
     for s in &rx_streams {
@@ -245,7 +285,9 @@ fn send(
     end_ns: u64,
     sh: &Shared,
 ) -> Sent {
-    let mut sent = Sent { ok: 0, tried: 0, error: None };
+    let mut sent = Sent::default();
+    // A write blocked on a broker that does not read gives up here.
+    let give_up_ns = end_ns + cfg.drain.as_nanos() as u64;
     let mut buf = Vec::with_capacity(cfg.batch * (protocol::HEADER + cfg.size));
     // With --rate, sender `me` sends batch k at start + k * gap (offset so
     // the senders do not all fire at once); without, back to back.
@@ -274,8 +316,13 @@ fn send(
             stamp.publish(queue, cfg.size, &mut buf);
         }
         sent.tried = sent.ok + cfg.batch as u64;
-        if let Err(e) = stream.write_all(&buf) {
-            sent.error = Some(format!("sender {me}: write: {}", describe_io(&e)));
+        if let Err(e) = write_by(&mut stream, &buf, give_up_ns, sh) {
+            if e.kind() == ErrorKind::TimedOut {
+                sent.timed_out = true;
+            } else {
+                sent.error =
+                    Some(format!("sender {me}: write: {}", describe_io(&e)));
+            }
             return sent;
         }
         sent.ok = sent.tried;
@@ -285,6 +332,37 @@ fn send(
     sent
 }
 // ANCHOR_END: send
+
+/// `write_all` that gives up (TimedOut) at `deadline_ns` or when the run
+/// stops: the socket's SO_SNDTIMEO ([`WRITE_SLICE`]) makes a blocked write
+/// come back now and then to look at the clock.
+fn write_by(
+    stream: &mut TcpStream,
+    mut buf: &[u8],
+    deadline_ns: u64,
+    sh: &Shared,
+) -> io::Result<()> {
+    while !buf.is_empty() {
+        match stream.write(buf) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock
+                        | ErrorKind::TimedOut
+                        | ErrorKind::Interrupted
+                ) =>
+            {
+                if sh.now_ns() >= deadline_ns || sh.stop.load(Relaxed) {
+                    return Err(ErrorKind::TimedOut.into());
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
 
 fn receive(stream: TcpStream, queue: u16, size: usize, sh: &Shared) -> Got {
     let mut got = Got::default();
@@ -361,7 +439,7 @@ fn verify(
     }
     // A message whose write failed may or may not have reached the broker:
     // it is not lost if it never arrives.
-    let lost = sent
+    let lost: u64 = sent
         .iter()
         .zip(&seen)
         .map(|(s, v)| v[..s.ok as usize].iter().filter(|&&n| n == 0).count() as u64)
@@ -374,6 +452,19 @@ fn verify(
         let i = ((latency.len() as f64 * p).ceil() as usize).clamp(1, latency.len());
         latency[i - 1] as f64 / 1000.0
     };
+    let unsent = sent.iter().filter(|s| s.timed_out).map(|s| s.tried - s.ok).sum();
+    let timed_out = sent.iter().filter(|s| s.timed_out).count() as u32;
+    if timed_out > 0 && error.is_none() {
+        error = Some(format!(
+            "timed out: {timed_out} of {} senders could not finish a write by \
+             --duration + --drain ({:.1} s); {unsent} messages unsent, {} of \
+             {} sent not received",
+            cfg.senders,
+            (cfg.duration + cfg.drain).as_secs_f64(),
+            lost,
+            sent.iter().map(|s| s.ok).sum::<u64>()
+        ));
+    }
     let (start, last) = (sh.start_ns.load(Relaxed), sh.last_ns.load(Relaxed));
     let elapsed = last.saturating_sub(start) as f64 / 1e9;
     let u = labkit::measure::self_usage();
@@ -385,6 +476,8 @@ fn verify(
         duration_s: cfg.duration.as_secs_f64(),
         rate: cfg.rate,
         sent: sent.iter().map(|s| s.ok).sum(),
+        unsent,
+        timed_out,
         received,
         lost,
         duplicated,

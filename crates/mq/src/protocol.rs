@@ -23,7 +23,9 @@
 //! There are no acknowledgements: a message counts as delivered once it is
 //! written whole to a receiver's socket. Messages a broker had not yet
 //! written to a receiver that vanished go back to the front of the queue;
-//! what already sat in that receiver's socket buffers is gone with it.
+//! what already sat in that receiver's socket buffers is gone with it. The
+//! broker peeks at a receiver's socket before it writes, so it writes
+//! nothing to (and counts nothing on) a connection its receiver has closed.
 
 /// Bytes of the length prefix.
 pub const LEN: usize = 4;
@@ -137,11 +139,19 @@ pub fn next_frame(
 }
 // ANCHOR_END: parse
 
-/// Drop the bytes before `start` once parsing has consumed them.
+/// Spare capacity a connection's buffer keeps once a frame is through.
+pub const KEEP: usize = 64 << 10;
+
+/// Drop the bytes before `start` once parsing has consumed them. The buffer
+/// only ever grows with the bytes that arrived (never with the length a
+/// frame announces), and gives back what a large frame made it grow.
 pub fn compact(buf: &mut Vec<u8>, start: &mut usize) {
     if *start > 0 {
         buf.drain(..*start);
         *start = 0;
+    }
+    if buf.capacity() > 2 * KEEP && buf.len() <= KEEP {
+        buf.shrink_to(KEEP);
     }
 }
 

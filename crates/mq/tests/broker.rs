@@ -58,11 +58,12 @@ fn stop(mut b: Broker, signal: &str) -> (Value, String) {
 }
 
 fn load(addr: &str, args: &[&str]) -> (std::process::Output, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_load"))
-        .args(["--addr", addr, "--json", "--size", "64", "--duration", "0.3"])
-        .args(args)
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_load"));
+    cmd.args(["--addr", addr, "--json", "--size", "64"]);
+    if !args.contains(&"--duration") {
+        cmd.args(["--duration", "0.3"]);
+    }
+    let out = cmd.args(args).output().unwrap();
     let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (out, json)
 }
@@ -423,6 +424,385 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("broker: cannot start thread "), "{err}");
-    assert!(err.contains("EAGAIN"), "{err}");
+    assert!(err.starts_with("broker: cannot start reader "), "{err}");
+    assert!(err.contains(" of 100: ") && err.contains("EAGAIN"), "{err}");
+    assert!(err.contains("; stopped the "), "{err}");
+}
+
+/// A thread that publishes to `queue` until its connection is shut down;
+/// returns how many messages it wrote whole.
+fn flood(
+    addr: &str,
+    sender: u32,
+    queue: u16,
+) -> (TcpStream, std::thread::JoinHandle<u64>) {
+    let mut s = connect(addr, Some(protocol::hello(HELLO_SEND, 0)));
+    let handle = s.try_clone().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        for seq in 0.. {
+            buf.clear();
+            Stamp { sender, seq, sent_ns: 0 }.publish(queue, 1024, &mut buf);
+            if s.write_all(&buf).is_err() {
+                return seq;
+            }
+        }
+        unreachable!()
+    });
+    (handle, t)
+}
+
+fn hostile_consumers_beside_normal_traffic(mode: &[&str]) {
+    // Queues 0 and 1 for `load`; queue 2 has no receiver at all and 12
+    // senders, and the only receiver of queue 3 never reads.
+    let b = broker(
+        &[mode, &["--queues", "4", "--capacity", "16", "--drain", "0.5"]].concat(),
+    );
+    let absent: Vec<_> = (0..12).map(|i| flood(&b.addr, 900 + i, 2)).collect();
+    let _deaf = connect(&b.addr, Some(protocol::hello(HELLO_RECV, 3)));
+    let (slow, t3) = flood(&b.addr, 999, 3);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut total = 0;
+    for run in 0..2 {
+        let (out, r) = load(
+            &b.addr,
+            &["--senders", "4", "--receivers", "2", "--queues", "2"]
+                .into_iter()
+                .chain(["--drain", "3", "--duration", "0.6"])
+                .collect::<Vec<_>>(),
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {run}: {err}");
+        let sent = r["sent"].as_u64().unwrap();
+        assert!(sent > 0, "run {run}: nothing sent");
+        assert_eq!(r["received"], sent, "run {run}");
+        assert_eq!(
+            (r["lost"].as_u64(), r["duplicated"].as_u64()),
+            (Some(0), Some(0))
+        );
+        total += sent;
+    }
+    // The flooders are still held back: their writes block.
+    let held = absent.iter().all(|(_, t)| !t.is_finished()) && !t3.is_finished();
+    assert!(held, "a flooder was not held back");
+    slow.shutdown(Shutdown::Both).unwrap();
+    let mut flooded = t3.join().unwrap();
+    for (s, t) in absent {
+        s.shutdown(Shutdown::Both).unwrap();
+        flooded += t.join().unwrap();
+    }
+    let (stats, err) = stop(b, "TERM");
+    let (s_in, s_out) = (
+        stats["messages_in"].as_u64().unwrap(),
+        stats["messages_out"].as_u64().unwrap(),
+    );
+    // What the broker took from the flooders waits (queue 2: no receiver;
+    // queue 3: a receiver that does not read); all of load's got out.
+    assert!(s_in > total && s_in <= total + flooded, "{stats}");
+    assert!(s_out >= total, "{stats} {err}");
+}
+
+#[test]
+fn slow_and_absent_consumers_hold_back_only_their_queues_with_thread_pools() {
+    hostile_consumers_beside_normal_traffic(&["-r", "2", "-w", "2", "-d", "2"]);
+}
+
+#[test]
+fn slow_and_absent_consumers_hold_back_only_their_queues_with_the_event_loop() {
+    hostile_consumers_beside_normal_traffic(&["--event-loop"]);
+}
+
+fn successive_loads(mode: &[&str], runs: usize) {
+    let b = broker(&[mode, &["--queues", "3"]].concat());
+    let mut total = 0;
+    for run in 0..runs {
+        let (out, r) = load(
+            &b.addr,
+            &[
+                "--senders",
+                "6",
+                "--receivers",
+                "5",
+                "--queues",
+                "3",
+                "--duration",
+                "0.6",
+            ],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "run {} of {runs}: {err}", run + 1);
+        let sent = r["sent"].as_u64().unwrap();
+        assert!(sent > 0);
+        assert_eq!(r["received"], sent, "run {} of {runs}", run + 1);
+        total += sent;
+    }
+    let (stats, err) = stop(b, "TERM");
+    assert_eq!(stats["messages_in"], total, "{err}");
+    assert_eq!(stats["messages_out"], total, "{err}");
+    assert_eq!(stats["closed_bad"], 0, "{err}");
+}
+
+#[test]
+fn two_and_three_loads_against_one_pool_broker() {
+    successive_loads(&["-r", "2", "-w", "2", "-d", "3"], 2);
+    successive_loads(&["-r", "2", "-w", "2", "-d", "3"], 3);
+}
+
+#[test]
+fn two_and_three_loads_against_one_event_loop_broker() {
+    successive_loads(&["--event-loop"], 2);
+    successive_loads(&["--event-loop"], 3);
+}
+
+/// Run `load` (2 s + 1 s drain) against `addr`; kill it if it has not ended
+/// after 30 s, which is a hang, not slowness.
+fn load_must_end(addr: &str) -> (Option<i32>, String, Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_load"))
+        .args(["--addr", addr, "--json", "--senders", "2", "--receivers", "2"])
+        .args(["--queues", "2"])
+        .args(["--size", "4096", "--duration", "2", "--drain", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("load did not end within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    (
+        out.status.code(),
+        err,
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn load_gives_up_on_a_broker_that_never_reads() {
+    // Accepts every connection and never reads a byte.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let (code, err, r) = load_must_end(&addr);
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("load: timed out: 2 of 2 senders"), "{err}");
+    assert_eq!(r["timed_out"], 2, "{r}");
+    assert!(r["unsent"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(r["received"], 0, "{r}");
+    assert_eq!(r["lost"], r["sent"], "{r}");
+}
+
+#[test]
+fn load_gives_up_on_a_stopped_broker() {
+    let b = broker(&["-r", "1", "-w", "1", "-d", "1"]);
+    let pid = b.child.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let (code, err, _) = load_must_end(&b.addr);
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("load: timed out: "), "{err}");
+    stop(b, "TERM");
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+fn unfinished_frames(mode: &[&str]) {
+    let b = broker(mode);
+    let before = rss_kib(b.child.id());
+    // 200 connections, each announcing a frame of 1 MiB - 1 and sending
+    // 100 bytes of it.
+    let mut held = Vec::new();
+    for _ in 0..200 {
+        let mut s = connect(&b.addr, Some(protocol::hello(HELLO_SEND, 0)));
+        let mut frame = ((1u32 << 20) - 1).to_be_bytes().to_vec();
+        frame.extend([protocol::PUBLISH, 0, 0]);
+        frame.extend([7u8; 100]);
+        s.write_all(&frame).unwrap();
+        held.push(s);
+    }
+    // A message through the same broker: the reads above are done by then
+    // in the event loop, and very likely in the pools.
+    let mut r = connect(&b.addr, Some(protocol::hello(HELLO_RECV, 1)));
+    let mut s = connect(&b.addr, Some(protocol::hello(HELLO_SEND, 0)));
+    publish(&mut s, 1, 1, 1);
+    assert_eq!(take(&mut r, 1, 1), vec![(1, 0)]);
+    let grown = rss_kib(b.child.id()).saturating_sub(before);
+    // Announced: 200 MiB. Received: 200 x 107 bytes.
+    assert!(grown < 16 << 10, "RSS grew by {grown} KiB");
+    drop(held);
+    stop(b, "TERM");
+}
+
+#[test]
+fn unfinished_frames_cost_what_arrived_with_thread_pools() {
+    unfinished_frames(&["-r", "2", "-w", "2", "-d", "2"]);
+}
+
+#[test]
+fn unfinished_frames_cost_what_arrived_with_the_event_loop() {
+    unfinished_frames(&["--event-loop"]);
+}
+
+/// True if the broker closed the connection (end of stream or reset)
+/// rather than leaving it open for `wait`.
+fn closed_by_broker(s: &mut TcpStream, wait: Duration) -> bool {
+    s.set_read_timeout(Some(wait)).unwrap();
+    let mut byte = [0u8];
+    match s.read(&mut byte) {
+        Ok(0) => true,
+        Err(e) => !matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        ),
+        Ok(_) => false,
+    }
+}
+
+fn max_connections(mode: &[&str]) {
+    let b = broker(&[mode, &["--max-connections", "2"]].concat());
+    let mut r = connect(&b.addr, Some(protocol::hello(HELLO_RECV, 0)));
+    let mut s = connect(&b.addr, Some(protocol::hello(HELLO_SEND, 0)));
+    // Both served: a message goes through.
+    publish(&mut s, 1, 0, 1);
+    assert_eq!(take(&mut r, 0, 1), vec![(1, 0)]);
+    let mut third = connect(&b.addr, None);
+    assert!(
+        closed_by_broker(&mut third, Duration::from_secs(5)),
+        "the third connection was served"
+    );
+    // Room again once one has gone (the broker notices it soon after).
+    drop(s);
+    let mut served = None;
+    for attempt in 0..100 {
+        let mut s = connect(&b.addr, Some(protocol::hello(HELLO_SEND, 0)));
+        publish(&mut s, 10 + attempt, 0, 1);
+        if !closed_by_broker(&mut s, Duration::from_millis(200)) {
+            served = Some(attempt);
+            break;
+        }
+    }
+    let attempt = served.expect("no connection served after one closed");
+    assert_eq!(take(&mut r, 0, 1), vec![(10 + attempt, 0)]);
+    let (stats, err) = stop(b, "TERM");
+    assert!(stats["refused"].as_u64().unwrap() >= 1, "{stats}");
+    assert!(err.contains("(--max-connections)"), "{err}");
+    assert!(err.lines().count() <= 2, "one line per 5 s at most:\n{err}");
+}
+
+#[test]
+fn max_connections_refuses_the_next_with_thread_pools() {
+    max_connections(&["-r", "2", "-w", "2", "-d", "2"]);
+}
+
+#[test]
+fn max_connections_refuses_the_next_with_the_event_loop() {
+    max_connections(&["--event-loop"]);
+}
+
+fn vm_size_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
+    use std::os::unix::process::CommandExt;
+    // What a small broker maps, plus 40 MiB: room for some of 500 readers
+    // (256 KiB of stack and a 64 KiB buffer each), not for all of them.
+    let small = broker(&["-r", "1", "-w", "1", "-d", "1"]);
+    let limit = (vm_size_kib(small.child.id()) + (40 << 10)) << 10;
+    stop(small, "TERM");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
+    cmd.args(["--readers", "500", "--json"]);
+    // SAFETY: the child only calls setrlimit(2), which is async-signal-safe,
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}: {err}", out.status);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("broker: cannot start reader "), "{err}");
+    assert!(err.contains(" of 500: "), "{err}");
+    assert!(err.contains("; stopped the "), "{err}");
+}
+
+fn out_of_descriptors(mode: &[&str]) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
+    cmd.args(mode).args(["--json", "--drain", "0"]);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // SAFETY: the child only calls setrlimit(2), which is async-signal-safe,
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit { rlim_cur: 24, rlim_max: 24 };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    out.read_line(&mut addr).unwrap();
+    let b = Broker { child, out, addr: addr.trim().to_string() };
+    // 40 connections against 24 descriptors: the last ones wait in the
+    // listen queue while accept fails with EMFILE, again and again.
+    let held: Vec<TcpStream> = (0..40).map(|_| connect(&b.addr, None)).collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    drop(held);
+    let (_, err) = stop(b, "TERM");
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains("accept:")).collect();
+    assert!(!lines.is_empty(), "no accept error logged:\n{err}");
+    assert!(
+        lines[0].contains("EMFILE") && lines[0].contains("retrying every"),
+        "{err}"
+    );
+    // Retried about 15 times in 1.5 s; logged once per 5 s.
+    assert!(lines.len() <= 2, "{} accept lines:\n{err}", lines.len());
+}
+
+#[test]
+fn out_of_descriptors_backs_off_and_logs_once_with_thread_pools() {
+    out_of_descriptors(&["-r", "1", "-w", "1", "-d", "1"]);
+}
+
+#[test]
+fn out_of_descriptors_backs_off_and_logs_once_with_the_event_loop() {
+    out_of_descriptors(&["--event-loop"]);
 }

@@ -11,6 +11,16 @@ use labkit::limits::size_in;
 /// pools (article 004), or one epoll loop with --event-loop. Prints the
 /// bound address first, serves until SIGINT or SIGTERM, then a stats line.
 /// Exit status: 0 ok, 1 failed, 2 bad usage.
+///
+/// Back pressure is per queue and per receiver: a receiver that reads slowly
+/// or not at all gets at most --outbox messages (plus its socket buffer) and
+/// the other receivers of its queue get the rest; a queue without a receiver
+/// with room fills up to --capacity messages, and then only the senders of
+/// that queue are paused. Other queues flow at their normal rate. What waits
+/// for one queue is at most capacity + receivers x outbox messages; each
+/// connection holds at most 64 KiB plus one unfinished frame (--max-frame),
+/// so the broker's buffers stay under max-connections x (max-frame + 64 KiB)
+/// (about 1 GiB with the defaults; --max-frame 4K makes it about 68 MiB).
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
@@ -54,6 +64,12 @@ struct Cli {
           value_parser = size_in(16, 1 << 30))]
     max_frame: u64,
 
+    /// Connections served at once; one more is accepted and closed at once
+    /// (keep it below the open-files limit, `ulimit -n`)
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: u32,
+
     /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
     /// e.g. 64K; 0 leaves them to the kernel's autotuning (megabytes)
     #[arg(long, value_name = "BYTES", default_value = "64K",
@@ -93,13 +109,18 @@ fn main() -> std::process::ExitCode {
         capacity: cli.capacity as usize,
         outbox: cli.outbox as usize,
         max_frame: cli.max_frame,
+        max_connections: cli.max_connections as usize,
         event_loop: cli.event_loop,
         drain: Duration::from_secs_f64(cli.drain),
         socket_buffer: cli.socket_buffer as usize,
     };
     let result = mq::run(&cfg).and_then(|stats| {
         let line = if cli.json {
-            serde_json::to_string(&stats).unwrap_or_default()
+            serde_json::to_string(&stats).map_err(|e| {
+                labkit::Error::failed(format!(
+                    "cannot encode the stats as JSON: {e}"
+                ))
+            })?
         } else {
             stats.line()
         };

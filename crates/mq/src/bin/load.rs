@@ -11,8 +11,10 @@ use labkit::limits::size_in;
 /// Load generator for `broker` (article 004's client): senders publish
 /// stamped messages for --duration, receivers take them; then exactly-once
 /// delivery is checked and messages/s and latency percentiles reported.
-/// Exit status: 0 ok, 1 a message was lost, duplicated or damaged (or the
-/// broker failed), 2 bad usage.
+/// Nothing waits past --duration + --drain (and 0.1 s): against a broker
+/// that stopped or never reads, the run ends then, reports what it could
+/// not send or receive, and fails. Exit status: 0 ok, 1 a message was lost,
+/// duplicated or damaged (or the broker failed or timed out), 2 bad usage.
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
@@ -57,8 +59,9 @@ struct Cli {
           value_parser = rate)]
     rate: f64,
 
-    /// After sending stops, wait at most this many seconds without progress
-    /// for the last messages
+    /// After the sending window, wait at most this many seconds without
+    /// progress for the last messages; a connect or a write still blocked
+    /// by then gives up and the run fails
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
           value_parser = seconds)]
     drain: f64,
