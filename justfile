@@ -16,6 +16,13 @@ test:
 book:
     mdbook build book --open
 
+# Build the book and check every chapter in headless Chromium, as CI does
+# (needs chromium and node; screenshots in target/book-check/)
+book-check:
+    mdbook build book
+    npm ci --prefix .ci --no-audit --no-fund
+    node .ci/book-check.mjs --self-test --out target/book-check
+
 # Re-run every experiment that feeds the book into one new reference folder,
 # results/<date>-<host>/, from a clean commit (the runner refuses a checkout
 # with uncommitted changes). Run it on an otherwise idle machine, then commit

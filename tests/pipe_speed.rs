@@ -170,10 +170,11 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
         }
     }
     let text = std::fs::read_to_string(dir.path().join("vs-c.md")).unwrap();
-    assert!(
-        text.contains("pipespeed2t, one CPU") && text.contains(" 65537 |"),
-        "{text}"
-    );
+    // One table per placement, one column per pair.
+    for placement in ["one CPU", "unpinned"] {
+        assert!(text.contains(&format!("C (gcc -O2), {placement}: ")), "{text}");
+    }
+    assert!(text.contains(" pipespeed2t |") && text.contains(" 65537 |"), "{text}");
     let svg = std::fs::read_to_string(dir.path().join("vs-c.svg")).unwrap();
     assert!(svg.starts_with("<svg"));
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use clap::Parser;
+use labkit::bars::{Bars, Row};
 use labkit::chart::Chart;
 use labkit::measure::run;
 use labkit::results::Header;
@@ -639,17 +640,21 @@ fn vs_c_table(d: &Data) -> Table {
 /// Bar charts (rows that are programs, not points on an axis), written
 /// beside the line charts `publish` writes.
 fn write_bars(d: &Data, out: &Path) -> Result<()> {
-    let rows: Vec<(String, f64)> = d
+    let rows = d
         .article
         .iter()
-        .map(|r| (r.program.clone(), r.us_per_create.median))
+        .map(|r| {
+            let u = &r.us_per_create;
+            Row::new(&r.program, u.median).range(u.min, u.max)
+        })
         .collect();
-    let svg = labkit::bars::svg(
-        "Create and destroy one process or thread (median)",
-        "microseconds",
-        &rows,
+    let svg = Bars::new(
+        "Create and destroy one process or thread",
+        "microseconds: median, whisker min-max of the rounds",
         false,
-    );
+    )
+    .group("", rows)
+    .to_svg();
     labkit::results::write_file(&out.join("create-destroy.svg"), &svg)
 }
 

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use labkit::chart::Chart;
+use labkit::bars::{Bars, Row};
 use labkit::results::Header;
 use labkit::stats::Summary;
 use labkit::table::{Table, with_range};
@@ -258,11 +258,12 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     if data.perf.used {
         tables.push(perf_table(&data));
     }
+    write_chart(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables,
-        charts: vec![("ctx-switch".to_string(), chart(&data))],
+        charts: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)
@@ -598,30 +599,48 @@ fn headline(data: &Data) -> Headline {
     h.build()
 }
 
-fn chart(d: &Data) -> Chart {
-    let mut chart = Chart::new(
+/// The three placements as three categories, one bar (median, with the
+/// rounds' min-max) per tool and mode: a category is not a point on an
+/// axis. A linear axis, so that bar lengths compare.
+fn write_chart(d: &Data, out: &Path) -> Result<()> {
+    let mut chart = Bars::new(
         "Round trip (two switches) by placement",
-        "placement: 1 = same CPU, 2 = two CPUs, 3 = not pinned",
-        "microseconds per round trip (median)",
+        "microseconds per round trip: median, whisker min-max of the rounds",
+        false,
     );
-    chart.log_y = true;
-    // Log x only to keep the three placements off the origin.
-    chart.log_x = true;
-    let x =
-        |pin: &str| 1.0 + PINS.iter().position(|p| *p == pin).unwrap_or(0) as f64;
-    for mode in MODES {
-        let cells: Vec<&Cell> = d.cells.iter().filter(|c| c.mode == mode).collect();
-        let points = cells.iter().map(|c| (x(c.pin), c.us_per_round_trip.median));
-        chart = chart.series(&format!("ctxswitch {mode}"), points.collect());
-        let perf: Vec<(f64, f64)> = cells
-            .iter()
-            .filter_map(|c| {
-                Some((x(c.pin), c.perf.as_ref()?.us_per_round_trip.median))
-            })
-            .collect();
-        if !perf.is_empty() {
-            chart = chart.series(&format!("perf {mode}"), perf);
+    for pin in PINS {
+        let mut rows = Vec::new();
+        for (i, mode) in MODES.into_iter().enumerate() {
+            let Some(c) = d.cells.iter().find(|c| c.pin == pin && c.mode == mode)
+            else {
+                continue;
+            };
+            let r = &c.us_per_round_trip;
+            rows.push(
+                Row::new(format!("ctxswitch, {mode}"), r.median)
+                    .range(r.min, r.max)
+                    .colour(2 * i),
+            );
+            if let Some(p) = &c.perf {
+                let q = &p.us_per_round_trip;
+                rows.push(
+                    Row::new(format!("perf bench, {mode}"), q.median)
+                        .range(q.min, q.max)
+                        .colour(2 * i + 1),
+                );
+            }
+        }
+        if !rows.is_empty() {
+            chart = chart.group(placement_name(pin), rows);
         }
     }
-    chart
+    labkit::results::write_file(&out.join("ctx-switch.svg"), &chart.to_svg())
+}
+
+fn placement_name(pin: &str) -> &'static str {
+    match pin {
+        "same" => "same CPU (same)",
+        "cross" => "two CPUs (cross)",
+        _ => "not pinned (none)",
+    }
 }

@@ -255,7 +255,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let report = Report {
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
-        tables: data.grids.iter().map(|g| table(g, &programs)).collect(),
+        tables: data.grids.iter().flat_map(|g| tables(g, &programs)).collect(),
         charts: data.grids.iter().filter_map(chart).collect(),
         data,
     };
@@ -429,34 +429,66 @@ fn headline(data: &Data) -> Headline {
         .build()
 }
 
-fn table(g: &GridResult, programs: &[Program]) -> Table {
-    let mut headers = vec!["P", "COUNT"];
-    let labels: Vec<String> =
-        programs.iter().map(|p| format!("{} s", p.label)).collect();
-    headers.extend(labels.iter().map(String::as_str));
+/// The grid's table: the setting, the times (median and range), and the
+/// paired ratios the chapter quotes. With the C programs too, the ratios
+/// get a table of their own, first, so that each table fits the book's
+/// column with one line per row.
+fn tables(g: &GridResult, programs: &[Program]) -> Vec<Table> {
     let ratios = [
         ("fork/thread", "fork", "thread"),
         ("fork/fork.c", "fork", "fork.c"),
         ("thread/thread.c", "thread", "thread.c"),
     ];
-    let ratios = &ratios[..if programs.len() > 2 { 3 } else { 1 }];
-    headers.extend(ratios.iter().map(|r| r.0));
-    let mut t = Table::new(&g.title, &headers);
-    for r in &g.rows {
-        let mut cells =
-            vec![r.setting.procs.to_string(), r.setting.count.to_string()];
-        for p in &r.programs {
-            cells.push(with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3));
+    let with_c = programs.len() > 2;
+    let ratios = &ratios[..if with_c { 3 } else { 1 }];
+    let setting =
+        |r: &Row| vec![r.setting.procs.to_string(), r.setting.count.to_string()];
+    let ratio_cells = |r: &Row| -> Vec<String> {
+        ratios
+            .iter()
+            .map(|(_, a, b)| {
+                paired_ratio(r, a, b).map_or("-".into(), |x| format!("{x:.2}"))
+            })
+            .collect()
+    };
+    let time_cells = |r: &Row| -> Vec<String> {
+        r.programs
+            .iter()
+            .map(|p| with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3))
+            .collect()
+    };
+    let ratio_note = "Ratios: median over the rounds of one program's time over the \
+                      other's in the same round.";
+    let time_note = "Seconds of wall-clock time (`time`'s real): median (min-max) of \
+                     the rounds.";
+    let labels: Vec<String> =
+        programs.iter().map(|p| format!("{} s", p.label)).collect();
+    let mut time_headers = vec!["P", "COUNT"];
+    time_headers.extend(labels.iter().map(String::as_str));
+    let mut ratio_headers = vec!["P", "COUNT"];
+    ratio_headers.extend(ratios.iter().map(|r| r.0));
+    if !with_c {
+        let mut headers = ratio_headers;
+        headers.extend(&time_headers[2..]);
+        let mut t = Table::new(&g.title, &headers);
+        for r in &g.rows {
+            t.row([setting(r), ratio_cells(r), time_cells(r)].concat());
         }
-        for (_, a, b) in ratios {
-            let ratio = paired_ratio(r, a, b);
-            cells.push(ratio.map_or("-".into(), |x| format!("{x:.2}")));
-        }
-        t.row(cells);
+        t.note(format!("{ratio_note} {time_note}"));
+        return vec![t];
     }
-    t.note("Seconds of wall-clock time (`time`'s real): median (min-max) of the rounds; \
-            ratios: median over the rounds of one program's time over the other's in the same round.");
-    t
+    let mut ratios_table = Table::new(
+        format!("{}: paired ratios of the times", g.title),
+        &ratio_headers,
+    );
+    let mut times_table = Table::new(format!("{}: seconds", g.title), &time_headers);
+    for r in &g.rows {
+        ratios_table.row([setting(r), ratio_cells(r)].concat());
+        times_table.row([setting(r), time_cells(r)].concat());
+    }
+    ratios_table.note(ratio_note);
+    times_table.note(time_note);
+    vec![ratios_table, times_table]
 }
 
 fn chart(g: &GridResult) -> Option<(String, Chart)> {

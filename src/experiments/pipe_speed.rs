@@ -370,14 +370,15 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         vec![then_and_now(&data), one_thread_table(&data), two_thread_table(&data)];
     let header = Header::new(EXPERIMENT.name);
     let vs_c = (!data.vs_c.is_empty()).then(|| {
-        let table = pairs_table(&data);
-        tables.push(table.clone());
+        let pairs = pairs_tables(&data);
+        tables.extend(pairs.iter().cloned());
+        let text: Vec<String> = pairs.iter().map(Table::render).collect();
         format!(
             "Measured with `{}` on {} ({}).\n\n{}",
             header.command,
             header.machine.summary(),
             header.machine.date,
-            table.render()
+            text.join("\n")
         )
     });
     let mut charts = charts(&data);
@@ -865,31 +866,16 @@ fn two_thread_table(data: &Data) -> Table {
     t
 }
 
-fn pairs_table(data: &Data) -> Table {
-    // One column per pair of programs and placement, grouped by the pair.
-    let mut columns: Vec<&Comparison> = Vec::new();
+/// One table per placement (one CPU, unpinned), one column per pair of
+/// programs: three columns of "median (min-max)" fit the book's column,
+/// six did not.
+fn pairs_tables(data: &Data) -> Vec<Table> {
+    let mut placements: Vec<&str> = Vec::new();
     for c in &data.vs_c {
-        if !columns.iter().any(|k| (k.program, k.against) == (c.program, c.against))
-        {
-            columns.extend(
-                data.vs_c
-                    .iter()
-                    .filter(|k| (k.program, k.against) == (c.program, c.against)),
-            );
+        if !placements.contains(&c.placement.name) {
+            placements.push(c.placement.name);
         }
     }
-    let headers: Vec<String> = std::iter::once("block (bytes)".to_string())
-        .chain(
-            columns
-                .iter()
-                .map(|c| format!("{}, {}", pair_name(c), c.placement.name)),
-        )
-        .collect();
-    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-    let mut t = Table::new(
-        "Rust against C (gcc -O2): Rust MB/s / C MB/s, median (min-max) of pairs",
-        &headers,
-    );
     let mut blocks: Vec<u64> = data
         .vs_c
         .iter()
@@ -897,42 +883,69 @@ fn pairs_table(data: &Data) -> Table {
         .collect();
     blocks.sort_unstable();
     blocks.dedup();
-    for block in blocks {
-        let mut cells = vec![block.to_string()];
+    let mut tables = Vec::new();
+    for placement in placements {
+        let columns: Vec<&Comparison> =
+            data.vs_c.iter().filter(|c| c.placement.name == placement).collect();
+        let headers: Vec<String> = std::iter::once("block (bytes)".to_string())
+            .chain(columns.iter().map(|c| pair_name(c)))
+            .collect();
+        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+        let mut t = Table::new(
+            format!(
+                "Rust against C (gcc -O2), {placement}: Rust MB/s / C MB/s, \
+                 median (min-max) of pairs"
+            ),
+            &headers,
+        );
+        for &block in &blocks {
+            let mut cells = vec![block.to_string()];
+            for c in &columns {
+                cells.push(
+                    c.points
+                        .iter()
+                        .find(|p| p.block_bytes == block)
+                        .map_or("-".into(), |p| {
+                            with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3)
+                        }),
+                );
+            }
+            t.row(cells);
+        }
         for c in &columns {
-            cells.push(
-                c.points
-                    .iter()
-                    .find(|p| p.block_bytes == block)
-                    .map_or("-".into(), |p| {
-                        with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3)
-                    }),
-            );
+            let medians: Vec<f64> =
+                c.points.iter().map(|p| p.ratio.median).collect();
+            if let Some(all) = Summary::of(&medians) {
+                let close =
+                    medians.iter().filter(|&&r| (r - 1.0).abs() <= 0.05).count();
+                t.note(format!(
+                    "{} against {}, {}: {close} of {} block sizes within 5% (medians \
+                     from {:.3} to {:.3}; their median {:.3}).",
+                    c.program,
+                    c.against,
+                    c.placement.name,
+                    all.n,
+                    all.min,
+                    all.max,
+                    all.median
+                ));
+            }
         }
-        t.row(cells);
-    }
-    for c in &columns {
-        let medians: Vec<f64> = c.points.iter().map(|p| p.ratio.median).collect();
-        if let Some(all) = Summary::of(&medians) {
-            let close = medians.iter().filter(|&&r| (r - 1.0).abs() <= 0.05).count();
-            t.note(format!(
-                "{} against {}, {}: {close} of {} block sizes within 5% (medians from \
-                 {:.3} to {:.3}; their median {:.3}).",
-                c.program, c.against, c.placement.name, all.n, all.min, all.max, all.median
-            ));
-        }
+        tables.push(t);
     }
     let rounds =
         data.vs_c.first().and_then(|c| c.points.first()).map_or(0, |p| p.ratio.n);
-    t.note(format!(
-        "{rounds} pairs per cell, the two programs run back to back (which goes first \
-         alternates), at the counts in the JSON. One CPU: both programs and all their \
-         threads pinned to one CPU, as on a one-CPU machine; unpinned: the scheduler's \
-         choice. Above 1: the first program moved more MB/s. The control runs \
-         pipespeed2t.c against itself: its scatter is what the machine alone does to \
-         two runs of the same code."
-    ));
-    t
+    if let Some(last) = tables.last_mut() {
+        last.note(format!(
+            "{rounds} pairs per cell, the two programs run back to back (which goes \
+             first alternates), at the counts in the JSON. One CPU: both programs \
+             and all their threads pinned to one CPU, as on a one-CPU machine; \
+             unpinned: the scheduler's choice. Above 1: the first program moved \
+             more MB/s. The control runs pipespeed2t.c against itself: its scatter \
+             is what the machine alone does to two runs of the same code."
+        ));
+    }
+    tables
 }
 
 /// "pipespeed2t" for a Rust program against its twin, "pipespeed2t.c /
@@ -1095,14 +1108,20 @@ fn charts(data: &Data) -> Vec<(String, Chart)> {
         }
     }
     if !data.vs_c.is_empty() {
+        // The axis fits the ratios (they live around 1, not around 0), with
+        // "equal" and the 5% band the notes count against drawn in.
         let mut chart = Chart {
             log_x: true,
+            fit_y: true,
             ..Chart::new(
                 "Rust against C, and C against itself: MB/s ratio (median of pairs)",
                 "block size (bytes, log scale)",
                 "first program's MB/s / second's",
             )
-        };
+        }
+        .guide(1.0, "equal (1.0)")
+        .guide(0.95, "within 5% (0.95-1.05)")
+        .guide(1.05, "within 5% (0.95-1.05)");
         for c in &data.vs_c {
             let points =
                 c.points.iter().map(|p| (p.block_bytes as f64, p.ratio.median));

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use clap::Parser;
+use labkit::bars::{self, Bars};
 use labkit::chart::Chart;
 use labkit::error::describe_errno;
 use labkit::limits::{format_size, pthread_default_stack, size_in};
@@ -839,35 +840,34 @@ fn placement_table(d: &Data) -> Table {
     t
 }
 
-/// Bar charts for the tables whose rows are methods, written beside the
-/// line chart `publish` writes.
+/// Charts for the tables whose rows are methods, written beside the line
+/// chart `publish` writes. The values span decades, so a log axis, with dots
+/// (a bar's length means nothing on a log axis).
 fn write_bars(d: &Data, out: &std::path::Path) -> Result<()> {
-    let rows: Vec<(String, f64)> =
-        d.methods.iter().map(|r| (r.method.clone(), r.us.median)).collect();
-    let svg = labkit::bars::svg(
-        "Create + destroy, 2026 (median)",
-        "microseconds (log scale)",
-        &rows,
-        true,
-    );
+    let unit = "microseconds (log scale): median, whisker min-max of the rounds";
+    let row = |label: &str, s: &Summary| {
+        bars::Row::new(label, s.median).range(s.min, s.max)
+    };
+    let rows = d.methods.iter().map(|r| row(&r.method, &r.us)).collect();
+    let svg =
+        Bars::new("Create + destroy, 2026", unit, true).group("", rows).to_svg();
     labkit::results::write_file(&out.join("spawn-methods.svg"), &svg)?;
-    let rows: Vec<(String, f64)> = d
-        .placement
-        .iter()
-        .flat_map(|p| {
-            let place = p.placement.split(" (").next().unwrap_or("").to_string();
-            p.rows
-                .iter()
-                .map(move |r| (format!("{}, {place}", r.short), r.us.median))
-        })
-        .collect();
-    let svg = labkit::bars::svg(
-        "CPU placement (median)",
-        "microseconds (log scale)",
-        &rows,
-        true,
-    );
-    labkit::results::write_file(&out.join("placement.svg"), &svg)
+    // One colour per method, whatever placements it appears under.
+    let mut methods: Vec<&str> = Vec::new();
+    let mut chart = Bars::new("CPU placement", unit, true);
+    for p in &d.placement {
+        let mut rows = Vec::new();
+        for r in &p.rows {
+            if !methods.contains(&r.short) {
+                methods.push(r.short);
+            }
+            let colour = methods.iter().position(|m| *m == r.short).unwrap_or(0);
+            let label = r.short.strip_suffix(" us").unwrap_or(r.short);
+            rows.push(row(label, &r.us).colour(colour));
+        }
+        chart = chart.group(&p.placement, rows);
+    }
+    labkit::results::write_file(&out.join("placement.svg"), &chart.to_svg())
 }
 
 fn charts(d: &Data) -> Vec<(String, Chart)> {

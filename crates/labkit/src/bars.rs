@@ -1,98 +1,259 @@
-//! Horizontal bar charts as SVG, for tables whose rows are methods or
-//! programs rather than points on an axis (the line charts of [`crate::chart`]
-//! need a numeric x). Plain SVG text, no fonts needed, like the line charts.
+//! Horizontal bar and dot charts as SVG, for results whose rows are methods,
+//! programs or placements rather than points on a numeric axis (the line
+//! charts of [`crate::chart`] need a numeric x). Plain SVG text, no fonts
+//! needed, scaling with the page on a light card like the line charts.
+//!
+//! On a linear axis each row is a bar from zero, whose length is the value.
+//! On a log axis a bar's length means nothing (where it starts is arbitrary),
+//! so each row is a dot on a dotted guide line instead.
 
-/// An SVG chart with one labelled bar per `(label, value)`, top to bottom.
-/// With `log`, the value axis is logarithmic (for values spanning decades).
-/// Values that are not positive and finite are drawn as no bar.
-pub fn svg(title: &str, unit: &str, rows: &[(String, f64)], log: bool) -> String {
-    const W: f64 = 760.0;
-    const LEFT: f64 = 330.0;
-    const RIGHT: f64 = 80.0;
-    const TOP: f64 = 44.0;
-    const ROW: f64 = 26.0;
-    const BOTTOM: f64 = 46.0;
-    let h = TOP + ROW * rows.len() as f64 + BOTTOM;
-    let good: Vec<f64> =
-        rows.iter().map(|r| r.1).filter(|v| v.is_finite() && *v > 0.0).collect();
-    let max = good.iter().copied().fold(f64::MIN, f64::max);
-    let min = good.iter().copied().fold(f64::MAX, f64::min);
-    // The axis: decades on a log scale, 0..max (rounded up) otherwise.
-    let (lo, hi) = if good.is_empty() {
-        (0.0, 1.0)
-    } else if log {
-        (min.log10().floor(), max.log10().ceil().max(min.log10().floor() + 1.0))
-    } else {
-        (0.0, nice_ceiling(max))
-    };
-    let span = W - LEFT - RIGHT;
-    let x = |v: f64| {
-        let t = if log { v.log10() } else { v };
-        LEFT + span * ((t - lo) / (hi - lo)).clamp(0.0, 1.0)
-    };
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{h}\" \
-         viewBox=\"0 0 {W} {h}\" font-family=\"sans-serif\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"26\" font-size=\"18\" text-anchor=\"middle\">{}</text>\n",
-        W / 2.0,
-        escape(title)
-    );
-    // Grid lines and their numbers.
-    let ticks: Vec<f64> = if log {
-        (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
-    } else {
-        (0..=4).map(|i| hi * f64::from(i) / 4.0).collect()
-    };
-    let bottom = TOP + ROW * rows.len() as f64;
-    for t in ticks {
-        let tx = x(t);
-        out += &format!(
-            "<line x1=\"{tx:.1}\" y1=\"{TOP}\" x2=\"{tx:.1}\" y2=\"{bottom}\" \
-             stroke=\"#ddd\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" font-size=\"12\" \
-             text-anchor=\"middle\">{}</text>\n",
-            bottom + 16.0,
-            if t >= 1.0 { format!("{t:.0}") } else { format!("{t}") }
-        );
-    }
-    out += &format!(
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" text-anchor=\"middle\">{}</text>\n",
-        LEFT + span / 2.0,
-        bottom + 36.0,
-        escape(unit)
-    );
-    for (i, (label, value)) in rows.iter().enumerate() {
-        let y = TOP + ROW * i as f64;
-        out += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"end\">{}</text>\n",
-            LEFT - 8.0,
-            y + ROW * 0.65,
-            escape(label)
-        );
-        if value.is_finite() && *value > 0.0 {
-            let end = x(*value);
-            out += &format!(
-                "<rect x=\"{LEFT}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
-                 fill=\"#4e79a7\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{}</text>\n",
-                y + 4.0,
-                (end - LEFT).max(1.0),
-                ROW - 8.0,
-                end + 4.0,
-                y + ROW * 0.65,
-                number(*value)
-            );
-        }
-    }
-    out += &format!(
-        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{bottom}\" stroke=\"black\"/>\n</svg>\n"
-    );
-    out
+use crate::chart::{PALETTE, escape, open};
+
+/// One row: a label, its value (a median), and the range to draw as a
+/// whisker (min, max), in one of the palette's colours.
+#[derive(Clone, Debug, Default)]
+pub struct Row {
+    pub label: String,
+    pub value: f64,
+    pub range: Option<(f64, f64)>,
+    pub colour: usize,
 }
 
-/// 1, 2 or 5 times a power of ten, at or above `v`.
-fn nice_ceiling(v: f64) -> f64 {
-    let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|c| *c >= v).unwrap_or(10.0 * p)
+impl Row {
+    pub fn new(label: impl Into<String>, value: f64) -> Row {
+        Row { label: label.into(), value, ..Row::default() }
+    }
+
+    pub fn range(mut self, min: f64, max: f64) -> Row {
+        self.range = Some((min, max));
+        self
+    }
+
+    pub fn colour(mut self, colour: usize) -> Row {
+        self.colour = colour;
+        self
+    }
+}
+
+/// Rows under a heading: one category (a CPU placement, say). An empty name
+/// draws no heading.
+#[derive(Clone, Debug, Default)]
+pub struct Group {
+    pub name: String,
+    pub rows: Vec<Row>,
+}
+
+/// A chart of labelled rows, grouped by category.
+#[derive(Clone, Debug, Default)]
+pub struct Bars {
+    pub title: String,
+    pub unit: String,
+    pub log: bool,
+    pub groups: Vec<Group>,
+}
+
+const W: f64 = 760.0;
+const RIGHT: f64 = 76.0;
+const TOP: f64 = 52.0;
+const ROW: f64 = 26.0;
+const BOTTOM: f64 = 52.0;
+const TEXT: &str = "#222222";
+
+impl Bars {
+    pub fn new(title: &str, unit: &str, log: bool) -> Bars {
+        Bars { title: title.into(), unit: unit.into(), log, groups: Vec::new() }
+    }
+
+    pub fn group(mut self, name: &str, rows: Vec<Row>) -> Bars {
+        self.groups.push(Group { name: name.into(), rows });
+        self
+    }
+
+    /// Render to an SVG document. Values that are not positive and finite
+    /// are drawn as no bar or dot (their label stays).
+    pub fn to_svg(&self) -> String {
+        let lines: usize = self
+            .groups
+            .iter()
+            .map(|g| g.rows.len() + usize::from(!g.name.is_empty()))
+            .sum();
+        let h = TOP + ROW * lines as f64 + BOTTOM;
+        let good = |v: f64| v.is_finite() && v > 0.0;
+        let all: Vec<f64> = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.rows)
+            .flat_map(|r| {
+                let (lo, hi) = r.range.unwrap_or((r.value, r.value));
+                [r.value, lo, hi]
+            })
+            .filter(|v| good(*v))
+            .collect();
+        let max = all.iter().copied().fold(f64::MIN, f64::max);
+        let min = all.iter().copied().fold(f64::MAX, f64::min);
+        // The axis: decades on a log scale, 0..max (rounded up) otherwise.
+        let (lo, hi, step) = if all.is_empty() {
+            (0.0, 1.0, 0.25)
+        } else if self.log {
+            let lo = min.log10().floor();
+            (lo, max.log10().ceil().max(lo + 1.0), 1.0)
+        } else {
+            let (hi, step) = linear_axis(max);
+            (0.0, hi, step)
+        };
+        let longest = self
+            .groups
+            .iter()
+            .flat_map(|g| &g.rows)
+            .map(|r| r.label.chars().count())
+            .max()
+            .unwrap_or(0);
+        let left = (24.0 + 6.6 * longest as f64).clamp(120.0, 380.0);
+        let span = W - left - RIGHT;
+        let x = |v: f64| {
+            let t = if self.log { v.log10() } else { v };
+            left + span * ((t - lo) / (hi - lo)).clamp(0.0, 1.0)
+        };
+        let mut out = open(W, h, &self.title);
+        out += &format!(
+            "<text x=\"{}\" y=\"30\" font-size=\"18\" text-anchor=\"middle\" \
+             fill=\"{TEXT}\">{}</text>\n",
+            W / 2.0,
+            escape(&self.title)
+        );
+        // Grid lines and their numbers.
+        let ticks: Vec<f64> = if self.log {
+            (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
+        } else {
+            let steps = (hi / step).round() as i32;
+            (0..=steps).map(|i| step * f64::from(i)).collect()
+        };
+        let bottom = TOP + ROW * lines as f64;
+        for t in ticks {
+            let tx = x(t);
+            out += &format!(
+                "<line x1=\"{tx:.1}\" y1=\"{TOP}\" x2=\"{tx:.1}\" y2=\"{bottom}\" \
+                 stroke=\"#dddddd\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" \
+                 font-size=\"13\" text-anchor=\"middle\" fill=\"{TEXT}\">{}</text>\n",
+                bottom + 18.0,
+                tick(t)
+            );
+        }
+        out += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"14\" text-anchor=\"middle\" \
+             fill=\"{TEXT}\">{}</text>\n",
+            left + span / 2.0,
+            bottom + 40.0,
+            escape(&self.unit)
+        );
+        let mut y = TOP;
+        for g in &self.groups {
+            if !g.name.is_empty() {
+                out += &format!(
+                    "<text x=\"16\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\" \
+                     fill=\"{TEXT}\">{}</text>\n",
+                    y + ROW * 0.7,
+                    escape(&g.name)
+                );
+                y += ROW;
+            }
+            for r in &g.rows {
+                out += &self.row(r, y, left, &x);
+                y += ROW;
+            }
+        }
+        out += &format!(
+            "<line x1=\"{left}\" y1=\"{TOP}\" x2=\"{left}\" y2=\"{bottom}\" \
+             stroke=\"{TEXT}\"/>\n</svg>\n"
+        );
+        out
+    }
+
+    fn row(&self, r: &Row, y: f64, left: f64, x: &dyn Fn(f64) -> f64) -> String {
+        let mid = y + ROW / 2.0;
+        let c = PALETTE[r.colour % PALETTE.len()];
+        let colour = format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2);
+        let mut out = format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" text-anchor=\"end\" \
+             fill=\"{TEXT}\">{}</text>\n",
+            left - 8.0,
+            mid + 4.5,
+            escape(&r.label)
+        );
+        if !(r.value.is_finite() && r.value > 0.0) {
+            return out;
+        }
+        let end = x(r.value);
+        if self.log {
+            out += &format!(
+                "<line x1=\"{left}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" \
+                 stroke=\"#bbbbbb\" stroke-dasharray=\"1 3\"/>\n",
+                W - RIGHT
+            );
+        } else {
+            out += &format!(
+                "<rect x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
+                 fill=\"{colour}\"/>\n",
+                y + 5.0,
+                (end - left).max(1.0),
+                ROW - 10.0
+            );
+        }
+        let mut text_at = end;
+        if let Some((lo, hi)) =
+            r.range.filter(|(lo, hi)| lo.is_finite() && hi.is_finite())
+        {
+            let (a, b) = (x(lo.max(f64::MIN_POSITIVE)), x(hi));
+            out += &format!(
+                "<path d=\"M{a:.1} {:.1}V{:.1}M{a:.1} {mid:.1}H{b:.1}M{b:.1} {:.1}V{:.1}\" \
+                 stroke=\"{TEXT}\" fill=\"none\"/>\n",
+                mid - 5.0,
+                mid + 5.0,
+                mid - 5.0,
+                mid + 5.0
+            );
+            text_at = text_at.max(b);
+        }
+        if self.log {
+            out += &format!(
+                "<circle cx=\"{end:.1}\" cy=\"{mid:.1}\" r=\"5\" fill=\"{colour}\"/>\n"
+            );
+        }
+        out += &format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"{TEXT}\">{}</text>\n",
+            text_at + 7.0,
+            mid + 4.0,
+            number(r.value)
+        );
+        out
+    }
+}
+
+/// An SVG chart with one labelled row per `(label, value)`, top to bottom:
+/// bars on a linear axis, dots on a log axis (for values spanning decades).
+pub fn svg(title: &str, unit: &str, rows: &[(String, f64)], log: bool) -> String {
+    let rows = rows.iter().map(|(label, value)| Row::new(label, *value)).collect();
+    Bars::new(title, unit, log).group("", rows).to_svg()
+}
+
+/// A linear axis from zero: the end at or above `max` and a step of 1, 2,
+/// 2.5 or 5 times a power of ten, with at most five steps.
+fn linear_axis(max: f64) -> (f64, f64) {
+    let p = 10f64.powf((max / 5.0).log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        let step = m * p;
+        let n = (max / step).ceil();
+        if n <= 5.0 {
+            return (n.max(1.0) * step, step);
+        }
+    }
+    (max, max / 5.0)
+}
+
+/// An axis number: `0.1`, `1`, `250`, `12.5`.
+fn tick(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Three significant digits, no exponent for the sizes charts show.
@@ -104,12 +265,9 @@ fn number(v: f64) -> String {
     } else if v >= 1.0 {
         format!("{v:.2}")
     } else {
-        format!("{v:.3}")
+        let text = format!("{v:.3}");
+        text.trim_end_matches('0').to_string()
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 #[cfg(test)]
@@ -123,13 +281,46 @@ mod tests {
             ("Vec<u8>".to_string(), 0.5),
             ("failed".to_string(), f64::NAN),
         ];
-        let text = svg("t", "us", &rows, true);
-        assert!(text.starts_with("<svg"));
-        assert!(text.contains("fork &amp; wait") && text.contains("Vec&lt;u8&gt;"));
-        assert_eq!(text.matches("fill=\"#4e79a7\"").count(), 2, "NaN draws no bar");
+        let linear = svg("t", "us", &rows, false);
+        assert!(linear.starts_with("<svg") && linear.contains("width=\"100%\""));
+        assert!(
+            linear.contains("fork &amp; wait") && linear.contains("Vec&lt;u8&gt;")
+        );
+        assert_eq!(linear.matches("<rect x=\"").count() - 1, 2, "NaN draws no bar");
+        assert!(linear.contains(">400<"), "axis rounded up to 400");
+        assert!(!linear.contains(">500<"), "and no further");
+        assert!(!linear.contains("<circle"));
+    }
+
+    #[test]
+    fn linear_axis_ends_just_above_the_data() {
+        assert_eq!(linear_axis(240.0), (250.0, 50.0));
+        assert_eq!(linear_axis(377.0), (400.0, 100.0));
+        assert_eq!(linear_axis(0.9), (1.0, 0.2));
+    }
+
+    #[test]
+    fn log_axis_draws_dots_not_bars() {
+        let rows = vec![("fast".to_string(), 0.5), ("slow".to_string(), 400.0)];
+        let log = svg("t", "us", &rows, true);
+        assert_eq!(log.matches("<circle").count(), 2);
+        // Only the card: no bar whose length would mean nothing.
+        assert_eq!(log.matches("<rect").count(), 1);
         // Decades from 0.1 to 1000 on the log axis.
-        assert!(text.contains(">0.1<") && text.contains(">1000<"));
-        let linear = svg("t", "us", &rows[..1], false);
-        assert!(linear.contains(">500<"), "axis rounded up to 500");
+        assert!(
+            log.contains(">0.1<") && log.contains(">1<") && log.contains(">1000<")
+        );
+    }
+
+    #[test]
+    fn groups_have_headings_and_whiskers() {
+        let chart = Bars::new("by placement", "us", false)
+            .group("same CPU", vec![Row::new("threads", 6.6).range(6.4, 7.0)])
+            .group("two CPUs", vec![Row::new("threads", 92.9).range(69.5, 96.8)]);
+        let text = chart.to_svg();
+        assert!(text.contains(">same CPU<") && text.contains(">two CPUs<"));
+        assert_eq!(text.matches("<path").count(), 2, "one whisker per row");
+        assert!(text.contains(">100<"), "axis covers the range's top: {text}");
+        assert!(!text.contains("\n\n"));
     }
 }
