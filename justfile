@@ -23,10 +23,11 @@ book-check:
     npm ci --prefix .ci --no-audit --no-fund
     node .ci/book-check.mjs --self-test --out target/book-check
 
-# Re-run every experiment that feeds the book into one new reference folder,
-# results/<date>-<host>/, from a clean commit (the runner refuses a checkout
-# with uncommitted changes). Run it on an otherwise idle machine, then commit
-# the folder (and remove the previous reference folder if it is replaced).
+# Run it on an otherwise idle machine from a clean commit (the runner refuses
+# a checkout with uncommitted changes), then commit the folder, and remove the
+# previous reference folder if this one replaces it.
+#
+# Re-run every experiment that feeds the book into one new reference folder, results/<date>-<host>/
 results:
     #!/usr/bin/env bash
     set -euo pipefail
@@ -47,6 +48,7 @@ results:
     lab run ctx-switch --reference --variant cross-long --pins cross --rounds 15 --iterations 100000
     lab run mq-sweep --reference
     lab run mq-sweep --reference --variant cpu0 --cpus 0
+    lab run server-designs --reference
 
 # Exactly what CI runs
 ci:
