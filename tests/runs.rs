@@ -361,3 +361,50 @@ fn run_all_takes_only_cpus() {
     assert!(err.contains("only --cpus"), "{err}");
     lab().args(["run", "all", "--help"]).assert().success();
 }
+
+/// The committed reference run: every claim the lab can re-run has a
+/// verdict on it, every file in it was written by the reference command
+/// from a clean commit, and the then-and-now page matches its results.
+#[test]
+fn the_reference_judges_every_claim_from_clean_commits() {
+    let reference = lab::runs::reference().expect("a reference run in results/");
+    for row in lab::claims::evaluate(&reference).unwrap() {
+        assert!(
+            !matches!(row.verdict, lab::claims::Verdict::NotMeasured(_)),
+            "{}: {}",
+            row.claim.id,
+            row.verdict
+        );
+    }
+    let mut files = 0;
+    let mut stack = vec![reference.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let name = path.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(experiment) = name.strip_suffix(".json") else { continue };
+            if experiment.starts_with("then-and-now") {
+                continue;
+            }
+            let json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap();
+            let commit = json["machine"]["commit"].as_str().unwrap();
+            assert!(
+                !commit.ends_with("-dirty") && commit != "unknown",
+                "{path:?}: {commit}"
+            );
+            assert_eq!(json["settings"]["reference"], true, "{path:?}");
+            files += 1;
+        }
+    }
+    assert!(files >= lab::experiments::ALL.len(), "{files} results files");
+    let page = std::fs::read_to_string(reference.join("then-and-now.md")).unwrap();
+    let rows = lab::claims::evaluate(&reference).unwrap();
+    let name = reference.file_name().unwrap().to_str().unwrap();
+    assert_eq!(page, lab::claims::markdown(&rows, name), "then-and-now.md is stale");
+}
