@@ -8,7 +8,8 @@
 //! - `{{#figure EXP[/SUB] /json/pointer [DECIMALS]}}` is replaced by the
 //!   value at that JSON pointer in the reference file
 //!   `EXP[/SUB]/EXP.json`, e.g.
-//!   `{{#figure create-destroy /headline/fork_us/value 0}}`.
+//!   `{{#figure create-destroy /headline/fork_us/value 0}}`. A null value
+//!   (a figure the run could not give) prints as `-`.
 //!
 //! A directive that names a file or a pointer that is not there fails the
 //! build: a chapter cannot quote a figure the reference does not have.
@@ -89,6 +90,8 @@ fn figure(
             format!("{x:.d$}")
         }
         (Value::String(s), _) => s.clone(),
+        // A figure the run could not give (a ratio over nothing).
+        (Value::Null, _) => "-".to_string(),
         (other, _) => other.to_string(),
     })
 }
@@ -176,7 +179,7 @@ mod tests {
         std::fs::write(exp.join("tables.md"), "| a |\n").unwrap();
         std::fs::write(
             exp.join("demo.json"),
-            r#"{"headline": {"x": {"value": 1.23456}}, "name": "plain"}"#,
+            r#"{"headline": {"x": {"value": 1.23456}}, "name": "plain", "none": null}"#,
         )
         .unwrap();
         std::fs::write(exp.join("cpu0/demo.json"), r#"{"n": 7}"#).unwrap();
@@ -188,9 +191,9 @@ mod tests {
         let r = reference();
         let text = "T {{#result demo/tables.md}} f={{#figure demo /headline/x/value 2}} \
                     n={{#figure demo/cpu0 /n}} s={{#figure demo /name}} \
-                    {{#include other.md}}";
+                    z={{#figure demo /none 2}} {{#include other.md}}";
         let got = expand(text, r.path()).unwrap();
-        assert_eq!(got, "T | a |\n f=1.23 n=7 s=plain {{#include other.md}}");
+        assert_eq!(got, "T | a |\n f=1.23 n=7 s=plain z=- {{#include other.md}}");
     }
 
     #[test]

@@ -223,6 +223,15 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     report::share_run(None);
     let rows = claims::write(&run)?;
     labkit::error::print(&format!("\n{}", claims::text(&rows)))?;
+    let lighter: Vec<String> = experiments::ALL
+        .iter()
+        .filter(|e| !e.all_args.is_empty())
+        .map(|e| format!("{} {}", e.name, e.all_args.join(" ")))
+        .collect();
+    eprintln!(
+        "lab: lighter settings than their own defaults, under all: {}",
+        lighter.join("; ")
+    );
     eprintln!(
         "lab: all {total} experiments in {:.0} s; run written to {}; \
          `lab compare` puts it beside the reference",
