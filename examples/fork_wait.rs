@@ -1,4 +1,4 @@
-//! The lecture's process loop (`shared/seeds/001_*.txt`, "Making
+//! The lecture's process loop (book References: lecture-2004, "Making
 //! Processes") in its smallest form: fork, the child exits, the parent
 //! waits; ITER times (default 2000, as in the lecture).
 //!

@@ -1,4 +1,4 @@
-//! The lecture's thread loop (`shared/seeds/001_*.txt`, "Making Threads")
+//! The lecture's thread loop (book References: lecture-2004, "Making Threads")
 //! in its smallest form: create a thread that runs an empty `f`, join it;
 //! ITER times (default 2000, as in the lecture).
 //!
