@@ -612,31 +612,43 @@ fn compare_with_c(
 /// and what it cost.
 fn spawn(
     v: &Variant,
-    mut cmd: Command,
+    cmd: Command,
     count: u64,
     block: u64,
     scratch: &Path,
 ) -> Result<(Printed, Usage)> {
     let what = format!("{} {count} {block}", v.key);
+    run_checked(&what, cmd, count * block, scratch, |p: &Printed| p.bytes)
+}
+
+/// Run a pipe program once with its stdout (one JSON object) in a file in
+/// `scratch`; check that it moved `expected` bytes (`moved` reads them from
+/// what it printed) and return what it printed and what it cost.
+fn run_checked<T: serde::de::DeserializeOwned>(
+    what: &str,
+    mut cmd: Command,
+    expected: u64,
+    scratch: &Path,
+    moved: impl Fn(&T) -> u64,
+) -> Result<(T, Usage)> {
     let path = scratch.join("stdout.json");
     let file = File::create(&path).map_err(|e| Error::io(path.display(), e))?;
     cmd.stdin(Stdio::null()).stdout(file);
     let done =
         run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
-    done.check(&what).map_err(Error::failed)?;
+    done.check(what).map_err(Error::failed)?;
     let text =
         std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
-    let printed: Printed = serde_json::from_str(text.trim()).map_err(|e| {
+    let printed: T = serde_json::from_str(text.trim()).map_err(|e| {
         Error::failed(format!(
             "{what}: cannot read its output '{}': {e}",
             text.trim()
         ))
     })?;
-    if printed.bytes != count * block {
+    if moved(&printed) != expected {
         return Err(Error::failed(format!(
-            "{what}: moved {} bytes, expected {}",
-            printed.bytes,
-            count * block
+            "{what}: moved {} bytes, expected {expected}",
+            moved(&printed)
         )));
     }
     Ok((printed, done.usage))

@@ -4,19 +4,18 @@
 //! set (the writer's ring and the reader's buffer, one thread) and a copy
 //! of 256 MiB, which no cache holds (the DRAM bandwidth).
 
-use std::fs::File;
 use std::hint::black_box;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
+use labkit::Result;
 use labkit::chart::Chart;
 use labkit::limits::format_size;
-use labkit::measure::{Usage, run};
+use labkit::measure::Usage;
 use labkit::results::Header;
 use labkit::stats::Summary;
 use labkit::table::{Table, with_range};
-use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{PipeFacts, loadavg, mb, memcpy, round_order, vector_loop};
@@ -340,7 +339,7 @@ fn flags_of(r: &Rung, big: u64) -> Vec<String> {
 }
 
 fn spawn(
-    mut cmd: Command,
+    cmd: Command,
     count: u64,
     block: u64,
     scratch: &Path,
@@ -349,28 +348,7 @@ fn spawn(
         "pipespeed2t {count} {block} {:?}",
         cmd.get_args().skip(3).collect::<Vec<_>>()
     );
-    let path = scratch.join("ladder.json");
-    let file = File::create(&path).map_err(|e| Error::io(path.display(), e))?;
-    cmd.stdin(Stdio::null()).stdout(file);
-    let done =
-        run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
-    done.check(&what).map_err(Error::failed)?;
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
-    let printed: Printed = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::failed(format!(
-            "{what}: cannot read its output '{}': {e}",
-            text.trim()
-        ))
-    })?;
-    if printed.bytes != count * block {
-        return Err(Error::failed(format!(
-            "{what}: moved {} bytes, expected {}",
-            printed.bytes,
-            count * block
-        )));
-    }
-    Ok((printed, done.usage))
+    super::run_checked(&what, cmd, count * block, scratch, |p: &Printed| p.bytes)
 }
 
 fn row(
