@@ -538,13 +538,19 @@ fn tables(l: &Ladder) -> Vec<Table> {
     let sizes: Vec<String> = l.blocks.iter().map(|&b| format_size(b)).collect();
     let middle = profile_block(l);
     let gain_header = format!("gain at {}", format_size(middle));
-    let mut headers = vec!["rung", "what it takes away", gain_header.as_str()];
-    headers.extend(sizes.iter().map(String::as_str));
     let at = |rung: u32, block| {
         l.rows.iter().find(|x| x.rung == rung && x.block == block)
     };
+    // Two tables, so that each fits the book's column: what each rung
+    // takes away, then its rates.
+    let mut steps = Table::new(
+        "The pipe ladder: what each rung takes away",
+        &["rung", "what it takes away", gain_header.as_str()],
+    );
+    let mut headers = vec!["rung"];
+    headers.extend(sizes.iter().map(String::as_str));
     let mut climb = Table::new(
-        "The pipe ladder: MB/s by block size (of the same-working-set copy / of DRAM)",
+        "The pipe ladder: MB/s by block size (of the same-working-set copy)",
         &headers,
     );
     for r in &l.rungs {
@@ -554,25 +560,27 @@ fn tables(l: &Ladder) -> Vec<Table> {
             }
             _ => "-".into(),
         };
-        let mut cells =
-            vec![format!("{}. {}", r.rung, r.label), r.removes.to_string(), gain];
+        let name = format!("{}. {}", r.rung, r.label);
+        steps.row(vec![name.clone(), r.removes.to_string(), gain]);
+        let mut cells = vec![name];
         for &block in &l.blocks {
             cells.push(at(r.rung, block).map_or("-".into(), |x| {
-                let (copy, dram) =
-                    (pct(x.fraction_of_memcpy), pct(x.fraction_of_dram));
-                format!("{} ({copy} / {dram})", mb(x.mb_per_s))
+                format!("{} ({})", mb(x.mb_per_s), pct(x.fraction_of_memcpy))
             }));
         }
         climb.row(cells);
     }
+    steps.note(
+        "Gain: MB/s over the rung above's, at the block size named. Rungs 1 to 4 \
+         (and 6) check every block's sequence number and checksum inside the timed \
+         loop; rung 5 checks nothing (it moves page references to /dev/null).",
+    );
     climb.note(
         "Medians of the rounds, as pipespeed2t timed its own loop (MB = 10^6 bytes); \
          in brackets, the fraction of one thread's copy rate over the same working set \
-         (the rung's ring and the reader's buffer) measured in the same round, and of \
-         the DRAM copy below. Rungs 1 to 4 (and 6) checked every block's sequence number \
-         and checksum inside the timed loop; rung 5 checked nothing (it moves page \
-         references to /dev/null). Gain: MB/s \
-         over the rung above's, at the block size named.",
+         (the rung's ring and the reader's buffer) measured in the same round. The \
+         fraction of the DRAM copy is in the JSON (fraction_of_dram) and, for the best \
+         verified rung, in the limits table below.",
     );
     let g = &l.goals;
     if let Some(b) = &g.best_verified {
@@ -672,7 +680,7 @@ fn tables(l: &Ladder) -> Vec<Table> {
          (wait4); CPUs busy: CPU time of the two loops over their wall time (2: both \
          threads ran all along; 1 or less: they took turns, or waited for a CPU).",
     );
-    vec![climb, limits, profile]
+    vec![steps, climb, limits, profile]
 }
 
 /// The block size the gains and the profile are shown at: 64 KiB, or the
