@@ -37,8 +37,9 @@ pub const EXPERIMENT: Experiment = Experiment {
 };
 
 /// Every design, in Stevens' row order, then today's; the first is the
-/// baseline.
-const DESIGNS: &[&str] = &[
+/// baseline. `epoll-herd` is the runner's own: `server --design
+/// epoll-exclusive --herd`.
+pub const DESIGNS: &[&str] = &[
     "iterative",
     "fork",
     "prefork",

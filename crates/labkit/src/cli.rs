@@ -96,6 +96,17 @@ impl Workload {
     }
 }
 
+/// Print a server's address as its first line, flushed, so that whoever
+/// started it (the runner, a test) can connect: the lab's servers (the
+/// broker, `server`) all start this way.
+pub fn announce(addr: &std::net::SocketAddr) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{addr}").and_then(|()| out.flush()).map_err(|e| {
+        Error::failed(format!("stdout: {}", crate::error::describe_io(&e)))
+    })
+}
+
 /// Open the shared log for appending, as `fopen(path, "a+")` does: every
 /// write goes to the end, whoever else is writing.
 pub fn open_log(path: &Path) -> Result<File> {

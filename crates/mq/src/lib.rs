@@ -61,13 +61,13 @@ pub mod event_loop;
 pub mod load;
 pub mod protocol;
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use labkit::error::{Error, Result, describe_errno, describe_io};
+use labkit::error::{Error, Result, describe_errno};
 use nix::sys::signal::{SigSet, Signal};
 use serde::{Deserialize, Serialize};
 
@@ -290,11 +290,7 @@ pub fn run(cfg: &Config) -> Result<Stats> {
     let listener = TcpListener::bind(cfg.listen)
         .map_err(|e| Error::io(format!("cannot listen on {}", cfg.listen), e))?;
     let addr = listener.local_addr().map_err(|e| Error::io("getsockname", e))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{addr}")
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::failed(format!("stdout: {}", describe_io(&e))))?;
-    drop(out);
+    labkit::cli::announce(&addr)?;
     let counters = Arc::new(Counters::default());
     if cfg.event_loop {
         event_loop::run(cfg, listener, signals, counters)

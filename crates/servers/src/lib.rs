@@ -40,12 +40,11 @@ pub mod thread_per_client;
 pub mod tokio_runtime;
 pub mod uring;
 
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-use labkit::error::{Error, Result, describe_errno, describe_io};
+use labkit::error::{Error, Result, describe_errno};
 use nix::sys::signal::{SigSet, Signal};
 use serde::{Deserialize, Serialize};
 
@@ -282,11 +281,7 @@ pub fn run(cfg: &Config) -> Result<Stats> {
         if cfg.design == Design::IoUring { Some(uring::Ring::new()?) } else { None };
     let listener = listen(cfg.listen, cfg.design == Design::Reuseport)?;
     let addr = listener.local_addr().map_err(|e| Error::io("getsockname", e))?;
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{addr}")
-        .and_then(|()| out.flush())
-        .map_err(|e| Error::failed(format!("stdout: {}", describe_io(&e))))?;
-    drop(out);
+    labkit::cli::announce(&addr)?;
     let meters = Meters::new(cfg.pool.max(1))?;
     let outcome = match cfg.design {
         Design::Iterative => iterative::run(cfg, listener, meters),
