@@ -269,11 +269,11 @@ pub fn write(run: &Path) -> Result<Vec<Row>> {
     let rows = evaluate(run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
-    labkit::results::write_file(
+    crate::results::write_file(
         &run.join("then-and-now.md"),
         &markdown(&rows, &name),
     )?;
-    labkit::results::write_json(&run.join("then-and-now.json"), &rows)?;
+    crate::results::write_json(&run.join("then-and-now.json"), &rows)?;
     Ok(rows)
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use labkit::results::Settings;
+use crate::results::Settings;
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -276,8 +276,8 @@ pub fn main(run: Option<String>, against: Option<String>) -> Result<()> {
         eprintln!("lab: {} is a reference run; comparison not saved", run.display());
         return Ok(());
     }
-    labkit::results::write_file(&run.join("compare.md"), &comparison.markdown())?;
-    labkit::results::write_json(&run.join("compare.json"), &comparison)?;
+    crate::results::write_file(&run.join("compare.md"), &comparison.markdown())?;
+    crate::results::write_json(&run.join("compare.json"), &comparison)?;
     eprintln!("lab: comparison written to {}", run.join("compare.md").display());
     Ok(())
 }

@@ -7,13 +7,21 @@
 //! a reader's own under `runs/`, or, with `--reference`, the committed
 //! reference run under `results/` that the book shows ([`runs`]).
 
+pub mod bars;
+pub mod bins;
 pub mod book;
+pub mod chart;
 pub mod claims;
 pub mod compare;
 pub mod experiments;
+pub mod machine;
+pub mod progress;
 pub mod report;
+pub mod results;
 pub mod runs;
 pub mod service;
+pub mod stats;
+pub mod table;
 
 use std::ffi::OsString;
 use std::time::Instant;

@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::chart::Chart;
+use crate::results::{Header, Settings, check_writable, write_file, write_json};
+use crate::table::Table;
 use clap::Args;
-use labkit::chart::Chart;
-use labkit::results::{Header, Settings, check_writable, write_file, write_json};
-use labkit::table::Table;
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 

@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use labkit::results::checkout;
+use crate::results::checkout;
 use labkit::{Error, Result};
 
 /// The folder of the reader's own runs.
@@ -77,7 +77,7 @@ fn host() -> String {
 
 /// `2026-12-01` and `101500` from the current UTC time.
 fn date_time() -> (String, String) {
-    let now = labkit::machine::utc_now(); // 2026-12-01T10:15:00Z
+    let now = crate::machine::utc_now(); // 2026-12-01T10:15:00Z
     (now[..10].to_string(), now[11..19].replace(':', ""))
 }
 
@@ -105,7 +105,7 @@ pub fn new_run() -> Result<PathBuf> {
 /// that `just results` puts every experiment in one folder even across
 /// midnight), else `results/<date>-<host>`.
 pub fn reference_run() -> Result<PathBuf> {
-    let dirty = labkit::machine::uncommitted(&checkout()).ok_or_else(|| {
+    let dirty = crate::machine::uncommitted(&checkout()).ok_or_else(|| {
         Error::usage(format!(
             "--reference needs the lab's git checkout; {} is not one",
             checkout().display()

@@ -9,13 +9,13 @@ use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::bars::{Bars, Row};
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use clap::Parser;
-use labkit::bars::{Bars, Row};
-use labkit::chart::Chart;
 use labkit::measure::run;
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -127,14 +127,14 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let out = args.common.start(EXPERIMENT.name)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
-    let bins = labkit::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
+    let bins = crate::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
     let c = if args.vs_c { Some(c_programs()?) } else { None };
     let rounds = args.common.rounds as usize;
 
     let article = loops(&bins, c.as_ref(), n, &["sigchld", "wait"]);
     let lecture = loops(&bins, None, args.lecture_iterations, &["wait"]);
     let steps = (article.len() + lecture.len() + args.samples.len()) * rounds;
-    let bar = labkit::progress::bar(steps as u64, EXPERIMENT.name);
+    let bar = crate::progress::bar(steps as u64, EXPERIMENT.name);
 
     let mut article_runs = vec![Vec::new(); article.len()];
     let mut lecture_runs = vec![Vec::new(); lecture.len()];
@@ -314,13 +314,13 @@ fn c_programs() -> Result<CPrograms> {
     let forkcreat = root.join("crates/forkcreat/c/forkcreat.c");
     let image = root.join("crates/forkcreat/c/rust_image.c");
     Ok(CPrograms {
-        forkcreat: labkit::bins::compile_c(&forkcreat, "forkcreat-c")?,
-        forkcreat_image: labkit::bins::compile_c_with(
+        forkcreat: crate::bins::compile_c(&forkcreat, "forkcreat-c")?,
+        forkcreat_image: crate::bins::compile_c_with(
             &[&forkcreat, &image],
             &["-Wl,--no-as-needed", "-lgcc_s"],
             "forkcreat-c-rust-image",
         )?,
-        pthreadcreat: labkit::bins::compile_c(
+        pthreadcreat: crate::bins::compile_c(
             &root.join("crates/pthreadcreat/c/pthreadcreat.c"),
             "pthreadcreat-c",
         )?,
@@ -632,7 +632,7 @@ fn vs_c_table(d: &Data) -> Table {
          the main thread's signal stack, a heap), which fork copies and exit tears \
          down for every child. All C is built with {}.",
         d.rounds,
-        labkit::bins::C_FLAGS.join(" ")
+        crate::bins::C_FLAGS.join(" ")
     ));
     t
 }
@@ -655,7 +655,7 @@ fn write_bars(d: &Data, out: &Path) -> Result<()> {
     )
     .group("", rows)
     .to_svg();
-    labkit::results::write_file(&out.join("create-destroy.svg"), &svg)
+    crate::results::write_file(&out.join("create-destroy.svg"), &svg)
 }
 
 fn charts(d: &Data) -> Vec<(String, Chart)> {

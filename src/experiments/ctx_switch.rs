@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::bars::{Bars, Row};
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use clap::Parser;
-use labkit::bars::{Bars, Row};
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -166,7 +166,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let out = args.common.start(EXPERIMENT.name)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
-    let ctxswitch = labkit::bins::programs(&["ctxswitch"])?.remove(0);
+    let ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);
     let allowed = labkit::affinity::allowed_cpus()?;
     let mut skipped = Vec::new();
     let modes: Vec<&'static str> =
@@ -205,7 +205,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let cells_n = modes.len() * pins.len();
     let per_round = if perf.used { 2 } else { 1 };
     let bar =
-        labkit::progress::bar((cells_n * rounds * per_round) as u64, "ctx-switch");
+        crate::progress::bar((cells_n * rounds * per_round) as u64, "ctx-switch");
     let mut cells = Vec::new();
     for &mode in &modes {
         for &pin in &pins {
@@ -634,7 +634,7 @@ fn write_chart(d: &Data, out: &Path) -> Result<()> {
             chart = chart.group(placement_name(pin), rows);
         }
     }
-    labkit::results::write_file(&out.join("ctx-switch.svg"), &chart.to_svg())
+    crate::results::write_file(&out.join("ctx-switch.svg"), &chart.to_svg())
 }
 
 fn placement_name(pin: &str) -> &'static str {

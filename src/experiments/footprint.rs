@@ -8,14 +8,14 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::Table;
 use clap::Parser;
 use footprint::{Footprint, Kind, Snapshot};
-use labkit::chart::Chart;
 use labkit::limited::Limits;
 use labkit::limits::{format_size, size_in};
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::Table;
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -92,7 +92,7 @@ struct Data {
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.start(EXPERIMENT.name)?;
-    let program = labkit::bins::programs(&["footprint"])?.remove(0);
+    let program = crate::bins::programs(&["footprint"])?.remove(0);
     let workers = match (args.workers.is_empty(), args.common.full) {
         (false, _) => args.workers.clone(),
         (true, false) => vec![10, 100, 1000],
@@ -100,7 +100,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     };
     let rounds = args.common.rounds;
     let timeout = Duration::from_secs(args.timeout);
-    let bar = labkit::progress::bar(
+    let bar = crate::progress::bar(
         (workers.len() as u64 + 1) * 2 * u64::from(rounds),
         EXPERIMENT.name,
     );
@@ -330,7 +330,7 @@ fn cow_table(d: &Data) -> Table {
             r.workers.to_string(),
             kib(&p.pss),
             format!("{:.1}", p.pss.median * f64::from(r.workers) / 1024.0),
-            labkit::table::with_range(
+            crate::table::with_range(
                 p.ready_s.median,
                 p.ready_s.min,
                 p.ready_s.max,

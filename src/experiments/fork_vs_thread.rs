@@ -7,13 +7,13 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use clap::Parser;
-use labkit::chart::Chart;
 use labkit::lines::{check_log, payload};
 use labkit::measure::{Usage, run};
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -220,7 +220,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let total = grids.iter().map(|g| g.settings.len()).sum::<usize>()
         * programs.len()
         * args.common.rounds as usize;
-    let bar = labkit::progress::bar(total as u64, EXPERIMENT.name);
+    let bar = crate::progress::bar(total as u64, EXPERIMENT.name);
     let mut results = Vec::new();
     for g in &grids {
         let mut rows = Vec::new();
@@ -263,7 +263,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
 }
 
 fn programs(vs_c: bool) -> Result<Vec<Program>> {
-    let bins = labkit::bins::programs(&["fork", "thread"])?;
+    let bins = crate::bins::programs(&["fork", "thread"])?;
     let mut list = vec![
         Program {
             label: "fork",
@@ -285,7 +285,7 @@ fn programs(vs_c: bool) -> Result<Vec<Program>> {
             ("thread.c", "crates/thread/c/thread.c"),
         ] {
             let name = label.replace('.', "-");
-            let path = labkit::bins::compile_c(&root.join(source), &name)?;
+            let path = crate::bins::compile_c(&root.join(source), &name)?;
             list.push(Program { label, path, rust: false, workers_flag: "" });
         }
     }
@@ -378,7 +378,7 @@ fn headline(data: &Data) -> Headline {
                 Some((f64::from(r.setting.procs), p.wall_s.median))
             })
             .collect();
-        labkit::stats::r_squared(&points)
+        crate::stats::r_squared(&points)
     };
     crate::report::headline()
         .add(

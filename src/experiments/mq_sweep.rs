@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::Table;
 use clap::Parser;
-use labkit::chart::Chart;
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::Table;
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -194,7 +194,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         points.push(None);
     }
     let rounds = args.common.rounds as usize;
-    let bar = labkit::progress::bar((points.len() * rounds) as u64, EXPERIMENT.name);
+    let bar = crate::progress::bar((points.len() * rounds) as u64, EXPERIMENT.name);
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); points.len()];
     for _ in 0..rounds {
         // One pass over every point per round, so drift on a shared machine
@@ -235,7 +235,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
 
 /// `broker` and `load`, the two binaries of the package `mq`.
 fn programs() -> Result<Vec<PathBuf>> {
-    labkit::bins::package_programs("mq", &["broker", "load"])
+    crate::bins::package_programs("mq", &["broker", "load"])
 }
 
 /// The broker process; killed and reaped if a run fails half-way.

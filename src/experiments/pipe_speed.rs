@@ -22,13 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use clap::Parser;
-use labkit::chart::Chart;
 use labkit::limits::format_size;
 use labkit::measure::{Usage, run};
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -266,7 +266,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let out = args.common.start(EXPERIMENT.name)?;
     let scratch = labkit::cleanup::tempdir("lab-pipe-speed-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
-    let bins = labkit::bins::programs(&["pipespeed2", "pipespeed2t"])?;
+    let bins = crate::bins::programs(&["pipespeed2", "pipespeed2t"])?;
     let facts = pipe_facts(&bins[0], scratch.path())?;
     let variants = variants(&args, &bins, facts.default_buffer_bytes)?;
 
@@ -278,7 +278,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let rounds = args.common.rounds as usize;
     let total: usize =
         variants.iter().map(|v| v.blocks.len()).sum::<usize>() * rounds;
-    let bar = labkit::progress::bar(total as u64, EXPERIMENT.name);
+    let bar = crate::progress::bar(total as u64, EXPERIMENT.name);
 
     let mut runs: Vec<Vec<(u64, u64, Vec<RunRecord>)>> =
         variants.iter().map(|_| Vec::new()).collect();
@@ -390,7 +390,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     }
     // The comparison with C on its own, for the book.
     match vs_c {
-        Some(text) => labkit::results::write_file(&out.join("vs-c.md"), &text),
+        Some(text) => crate::results::write_file(&out.join("vs-c.md"), &text),
         None => Ok(()),
     }
 }
@@ -531,7 +531,7 @@ fn compare_with_c(
     let mut jobs = Vec::new();
     for (rust, c, path, source, key) in twins {
         let c_path =
-            labkit::bins::compile_c(&root.join(source), &c.replace('.', "-"))?;
+            crate::bins::compile_c(&root.join(source), &c.replace('.', "-"))?;
         let blocks = variants
             .iter()
             .find(|v| v.key == key)
@@ -555,7 +555,7 @@ fn compare_with_c(
     let steps: usize =
         jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
     let bar =
-        labkit::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
+        crate::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
     let scratch = labkit::cleanup::tempdir("lab-pipe-speed-c-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let mut out = Vec::new();

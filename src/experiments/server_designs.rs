@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::Table;
 use clap::Parser;
-use labkit::chart::Chart;
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::Table;
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -313,7 +313,7 @@ struct Data {
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.start(EXPERIMENT.name)?;
-    let bins = labkit::bins::package_programs("servers", &["server", "client"])?;
+    let bins = crate::bins::package_programs("servers", &["server", "client"])?;
     let ports = ports();
     let rounds = if args.quick { 1 } else { args.common.rounds as usize };
     let children = u64::from(args.children);
@@ -361,7 +361,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         }
     });
     let steps = (rounds * (designs.len() + 1)) as u64;
-    let bar = labkit::progress::bar(steps, EXPERIMENT.name);
+    let bar = crate::progress::bar(steps, EXPERIMENT.name);
     let mut base_runs = Vec::new();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); designs.len()];
     for _ in 0..rounds {
@@ -753,7 +753,7 @@ fn full_phases(
 ) -> Result<(Vec<Row>, Vec<RatePoint>)> {
     let total = load.children * load.loops;
     let over = Load { children, loops: (total / children).max(1), ..load.clone() };
-    let bar = labkit::progress::bar(designs.len() as u64, "server-designs overload");
+    let bar = crate::progress::bar(designs.len() as u64, "server-designs overload");
     let mut overload = Vec::new();
     for d in designs {
         bar.set_message(d.to_string());
@@ -1028,24 +1028,24 @@ fn write_bars(d: &Data, out: &Path) -> Result<()> {
         .iter()
         .map(|r| (r.design.clone(), r.cpu_us_per_connection_above_baseline.median))
         .collect();
-    let svg = labkit::bars::svg(
+    let svg = crate::bars::svg(
         "Server CPU per connection above the iterative baseline",
         "microseconds per connection (median; bars at or below 0 not drawn)",
         &cpu,
         false,
     );
-    labkit::results::write_file(&out.join("cpu-per-connection.svg"), &svg)?;
+    crate::results::write_file(&out.join("cpu-per-connection.svg"), &svg)?;
     let cps: Vec<(String, f64)> = std::iter::once(&d.baseline)
         .chain(&d.rows)
         .map(|r| (r.design.clone(), r.connections_per_s.median))
         .collect();
-    let svg = labkit::bars::svg(
+    let svg = crate::bars::svg(
         "Connections per second, closed loop",
         "connections/s (median)",
         &cps,
         false,
     );
-    labkit::results::write_file(&out.join("connections-per-s.svg"), &svg)
+    crate::results::write_file(&out.join("connections-per-s.svg"), &svg)
 }
 
 fn charts(d: &Data) -> Vec<(String, Chart)> {

@@ -16,15 +16,15 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Instant;
 
+use crate::bars::{self, Bars};
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use clap::Parser;
-use labkit::bars::{self, Bars};
-use labkit::chart::Chart;
 use labkit::error::describe_errno;
 use labkit::limits::{format_size, pthread_default_stack, size_in};
 use labkit::memory::Touched;
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use labkit::{Error, Result};
 use nix::errno::Errno;
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
@@ -220,7 +220,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
                 .iter()
                 .map(|p| if p.worker_cpu.is_some() { 1 } else { placed.len() })
                 .sum::<usize>());
-    let bar = labkit::progress::bar(steps as u64, EXPERIMENT.name);
+    let bar = crate::progress::bar(steps as u64, EXPERIMENT.name);
 
     // 1. Every method, rounds interleaved so drift spreads over all.
     let n = calibrate_all(&methods, budget, &exec, None)?;
@@ -851,7 +851,7 @@ fn write_bars(d: &Data, out: &std::path::Path) -> Result<()> {
     let rows = d.methods.iter().map(|r| row(&r.method, &r.us)).collect();
     let svg =
         Bars::new("Create + destroy, 2026", unit, true).group("", rows).to_svg();
-    labkit::results::write_file(&out.join("spawn-methods.svg"), &svg)?;
+    crate::results::write_file(&out.join("spawn-methods.svg"), &svg)?;
     // One colour per method, whatever placements it appears under.
     let mut methods: Vec<&str> = Vec::new();
     let mut chart = Bars::new("CPU placement", unit, true);
@@ -867,7 +867,7 @@ fn write_bars(d: &Data, out: &std::path::Path) -> Result<()> {
         }
         chart = chart.group(&p.placement, rows);
     }
-    labkit::results::write_file(&out.join("placement.svg"), &chart.to_svg())
+    crate::results::write_file(&out.join("placement.svg"), &chart.to_svg())
 }
 
 fn charts(d: &Data) -> Vec<(String, Chart)> {

@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::Table;
 use clap::Parser;
-use labkit::chart::Chart;
 use labkit::limited::{Limits, Outcome};
 use labkit::limits::{format_size, size_in};
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::Table;
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
@@ -141,7 +141,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let out = args.common.start(EXPERIMENT.name)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
-    let bins = labkit::bins::programs(&["stacklimit", "thread"])?;
+    let bins = crate::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
     let timeout = Duration::from_secs(args.timeout);
     let space =
@@ -150,7 +150,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let steps = args.stacks.len() as u64 * 2 * u64::from(rounds)
         + args.threads.len() as u64 * 3
         + 6;
-    let bar = labkit::progress::bar(steps, EXPERIMENT.name);
+    let bar = crate::progress::bar(steps, EXPERIMENT.name);
 
     let mut stacks = Vec::new();
     for &stack in &args.stacks {

@@ -228,11 +228,7 @@ pub struct TempDir {
 
 /// Create a directory `<tmp>/<prefix>XXXXXX` (honouring `TMPDIR`).
 pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
-    let mut reg = registry();
-    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
-    let path = dir.keep();
-    reg.dirs.push(path.clone());
-    Ok(TempDir { path })
+    tempdir_in(&std::env::temp_dir(), prefix)
 }
 
 /// Create a directory `<parent>/<prefix>XXXXXX`: a results folder being
@@ -240,8 +236,8 @@ pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
 /// complete and an interrupt removes before.
 pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     let mut reg = registry();
-    let dir = tempfile::Builder::new().prefix(prefix).tempdir_in(parent)?;
-    let path = dir.keep();
+    // mkdtemp(3): a new directory, mode 0700, under a name no one else got.
+    let path = nix::unistd::mkdtemp(&parent.join(format!("{prefix}XXXXXX")))?;
     reg.dirs.push(path.clone());
     Ok(TempDir { path })
 }
@@ -455,7 +451,7 @@ mod tests {
         drop(dir);
         assert!(!path.exists());
         assert!(!registry().dirs.contains(&path));
-        let parent = tempfile::tempdir().unwrap();
+        let parent = tempdir("labkit-parent-").unwrap();
         let dir = tempdir_in(parent.path(), ".run-").unwrap();
         let path = dir.path().to_path_buf();
         assert!(path.starts_with(parent.path()));

@@ -1,25 +1,23 @@
-//! The shared harness of the process-vs-thread lab.
-//!
-//! Every program and the `lab` runner use it for the same few jobs, so that
-//! each program's own source stays the size of the C it reproduces:
+//! What the process-vs-thread lab's programs need at run time, and nothing
+//! more: no tables, charts or progress bars (those are the runner's, in the
+//! `lab` crate), so that a program such as `fork` builds from a handful of
+//! packages.
 //!
 //! - [`error`]: one error type and the lab's exit codes (0 ok, 1 failed, 2 usage);
+//! - [`cli`]: flag parsing and the one JSON-or-text output of every program;
 //! - [`lines`]: whole-line output buffers that are safe to use after `fork`;
 //! - [`limits`]: resource limits and human sizes (`8M`, `256K`);
-//! - [`stats`]: rounds, median, min, max and the articles' trimmed mean;
-//! - [`measure`]: run a program as a whole process, timed from outside, with
-//!   the kernel's `wait4` accounting (user, sys, max RSS, context switches);
-//! - [`cleanup`]: process groups and temporary directories that an
-//!   interrupt (SIGINT, SIGTERM, SIGHUP) stops and removes;
-//! - [`relay`]: a forking program passes SIGINT, SIGTERM and SIGHUP on to
-//!   its children, reaps them and exits 128 + N;
-//! - [`machine`]: what machine a figure was measured on;
-//! - [`results`], [`table`], [`chart`], [`progress`]: reporting.
+//! - [`affinity`]: CPU lists and pinning;
+//! - [`pthread`], [`memory`]: raw threads and touched pages, as the C does;
+//! - [`relay`], [`children`]: a forking program passes SIGINT, SIGTERM and
+//!   SIGHUP on to its children, reaps them and exits 128 + N;
+//! - [`measure`]: the kernel's `wait4`/`getrusage` accounting, and a whole
+//!   program timed from outside;
+//! - [`cleanup`], [`limited`]: process groups, temporary directories and
+//!   limited children that an interrupt stops and removes;
+//! - [`testing`]: a test skip that says why and is counted.
 
 pub mod affinity;
-pub mod bars;
-pub mod bins;
-pub mod chart;
 pub mod children;
 pub mod cleanup;
 pub mod cli;
@@ -27,15 +25,10 @@ pub mod error;
 pub mod limited;
 pub mod limits;
 pub mod lines;
-pub mod machine;
 pub mod measure;
 pub mod memory;
-pub mod progress;
 pub mod pthread;
 pub mod relay;
-pub mod results;
-pub mod stats;
-pub mod table;
 pub mod testing;
 
 pub use error::{Error, ExitCode, Result};

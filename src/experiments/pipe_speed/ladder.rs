@@ -9,13 +9,13 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::chart::Chart;
+use crate::results::Header;
+use crate::stats::Summary;
+use crate::table::{Table, with_range};
 use labkit::Result;
-use labkit::chart::Chart;
 use labkit::limits::format_size;
 use labkit::measure::Usage;
-use labkit::results::Header;
-use labkit::stats::Summary;
-use labkit::table::{Table, with_range};
 use serde::{Deserialize, Serialize};
 
 use super::{PipeFacts, loadavg, mb, memcpy, round_order, vector_loop};
@@ -269,7 +269,7 @@ pub(super) fn run_ladder(
     let rounds = common.rounds as usize;
     let rungs = if flags.ladder_busy_poll { &RUNGS[..] } else { &RUNGS[..5] };
     let loadavg_before = loadavg();
-    let bar = labkit::progress::bar(
+    let bar = crate::progress::bar(
         (blocks.len() * rungs.len() * rounds) as u64,
         "pipe-speed ladder",
     );
@@ -737,6 +737,6 @@ pub(super) fn publish(
         md.push('\n');
         md.push_str(&table.render());
     }
-    labkit::results::write_file(&out.join("ladder.md"), &md)?;
+    crate::results::write_file(&out.join("ladder.md"), &md)?;
     if json { Ok(()) } else { labkit::error::print(&md) }
 }

@@ -9,6 +9,6 @@ fn main() {
         .ok()
         .and_then(|out| String::from_utf8(out.stdout).ok())
         .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=LABKIT_RUSTC={}", version.trim());
+    println!("cargo:rustc-env=LAB_RUSTC={}", version.trim());
     println!("cargo:rerun-if-env-changed=RUSTC");
 }

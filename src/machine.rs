@@ -42,7 +42,7 @@ impl Machine {
             memory_mib: memory_mib(),
             kernel: field(|u| u.release()),
             arch: field(|u| u.machine()),
-            rustc: env!("LABKIT_RUSTC").to_string(),
+            rustc: env!("LAB_RUSTC").to_string(),
             virtualization: virtualization(),
             hostname: field(|u| u.nodename()),
             date: utc_now(),

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::machine::Machine;
+use labkit::error::{Error, Result};
 
 /// What every results file starts with.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -47,7 +47,7 @@ pub struct Settings {
 pub fn checkout() -> PathBuf {
     let dir = match std::env::var_os("LAB_CHECKOUT") {
         Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")),
     };
     std::fs::canonicalize(&dir).unwrap_or(dir)
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::error::{Error, Result};
+use labkit::error::{Error, Result};
 
 /// The directory that holds the program binaries.
 pub fn bin_dir() -> Result<PathBuf> {
@@ -67,7 +67,7 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
         cmd.args(["-p", package]);
     }
     // Tracked, so an interrupt stops the build too.
-    let status = crate::cleanup::spawn(&mut cmd)
+    let status = labkit::cleanup::spawn(&mut cmd)
         .and_then(|mut build| build.wait4())
         .map_err(|e| Error::io("cannot run cargo", e))?
         .0;
@@ -121,7 +121,7 @@ pub fn compile_c_with(
     if fresh && std::fs::read_to_string(&stamp).is_ok_and(|s| s == line) {
         return Ok(out);
     }
-    let status = crate::cleanup::spawn(&mut cmd)
+    let status = labkit::cleanup::spawn(&mut cmd)
         .and_then(|mut cc| cc.wait4())
         .map_err(|e| {
             Error::io(
