@@ -42,20 +42,16 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let cfg = Config {
-        mode: cli.mode,
-        pin: cli.pin,
-        iterations: cli.iterations,
-        warmup: cli.warmup,
-        cpus: cli.cpus,
-    };
-    labkit::error::report("ctxswitch", run(&cfg, cli.json))
+    labkit::cli::main("ctxswitch", |cli: &Cli| {
+        let cfg = Config {
+            mode: cli.mode,
+            pin: cli.pin,
+            iterations: cli.iterations,
+            warmup: cli.warmup,
+            cpus: cli.cpus.clone(),
+        };
+        run(&cfg, cli.json)
+    })
 }
 
 fn run(cfg: &Config, json: bool) -> labkit::Result<()> {

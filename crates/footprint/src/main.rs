@@ -36,33 +36,28 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let result = footprint::run(cli.kind, cli.workers, cli.touch).and_then(|f| {
-        let line = if cli.json {
-            serde_json::to_string(&f)
-                .map_err(|e| Error::failed(format!("cannot encode results: {e}")))?
-        } else {
-            let per = |g: fn(&Snapshot) -> u64| format!("{:.0}", f.per_worker(g));
-            format!(
-                "{} idle {}: per worker PSS +{} KiB, RSS +{} KiB, kernel stack +{} KiB, \
-                 page tables +{} KiB, slab +{} KiB, address space +{} KiB; all ready in {:.3} s",
-                f.workers,
-                if f.kind == Kind::Threads { "threads" } else { "processes" },
-                per(|s| s.pss_kib),
-                per(|s| s.rss_kib),
-                per(|s| s.kernel_stack_kib),
-                per(|s| s.vm_pte_kib),
-                per(|s| s.slab_unreclaimable_kib),
-                per(|s| s.vm_size_kib),
-                f.ready_s
-            )
-        };
-        labkit::error::print(&format!("{line}\n"))
-    });
-    labkit::error::report("footprint", result)
+    labkit::cli::main("footprint", |cli: &Cli| {
+        footprint::run(cli.kind, cli.workers, cli.touch).and_then(|f| {
+            let line = if cli.json {
+                serde_json::to_string(&f)
+                    .map_err(|e| Error::failed(format!("cannot encode results: {e}")))?
+            } else {
+                let per = |g: fn(&Snapshot) -> u64| format!("{:.0}", f.per_worker(g));
+                format!(
+                    "{} idle {}: per worker PSS +{} KiB, RSS +{} KiB, kernel stack +{} KiB, \
+                     page tables +{} KiB, slab +{} KiB, address space +{} KiB; all ready in {:.3} s",
+                    f.workers,
+                    if f.kind == Kind::Threads { "threads" } else { "processes" },
+                    per(|s| s.pss_kib),
+                    per(|s| s.rss_kib),
+                    per(|s| s.kernel_stack_kib),
+                    per(|s| s.vm_pte_kib),
+                    per(|s| s.slab_unreclaimable_kib),
+                    per(|s| s.vm_size_kib),
+                    f.ready_s
+                )
+            };
+            labkit::error::print(&format!("{line}\n"))
+        })
+    })
 }

@@ -20,14 +20,7 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    labkit::error::report(
-        "fork",
-        labkit::cli::finish(fork::run(cli.procs, &cli.work), &cli.work),
-    )
+    labkit::cli::main("fork", |cli: &Cli| {
+        labkit::cli::finish(fork::run(cli.procs, &cli.work), &cli.work)
+    })
 }

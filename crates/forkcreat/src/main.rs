@@ -30,13 +30,7 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    labkit::error::report("forkcreat", run(&cli))
+    labkit::cli::main("forkcreat", run)
 }
 
 fn run(cli: &Cli) -> labkit::Result<()> {

@@ -7,6 +7,25 @@ use clap::Args;
 
 use crate::error::{Error, Result};
 
+/// Every program's `main`: parse the flags ([`parse`]) on a stack that
+/// survives `ulimit -s 16` ([`crate::limits::enough_stack`]), run, and turn
+/// the result into the exit status, an error being one line on stderr
+/// (`program: what went wrong`, [`crate::error::report`]).
+///
+/// ```no_run
+/// # #[derive(clap::Parser)] struct Cli {}
+/// # fn run(_: &Cli) -> labkit::Result<()> { Ok(()) }
+/// fn main() -> std::process::ExitCode {
+///     labkit::cli::main("forkcreat", run)
+/// }
+/// ```
+pub fn main<T: clap::Parser>(
+    program: &str,
+    run: impl FnOnce(&T) -> Result<()> + Send,
+) -> std::process::ExitCode {
+    crate::limits::enough_stack(|| crate::error::report(program, run(&parse::<T>())))
+}
+
 /// Parse this program's command line like clap's `Parser::parse`, except
 /// that a usage error is one line on stderr, as every error of the lab is:
 /// `fork: invalid value 'x' for '--procs <PROCS>': invalid digit found in

@@ -30,13 +30,8 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let result = pipespeed2::run(cli.count, cli.bytes, cli.pipe_size)
-        .and_then(|report| report.print(cli.json));
-    labkit::error::report("pipespeed2", result)
+    labkit::cli::main("pipespeed2", |cli: &Cli| {
+        pipespeed2::run(cli.count, cli.bytes, cli.pipe_size)
+            .and_then(|report| report.print(cli.json))
+    })
 }

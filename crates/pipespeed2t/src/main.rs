@@ -89,40 +89,36 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let transport = match (cli.fifo, cli.socketpair) {
-        (true, _) => Transport::Fifo,
-        (_, true) => Transport::Socketpair,
-        _ => Transport::Pipe,
-    };
-    if let Some(method) = cli.method {
-        let opts = ladder::Options {
+    labkit::cli::main("pipespeed2t", |cli: &Cli| {
+        let transport = match (cli.fifo, cli.socketpair) {
+            (true, _) => Transport::Fifo,
+            (_, true) => Transport::Socketpair,
+            _ => Transport::Pipe,
+        };
+        if let Some(method) = cli.method {
+            let opts = ladder::Options {
+                count: cli.count,
+                block: cli.bytes,
+                method,
+                pipe_size: cli.pipe_size,
+                huge_pages: cli.huge_pages,
+                ring: cli.ring,
+                check: cli.check,
+                busy_poll: cli.busy_poll,
+            };
+            let result =
+                ladder::run(&opts).and_then(|report| report.print(cli.json));
+            return result;
+        }
+        let opts = Options {
             count: cli.count,
             block: cli.bytes,
-            method,
+            transport,
             pipe_size: cli.pipe_size,
-            huge_pages: cli.huge_pages,
-            ring: cli.ring,
-            check: cli.check,
-            busy_poll: cli.busy_poll,
+            processes: cli.processes,
+            vmsplice: cli.vmsplice,
+            reader_stops_after: cli.reader_stops_after,
         };
-        let result = ladder::run(&opts).and_then(|report| report.print(cli.json));
-        return labkit::error::report("pipespeed2t", result);
-    }
-    let opts = Options {
-        count: cli.count,
-        block: cli.bytes,
-        transport,
-        pipe_size: cli.pipe_size,
-        processes: cli.processes,
-        vmsplice: cli.vmsplice,
-        reader_stops_after: cli.reader_stops_after,
-    };
-    let result = pipespeed2t::run(&opts).and_then(|report| report.print(cli.json));
-    labkit::error::report("pipespeed2t", result)
+        pipespeed2t::run(&opts).and_then(|report| report.print(cli.json))
+    })
 }

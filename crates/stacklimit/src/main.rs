@@ -67,12 +67,7 @@ enum Probe {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let result = match labkit::cli::parse::<Cli>().probe {
+    labkit::cli::main("stacklimit", |cli: &Cli| match cli.probe {
         Probe::Threads { stack_size, api, max, json } => {
             stacklimit::threads(api, stack_size, max).and_then(|c| show(&c, json))
         }
@@ -80,8 +75,7 @@ fn run_main() -> std::process::ExitCode {
             stacklimit::forks(max).and_then(|c| show(&c, json))
         }
         Probe::Overflow { stack_size, api } => stacklimit::overflow(api, stack_size),
-    };
-    labkit::error::report("stacklimit", result)
+    })
 }
 
 fn show(count: &stacklimit::Count, json: bool) -> labkit::Result<()> {

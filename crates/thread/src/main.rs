@@ -24,12 +24,8 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let result = thread::run(cli.threads, cli.stack_size, &cli.work);
-    labkit::error::report("thread", labkit::cli::finish(result, &cli.work))
+    labkit::cli::main("thread", |cli: &Cli| {
+        let result = thread::run(cli.threads, cli.stack_size, &cli.work);
+        labkit::cli::finish(result, &cli.work)
+    })
 }

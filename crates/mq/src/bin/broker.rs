@@ -99,37 +99,23 @@ fn seconds(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let cfg = mq::Config {
-        listen: cli.listen,
-        readers: cli.readers as usize,
-        writers: cli.writers as usize,
-        deliverers: cli.deliverers as usize,
-        queues: cli.queues,
-        capacity: cli.capacity as usize,
-        outbox: cli.outbox as usize,
-        max_frame: cli.max_frame,
-        max_connections: cli.max_connections as usize,
-        event_loop: cli.event_loop,
-        drain: Duration::from_secs_f64(cli.drain),
-        socket_buffer: cli.socket_buffer as usize,
-    };
-    let result = mq::run(&cfg).and_then(|stats| {
-        let line = if cli.json {
-            serde_json::to_string(&stats).map_err(|e| {
-                labkit::Error::failed(format!(
-                    "cannot encode the stats as JSON: {e}"
-                ))
-            })?
-        } else {
-            stats.line()
+    labkit::cli::main("broker", |cli: &Cli| {
+        let cfg = mq::Config {
+            listen: cli.listen,
+            readers: cli.readers as usize,
+            writers: cli.writers as usize,
+            deliverers: cli.deliverers as usize,
+            queues: cli.queues,
+            capacity: cli.capacity as usize,
+            outbox: cli.outbox as usize,
+            max_frame: cli.max_frame,
+            max_connections: cli.max_connections as usize,
+            event_loop: cli.event_loop,
+            drain: Duration::from_secs_f64(cli.drain),
+            socket_buffer: cli.socket_buffer as usize,
         };
-        labkit::error::print(&format!("{line}\n"))
-    });
-    labkit::error::report("broker", result)
+        mq::run(&cfg).and_then(|stats| {
+            labkit::cli::emit(cli.json, &stats, |s| s.line() + "\n")
+        })
+    })
 }

@@ -92,13 +92,7 @@ fn rate(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    labkit::error::report("load", run(&cli))
+    labkit::cli::main("load", run)
 }
 
 fn run(cli: &Cli) -> labkit::Result<()> {

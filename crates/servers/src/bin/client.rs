@@ -54,29 +54,24 @@ fn rate(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    let cfg = servers::client::Config {
-        addr: cli.addr,
-        children: cli.children as usize,
-        loops: cli.loops,
-        bytes: cli.bytes as usize,
-        rate: cli.rate,
-        timeout: Duration::from_secs_f64(cli.timeout),
-    };
-    let result = servers::client::run(&cfg).and_then(|report| {
-        labkit::cli::emit(cli.json, &report, servers::client::Report::text)?;
-        match report.error_total {
-            0 => Ok(()),
-            n => Err(labkit::Error::failed(format!(
-                "{n} of {} connections failed or got a short or wrong reply",
-                n + report.connections_ok
-            ))),
-        }
-    });
-    labkit::error::report("client", result)
+    labkit::cli::main("client", |cli: &Cli| {
+        let cfg = servers::client::Config {
+            addr: cli.addr,
+            children: cli.children as usize,
+            loops: cli.loops,
+            bytes: cli.bytes as usize,
+            rate: cli.rate,
+            timeout: Duration::from_secs_f64(cli.timeout),
+        };
+        servers::client::run(&cfg).and_then(|report| {
+            labkit::cli::emit(cli.json, &report, servers::client::Report::text)?;
+            match report.error_total {
+                0 => Ok(()),
+                n => Err(labkit::Error::failed(format!(
+                    "{n} of {} connections failed or got a short or wrong reply",
+                    n + report.connections_ok
+                ))),
+            }
+        })
+    })
 }

@@ -64,28 +64,25 @@ fn seconds(text: &str) -> Result<f64, String> {
 }
 
 fn main() -> std::process::ExitCode {
-    // Flags and start-up must survive `ulimit -s 16` (labkit::limits).
-    labkit::limits::enough_stack(run_main)
-}
-
-fn run_main() -> std::process::ExitCode {
-    let cli = labkit::cli::parse::<Cli>();
-    if cli.herd && cli.design != Design::EpollExclusive {
-        eprintln!("server: --herd only applies to --design epoll-exclusive");
-        return std::process::ExitCode::from(2);
-    }
-    let cfg = Config {
-        design: cli.design,
-        listen: cli.listen,
-        pool: cli.pool as usize,
-        proto: Proto {
-            max_bytes: cli.max_bytes as usize,
-            byte_reads: cli.byte_reads,
-            timeout: Duration::from_secs_f64(cli.timeout),
-        },
-        herd: cli.herd,
-    };
-    let result = servers::run(&cfg)
-        .and_then(|stats| labkit::cli::emit(cli.json, &stats, servers::Stats::text));
-    labkit::error::report("server", result)
+    labkit::cli::main("server", |cli: &Cli| {
+        if cli.herd && cli.design != Design::EpollExclusive {
+            return Err(labkit::Error::usage(
+                "--herd only applies to --design epoll-exclusive",
+            ));
+        }
+        let cfg = Config {
+            design: cli.design,
+            listen: cli.listen,
+            pool: cli.pool as usize,
+            proto: Proto {
+                max_bytes: cli.max_bytes as usize,
+                byte_reads: cli.byte_reads,
+                timeout: Duration::from_secs_f64(cli.timeout),
+            },
+            herd: cli.herd,
+        };
+        servers::run(&cfg).and_then(|stats| {
+            labkit::cli::emit(cli.json, &stats, servers::Stats::text)
+        })
+    })
 }
