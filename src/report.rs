@@ -178,6 +178,9 @@ pub struct Report<T> {
     pub tables: Vec<Table>,
     /// File stem and chart.
     pub charts: Vec<(String, Chart)>,
+    /// Further artefacts, file name and contents: bar charts (SVG), the
+    /// tables of a comparison that the book shows apart (Markdown).
+    pub files: Vec<(String, String)>,
     /// The figures that sum the run up (see [`Figure`]).
     pub headline: Headline,
     pub data: T,
@@ -235,7 +238,7 @@ impl Published {
 
 impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
-    /// `<out>/tables.md` and one SVG per chart.
+    /// `<out>/tables.md`, one SVG per chart and every further file.
     pub fn publish(&self, common: &Common, out: &Path) -> Result<()> {
         let mut header = self.header.clone();
         header.settings = common.settings();
@@ -262,6 +265,9 @@ impl<T: Serialize> Report<T> {
         for (stem, chart) in &self.charts {
             let svg = chart.to_svg().map_err(Error::failed)?;
             write_file(&out.join(format!("{stem}.svg")), &svg)?;
+        }
+        for (name, contents) in &self.files {
+            write_file(&out.join(name), contents)?;
         }
         if common.json {
             let json = serde_json::to_string_pretty(&doc)

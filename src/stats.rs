@@ -36,6 +36,23 @@ impl Summary {
     }
 }
 
+/// The lab's one round schedule: the order in which `n` programs (or
+/// settings) run in round `round`. It rotates by one each round, so two
+/// programs alternate who goes first, and slow drift (clock frequency,
+/// caches, other load) does not always favour the same one.
+pub fn round_order(n: usize, round: usize) -> Vec<usize> {
+    (0..n).map(|k| (k + round) % n).collect()
+}
+
+/// Paired ratios: `a[i] / b[i]` of each round, both measured back to back
+/// in the same round, summarised. A ratio of medians would mix rounds that
+/// drift apart; this is the figure the lab's "x times" claims use. `None`
+/// when there is no pair.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<Summary> {
+    let ratios: Vec<f64> = a.iter().zip(b).map(|(a, b)| a / b).collect();
+    Summary::of(&ratios)
+}
+
 /// How well a straight line fits `points` (x, y): the coefficient of
 /// determination R² of the least-squares line, 1 for a perfect fit. `None`
 /// for fewer than three points or when y does not vary.
@@ -57,6 +74,24 @@ pub fn r_squared(points: &[(f64, f64)]) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rounds_rotate_and_two_programs_alternate() {
+        assert_eq!(super::round_order(2, 0), [0, 1]);
+        assert_eq!(super::round_order(2, 1), [1, 0]);
+        assert_eq!(super::round_order(3, 1), [1, 2, 0]);
+        assert_eq!(super::round_order(3, 5), [2, 0, 1]);
+        assert!(super::round_order(0, 3).is_empty());
+    }
+
+    #[test]
+    fn ratios_pair_rounds_not_medians() {
+        // Round by round the first is twice the second, although the
+        // medians' quotient (4 / 3) says otherwise.
+        let r = super::paired_ratio(&[2.0, 4.0, 8.0], &[1.0, 2.0, 4.0]).unwrap();
+        assert_eq!((r.min, r.median, r.max), (2.0, 2.0, 2.0));
+        assert!(super::paired_ratio(&[], &[]).is_none());
+    }
+
     #[test]
     fn r_squared_is_one_on_a_line_and_low_off_it() {
         let line = [(1.0, 3.0), (2.0, 5.0), (4.0, 9.0)];

@@ -223,6 +223,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables,
         charts: charts(&data),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

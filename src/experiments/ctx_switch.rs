@@ -264,6 +264,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables,
         charts: Vec::new(),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

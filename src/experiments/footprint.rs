@@ -131,6 +131,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables: vec![idle_table(&data), cow_table(&data)],
         charts: vec![("per-worker".into(), chart(&data))],
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

@@ -257,6 +257,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables: data.grids.iter().flat_map(|g| tables(g, &programs)).collect(),
         charts: data.grids.iter().filter_map(chart).collect(),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

@@ -228,6 +228,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables: tables(&data),
         charts: charts(&data),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

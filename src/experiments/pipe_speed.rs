@@ -383,7 +383,14 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     });
     let mut charts = charts(&data);
     charts.extend(data.ladder.as_ref().map(ladder::chart));
-    let report = Report { header, headline: headline(&data), tables, charts, data };
+    let report = Report {
+        header,
+        headline: headline(&data),
+        tables,
+        charts,
+        files: Vec::new(),
+        data,
+    };
     report.publish(&args.common, &out)?;
     if let Some(l) = &report.data.ladder {
         ladder::publish(l, &report.header, args.common.json, &out)?;

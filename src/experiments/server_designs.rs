@@ -414,6 +414,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data.verdict),
         tables: tables(&data),
         charts: charts(&data),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

@@ -316,6 +316,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         headline: headline(&data),
         tables: vec![methods_table(&data), rss_table(&data), placement_table(&data)],
         charts: charts(&data),
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

@@ -135,7 +135,7 @@ struct Data {
     overflow: Vec<Overflow>,
 }
 
-const NOBODY: u32 = 65534;
+use labkit::limited::NOBODY;
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
@@ -229,6 +229,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             overflow_table(&data),
         ],
         charts: vec![("threads-vs-stack".into(), chart(&data))],
+        files: Vec::new(),
         data,
     };
     report.publish(&args.common, &out)

@@ -55,7 +55,7 @@ pub fn run_json(
 /// Is there a C compiler for the `--vs-c` runs? Says why a test skips if
 /// not.
 pub fn have_cc() -> bool {
-    let found = std::process::Command::new("cc").arg("--version").output().is_ok();
+    let found = labkit::testing::have_tool("cc");
     if !found {
         labkit::testing::skipped("no C compiler (cc) for the C references");
     }

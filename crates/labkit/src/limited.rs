@@ -70,18 +70,18 @@ fn set(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
     }
 }
 
-/// Run `cmd` under `limits`, stdin from /dev/null, stdout and stderr
-/// captured, killed after `timeout`; always reaped.
-pub fn run(
-    cmd: &mut Command,
-    limits: Limits,
-    timeout: Duration,
-) -> std::io::Result<Outcome> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+/// The unprivileged user the lab runs a probe as when root's exemptions
+/// (`RLIMIT_NPROC` does not bind root) would hide what it measures.
+pub const NOBODY: u32 = 65534;
+
+/// Make `cmd` start under `limits` (and as `limits.user`): the one place
+/// where the lab's programs, probes and tests become limited or nobody.
+pub fn apply(cmd: &mut Command, limits: Limits) -> &mut Command {
     // ANCHOR: pre_exec
     // SAFETY: the closure runs in the child between fork and exec and calls
-    // only setrlimit (RLIMIT_CORE 0 first: no core file from a probe), setgroups, setgid and setuid: async-signal-safe
-    // system calls that allocate nothing.
+    // only setrlimit (RLIMIT_CORE 0 first: no core file from a probe),
+    // setgroups, setgid and setuid: async-signal-safe system calls that
+    // allocate nothing.
     unsafe {
         cmd.pre_exec(move || {
             set(libc::RLIMIT_CORE, 0)?;
@@ -104,8 +104,21 @@ pub fn run(
             }
             Ok(())
         })
-    };
+    }
     // ANCHOR_END: pre_exec
+}
+
+/// Run `cmd` under `limits` ([`apply`]), stdin from /dev/null, stdout and
+/// stderr captured, killed after `timeout`; always reaped.
+pub fn run(
+    cmd: &mut Command,
+    limits: Limits,
+    timeout: Duration,
+) -> std::io::Result<Outcome> {
+    apply(cmd, limits)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let start = Instant::now();
     // Its own process group, tracked: an interrupt, an error below or the
     // deadline stops the child and everything it made.
@@ -150,7 +163,11 @@ mod tests {
         assert_eq!(done.stdout.trim(), "1024");
         assert_eq!(done.ended(), "exit 0");
         assert_eq!(done.last_words(), "bye");
-        assert_ne!(crate::limits::pthread_default_stack(), 1 << 20);
+        let (mine, _) = nix::sys::resource::getrlimit(
+            nix::sys::resource::Resource::RLIMIT_STACK,
+        )
+        .unwrap();
+        assert_ne!(mine, 1 << 20, "the runner's own limit was changed");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What the lab's tests share: a skip that says why, is counted, and fails
-//! under CI unless it was expected.
+//! under CI unless it was expected; the checks a skip rests on (root, a
+//! tool on `PATH`); and a program's JSON output, parsed into its type.
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
 //! [`skipped`] with the reason and returns. The reason is printed and, when
@@ -41,4 +42,42 @@ macro_rules! require {
             return;
         }
     };
+}
+
+/// Is this test running as root (needed to become [`crate::limited::NOBODY`]
+/// or to raise a limit)?
+pub fn is_root() -> bool {
+    nix::unistd::Uid::effective().is_root()
+}
+
+/// Is `tool` an executable file on `PATH` (`perf`, `cc`, `setpriv`)?
+pub fn have_tool(tool: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|dir| {
+        std::fs::metadata(dir.join(tool))
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    })
+}
+
+/// A program's `--json` output, parsed into `T` (its report type, or
+/// `serde_json::Value`); panics with what was printed when it is not one
+/// JSON object of that type.
+pub fn json<T: serde::de::DeserializeOwned>(stdout: &[u8]) -> T {
+    serde_json::from_slice(stdout).unwrap_or_else(|e| {
+        panic!("not the expected JSON ({e}): {}", String::from_utf8_lossy(stdout))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tools_are_found_on_path_and_json_parses_into_its_type() {
+        assert!(super::have_tool("sh"));
+        assert!(!super::have_tool("no-such-tool-anywhere"));
+        let v: Vec<u32> = super::json(b"[1, 2]");
+        assert_eq!(v, [1, 2]);
+        let bad = std::panic::catch_unwind(|| super::json::<Vec<u32>>(b"oops"));
+        assert!(bad.is_err());
+    }
 }
