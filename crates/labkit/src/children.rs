@@ -1,5 +1,39 @@
-//! A process's children as `/proc` shows them, to prove that a program left
-//! no zombie behind (and to count the ones it let pile up).
+//! Children: reaping one (the lab's one `wait4` loop), and a process's
+//! children as `/proc` shows them, to prove that a program left no zombie
+//! behind (and to count the ones it let pile up).
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+/// `wait4(pid, options)`: how the child ended and the kernel's accounting
+/// of its whole life (its reaped descendants included); `None` when
+/// `WNOHANG` found it still running. An `EINTR` first passes a relayed
+/// signal on to the children ([`crate::relay::pass_on`], nothing when no
+/// signal came) and then waits again, so a program interrupted while it
+/// reaps still reaps every child.
+pub fn wait4(
+    pid: i32,
+    options: libc::c_int,
+) -> std::io::Result<Option<(ExitStatus, libc::rusage)>> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, for wait4 to fill in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to our locals.
+        let r = unsafe { libc::wait4(pid, &mut status, options, &mut ru) };
+        if r > 0 {
+            return Ok(Some((ExitStatus::from_raw(status), ru)));
+        }
+        if r == 0 {
+            return Ok(None);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+        crate::relay::pass_on();
+    }
+}
 
 /// One child: its pid and its state letter from `/proc/<pid>/stat`
 /// (`R` running, `S` sleeping, `Z` zombie, ...).

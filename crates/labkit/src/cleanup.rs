@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::IntoRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -111,13 +111,13 @@ impl Tracked {
     /// accounting of it and of every child it reaped; then stop and reap
     /// whatever it left running in its group.
     pub fn wait4(&mut self) -> io::Result<(ExitStatus, libc::rusage)> {
-        let got = wait4(self.pid(), 0);
+        let got = crate::children::wait4(self.pid(), 0);
         self.after_wait(got).map(|r| r.expect("a blocking wait4 returns a status"))
     }
 
     /// The program's status if it has ended (`WNOHANG`).
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        let got = wait4(self.pid(), libc::WNOHANG);
+        let got = crate::children::wait4(self.pid(), libc::WNOHANG);
         Ok(self.after_wait(got)?.map(|(status, _)| status))
     }
 
@@ -159,35 +159,10 @@ impl Drop for Tracked {
     fn drop(&mut self) {
         if !self.reaped {
             self.kill();
-            let _ = wait4(self.pid(), 0);
+            let _ = crate::children::wait4(self.pid(), 0);
             self.reaped = true;
             reap_group(self.pid(), true);
             registry().groups.remove(&self.pid());
-        }
-    }
-}
-
-/// `wait4(pid, options)`, retried on `EINTR`; `None` when `WNOHANG` found
-/// it still running.
-fn wait4(
-    pid: i32,
-    options: libc::c_int,
-) -> io::Result<Option<(ExitStatus, libc::rusage)>> {
-    let mut status = 0;
-    // SAFETY: rusage is plain old data; wait4 fills it in.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: valid pointers to our locals; `pid` is our own child.
-        let r = unsafe { libc::wait4(pid, &mut status, options, &mut ru) };
-        if r == pid {
-            return Ok(Some((ExitStatus::from_raw(status), ru)));
-        }
-        if r == 0 {
-            return Ok(None);
-        }
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
         }
     }
 }

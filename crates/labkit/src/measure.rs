@@ -81,7 +81,8 @@ fn seconds(tv: libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
 }
 
-fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
+/// What `ru` (from `wait4` or `getrusage`) says, with `wall` beside it.
+pub fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
     Usage {
         wall_s: wall.as_secs_f64(),
         user_s: seconds(ru.ru_utime),
@@ -96,10 +97,17 @@ fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
 /// wall time left at zero: take two and subtract to measure a stretch of
 /// work done in-process.
 pub fn self_usage() -> Usage {
+    usage(libc::RUSAGE_SELF)
+}
+
+/// `getrusage(who)` (`RUSAGE_SELF`, `RUSAGE_CHILDREN`, `RUSAGE_THREAD`), with
+/// wall time left at zero.
+pub fn usage(who: libc::c_int) -> Usage {
     // SAFETY: rusage is plain old data that getrusage fills in.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer; RUSAGE_SELF cannot fail.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    // SAFETY: a valid pointer; getrusage fails only for an invalid `who`,
+    // and then leaves the zeroes.
+    unsafe { libc::getrusage(who, &mut ru) };
     usage_from(Duration::ZERO, &ru)
 }
 

@@ -310,8 +310,8 @@ pub fn run(cfg: &Config) -> Result<Stats> {
 }
 
 fn stats(cfg: &Config, meters: &Meters, outcome: &Outcome) -> Stats {
-    let me = usage(libc::RUSAGE_SELF);
-    let kids = usage(libc::RUSAGE_CHILDREN);
+    let me = labkit::measure::usage(libc::RUSAGE_SELF);
+    let kids = labkit::measure::usage(libc::RUSAGE_CHILDREN);
     let members = &meters.all()[..outcome.members.min(meters.all().len())];
     let total = meters.total();
     let (wakeups, per) = if outcome.counts_wakeups {
@@ -344,23 +344,6 @@ fn stats(cfg: &Config, meters: &Meters, outcome: &Outcome) -> Stats {
         wakeups_per_connection: per,
         children_left: labkit::children::of_self().map_or(usize::MAX, |(n, _)| n),
         threads_left: threads_besides_main(),
-    }
-}
-
-/// `getrusage(who)`, as `pr_cpu_time.c` calls it for SELF and CHILDREN.
-fn usage(who: libc::c_int) -> labkit::measure::Usage {
-    // SAFETY: rusage is plain old data that getrusage fills in.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer and a valid `who`.
-    unsafe { libc::getrusage(who, &mut ru) };
-    let s = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    labkit::measure::Usage {
-        wall_s: 0.0,
-        user_s: s(ru.ru_utime),
-        sys_s: s(ru.ru_stime),
-        max_rss_kib: ru.ru_maxrss as u64,
-        voluntary_switches: ru.ru_nvcsw as u64,
-        involuntary_switches: ru.ru_nivcsw as u64,
     }
 }
 
