@@ -136,7 +136,7 @@ impl Bars {
                  stroke=\"#dddddd\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" \
                  font-size=\"13\" text-anchor=\"middle\" fill=\"{TEXT}\">{}</text>\n",
                 bottom + 18.0,
-                tick(t)
+                crate::table::axis(t)
             );
         }
         out += &format!(
@@ -223,7 +223,7 @@ impl Bars {
             "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"{TEXT}\">{}</text>\n",
             text_at + 7.0,
             mid + 4.0,
-            number(r.value)
+            crate::table::sig(r.value)
         );
         out
     }
@@ -248,26 +248,6 @@ fn linear_axis(max: f64) -> (f64, f64) {
         }
     }
     (max, max / 5.0)
-}
-
-/// An axis number: `0.1`, `1`, `250`, `12.5`.
-fn tick(v: f64) -> String {
-    let text = format!("{v:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// Three significant digits, no exponent for the sizes charts show.
-fn number(v: f64) -> String {
-    if v >= 100.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else if v >= 1.0 {
-        format!("{v:.2}")
-    } else {
-        let text = format!("{v:.3}");
-        text.trim_end_matches('0').to_string()
-    }
 }
 
 #[cfg(test)]

@@ -209,8 +209,8 @@ impl Chart {
             .y_desc(&self.y_label)
             .label_style(("sans-serif", 16))
             .axis_desc_style(("sans-serif", 17))
-            .x_label_formatter(&|v| number(*v))
-            .y_label_formatter(&|v| number(*v))
+            .x_label_formatter(&|v| crate::table::axis(*v))
+            .y_label_formatter(&|v| crate::table::axis(*v))
             .light_line_style(WHITE.mix(0.0))
             .draw()?;
         let x_range = chart.x_range();
@@ -279,21 +279,6 @@ pub(crate) const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
 ];
-
-/// Axis numbers without noise: `500`, `2.5`, `0.125`, `1e-5`.
-fn number(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    if v.fract() == 0.0 && v.abs() < 1e9 {
-        return format!("{v:.0}");
-    }
-    if v.abs() < 1e-3 {
-        return format!("{v:.0e}");
-    }
-    let text = format!("{v:.3}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
-}
 
 #[cfg(test)]
 mod tests {
@@ -377,15 +362,6 @@ mod tests {
         assert!(fitted.iter().any(|&t| t > 0.8 && t < 1.2));
         let from_zero = ticks(&ratio(false).to_svg().unwrap());
         assert!(from_zero.contains(&0.0), "{from_zero:?}");
-    }
-
-    #[test]
-    fn axis_numbers_are_short() {
-        assert_eq!(number(500.0), "500");
-        assert_eq!(number(2.5), "2.5");
-        assert_eq!(number(0.125), "0.125");
-        assert_eq!(number(0.1 + 0.2), "0.3");
-        assert_eq!(number(0.0), "0");
     }
 
     #[test]

@@ -192,12 +192,7 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
 
 /// A figure with its unit, to three significant digits.
 pub fn show(value: f64, unit: &str) -> String {
-    let digits = if value == 0.0 {
-        0
-    } else {
-        (2 - value.abs().log10().floor() as i32).clamp(0, 3) as usize
-    };
-    let number = format!("{value:.digits$}");
+    let number = crate::table::sig(value);
     match unit {
         "" => number,
         "x" => format!("{number}x"),

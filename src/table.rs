@@ -85,6 +85,43 @@ impl Table {
     }
 }
 
+/// A figure to three significant digits, no exponent: `148`, `12.3`,
+/// `1.86`, `0.042`. The one format of headline figures, verdicts and bar
+/// labels.
+pub fn sig(value: f64) -> String {
+    let digits = if value == 0.0 || !value.is_finite() {
+        0
+    } else {
+        (2 - value.abs().log10().floor() as i32).clamp(0, 3) as usize
+    };
+    format!("{value:.digits$}")
+}
+
+/// An axis number without noise: `500`, `2.5`, `0.125`, `1e-5`.
+pub fn axis(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if v.fract() == 0.0 && v.abs() < 1e9 {
+        return format!("{v:.0}");
+    }
+    if v.abs() < 1e-3 {
+        return format!("{v:.0e}");
+    }
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A fraction as a whole percentage, `-` when there is none: `43%`.
+pub fn percent(x: f64) -> String {
+    if x.is_finite() { format!("{:.0}%", 100.0 * x) } else { "-".into() }
+}
+
+/// `digits` decimals, `-` for a figure that was not measured.
+pub fn or_dash(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
 /// Seconds with three significant decimals, like `time` prints them.
 pub fn secs(s: f64) -> String {
     format!("{s:.3}")
@@ -98,6 +135,22 @@ pub fn with_range(median: f64, min: f64, max: f64, digits: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_have_one_format_each() {
+        assert_eq!(sig(148.08), "148");
+        assert_eq!(sig(1.8642), "1.86");
+        assert_eq!(sig(0.0421), "0.042");
+        assert_eq!(sig(0.0), "0");
+        assert_eq!(axis(500.0), "500");
+        assert_eq!(axis(2.5), "2.5");
+        assert_eq!(axis(0.1 + 0.2), "0.3");
+        assert_eq!(axis(0.00001), "1e-5");
+        assert_eq!(percent(0.434), "43%");
+        assert_eq!(percent(f64::NAN), "-");
+        assert_eq!(or_dash(Some(1.25), 1), "1.2");
+        assert_eq!(or_dash(None, 1), "-");
+    }
 
     #[test]
     fn renders_aligned_markdown() {

@@ -739,16 +739,6 @@ fn at(v: Option<&VariantResult>, block: u64) -> Option<&Point> {
     v?.points.iter().find(|p| p.block_bytes == block)
 }
 
-fn mb(x: f64) -> String {
-    if x >= 100.0 {
-        format!("{x:.0}")
-    } else if x >= 1.0 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:.3}")
-    }
-}
-
 fn then_and_now(data: &Data) -> Table {
     let mut t = Table::new(
         "Then and now: the article's Linux 2.4.2 figures beside this machine's",
@@ -774,22 +764,27 @@ fn then_and_now(data: &Data) -> Table {
             format!("about {ARTICLE_PEAK_2T_MB_S:.0}"),
             format!(
                 "{} at {}-byte blocks",
-                mb(peak.mb_per_s.median),
+                crate::table::sig(peak.mb_per_s.median),
                 peak.block_bytes
             ),
         ]);
     }
     if let Some(largest) = pipe.and_then(|v| v.points.last()) {
-        let big = at(variant(data, "pipe-1M"), largest.block_bytes)
-            .map_or(String::new(), |p| {
-                format!("; {} with a 1 MiB pipe", mb(p.mb_per_s.median))
-            });
+        let big = at(variant(data, "pipe-1M"), largest.block_bytes).map_or(
+            String::new(),
+            |p| {
+                format!(
+                    "; {} with a 1 MiB pipe",
+                    crate::table::sig(p.mb_per_s.median)
+                )
+            },
+        );
         t.row(vec![
             "two threads, very large blocks, MB/s".into(),
             format!("about {ARTICLE_PLATEAU_2T_MB_S:.0} (plateau)"),
             format!(
                 "{} at {}-byte blocks{big}",
-                mb(largest.mb_per_s.median),
+                crate::table::sig(largest.mb_per_s.median),
                 largest.block_bytes
             ),
         ]);
@@ -838,7 +833,7 @@ fn one_thread_table(data: &Data) -> Table {
             p.block_bytes.to_string(),
             p.count.to_string(),
             with_range(p.mb_per_s.median, p.mb_per_s.min, p.mb_per_s.max, 1),
-            mb(limit),
+            crate::table::sig(limit),
             format!("{:.1}%", 100.0 * p.fraction_of_copy_limit),
         ]);
     }
@@ -871,10 +866,10 @@ fn two_thread_table(data: &Data) -> Table {
         for key in keys {
             cells.push(
                 at(variant(data, key), p.block_bytes)
-                    .map_or("-".into(), |q| mb(q.mb_per_s.median)),
+                    .map_or("-".into(), |q| crate::table::sig(q.mb_per_s.median)),
             );
         }
-        cells.push(mb(p.mb_per_s.median / p.fraction_of_copy_limit));
+        cells.push(crate::table::sig(p.mb_per_s.median / p.fraction_of_copy_limit));
         cells.push(format!("{:.1}%", 100.0 * p.fraction_of_copy_limit));
         cells.push(format!("{:.2}", p.switches_per_block));
         t.row(cells);

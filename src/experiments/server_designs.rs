@@ -18,6 +18,7 @@ use crate::chart::Chart;
 use crate::results::Header;
 use crate::stats::Summary;
 use crate::table::Table;
+use crate::table::or_dash;
 use clap::Parser;
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -807,10 +808,6 @@ fn ports() -> Ports {
     }
 }
 
-fn fmt_opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |v| format!("{v:.digits$}"))
-}
-
 fn tables(d: &Data) -> Vec<Table> {
     let title = format!(
         "Server designs: CPU above the iterative baseline (Stevens' measure), {} \
@@ -880,7 +877,7 @@ fn tables(d: &Data) -> Vec<Table> {
             if r.pool == 0 { "-".into() } else { r.pool.to_string() },
             format!("{:.2}", r.p50_ms.median),
             format!("{:.2}", r.switches_per_connection.median),
-            fmt_opt(r.wakeups_per_connection.map(|w| w.median), 2),
+            or_dash(r.wakeups_per_connection.map(|w| w.median), 2),
             members,
             kegel,
         ]);
@@ -933,9 +930,9 @@ fn tables(d: &Data) -> Vec<Table> {
         ),
         format!(
             "{} ({}); total CPU {}",
-            fmt_opt(v.fork_over_best_prefork, 1),
+            or_dash(v.fork_over_best_prefork, 1),
             v.best_prefork.as_ref().map_or("-", |b| b.design.as_str()),
-            fmt_opt(v.fork_over_best_prefork_total_cpu, 2)
+            or_dash(v.fork_over_best_prefork_total_cpu, 2)
         ),
     ]);
     claims.row(vec![
@@ -943,9 +940,9 @@ fn tables(d: &Data) -> Vec<Table> {
         "- (no figure survives)".into(),
         format!(
             "{} ({}); total CPU {}",
-            fmt_opt(v.thread_over_best_prethread, 1),
+            or_dash(v.thread_over_best_prethread, 1),
             v.best_prethread.as_ref().map_or("-", |b| b.design.as_str()),
-            fmt_opt(v.thread_over_best_prethread_total_cpu, 2)
+            or_dash(v.thread_over_best_prethread_total_cpu, 2)
         ),
     ]);
     claims.note(format!(

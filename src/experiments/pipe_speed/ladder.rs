@@ -18,7 +18,7 @@ use labkit::limits::format_size;
 use labkit::measure::Usage;
 use serde::{Deserialize, Serialize};
 
-use super::{PipeFacts, loadavg, mb, memcpy, round_order, vector_loop};
+use super::{PipeFacts, loadavg, memcpy, round_order, vector_loop};
 
 /// The ladder's flags, part of `lab run pipe-speed`'s.
 #[derive(clap::Args)]
@@ -529,10 +529,6 @@ fn goals(rows: &[Row]) -> Goals {
     }
 }
 
-fn pct(x: f64) -> String {
-    if x.is_finite() { format!("{:.0}%", 100.0 * x) } else { "-".into() }
-}
-
 /// The ladder's tables: the climb, the limits, and where the time goes.
 fn tables(l: &Ladder) -> Vec<Table> {
     let sizes: Vec<String> = l.blocks.iter().map(|&b| format_size(b)).collect();
@@ -565,7 +561,11 @@ fn tables(l: &Ladder) -> Vec<Table> {
         let mut cells = vec![name];
         for &block in &l.blocks {
             cells.push(at(r.rung, block).map_or("-".into(), |x| {
-                format!("{} ({})", mb(x.mb_per_s), pct(x.fraction_of_memcpy))
+                format!(
+                    "{} ({})",
+                    crate::table::sig(x.mb_per_s),
+                    crate::table::percent(x.fraction_of_memcpy)
+                )
             }));
         }
         climb.row(cells);
@@ -589,7 +589,7 @@ fn tables(l: &Ladder) -> Vec<Table> {
              reached {} of the same-working-set copy: {}.",
             b.rung,
             format_size(b.block),
-            pct(b.fraction_of_memcpy),
+            crate::table::percent(b.fraction_of_memcpy),
             if b.fraction_of_memcpy >= 0.5 { "met" } else { "not met" }
         ));
     }
@@ -626,12 +626,17 @@ fn tables(l: &Ladder) -> Vec<Table> {
             at(rung).map_or("-".into(), |x| {
                 format!(
                     "{} ({} working set)",
-                    mb(x.memcpy_mb_per_s),
+                    crate::table::sig(x.memcpy_mb_per_s),
                     format_size(x.working_set_bytes)
                 )
             })
         };
-        limits.row(vec![format_size(block), copy(2), copy(3), pct(best)]);
+        limits.row(vec![
+            format_size(block),
+            copy(2),
+            copy(3),
+            crate::table::percent(best),
+        ]);
     }
     limits.note(match l.dram_mb_per_s {
         Some(d) => format!(
