@@ -14,12 +14,12 @@ test:
 
 # Build the book and open it in a browser
 book:
-    mdbook build book --open
+    book/build --open
 
 # Build the book and check every chapter in headless Chromium, as CI does
 # (needs chromium and node; screenshots in target/book-check/)
 book-check:
-    mdbook build book
+    book/build
     npm ci --prefix .ci --no-audit --no-fund
     node .ci/book-check.mjs --self-test --out target/book-check
 

@@ -11,6 +11,11 @@
 //!   `{{#figure create-destroy /headline/fork_us/value 0}}`. A null value
 //!   (a figure the run could not give) prints as `-`.
 //!
+//! - `{{#repository}}` is replaced by the lab's public address: the book's
+//!   `output.html.git-repository-url`, which `book/build` sets from the
+//!   checkout's `origin` remote ([`web_url`]); without one, a placeholder
+//!   that says so.
+//!
 //! A directive that names a file or a pointer that is not there fails the
 //! build: a chapter cannot quote a figure the reference does not have.
 
@@ -19,8 +24,16 @@ use std::path::{Path, PathBuf};
 use labkit::{Error, Result};
 use serde_json::Value;
 
-/// Expand every directive in `text` against reference folder `reference`.
-pub fn expand(text: &str, reference: &Path) -> Result<String> {
+/// What `{{#repository}}` prints when the book has no repository address.
+pub const NO_REPOSITORY: &str = "<the lab's repository URL>";
+
+/// Expand every directive in `text` against reference folder `reference`,
+/// `repository` being the lab's public address, if it has one.
+pub fn expand(
+    text: &str,
+    reference: &Path,
+    repository: Option<&str>,
+) -> Result<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{#") {
@@ -46,6 +59,7 @@ pub fn expand(text: &str, reference: &Path) -> Result<String> {
                 };
                 out.push_str(&figure(reference, folder, pointer, decimals)?);
             }
+            Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             // {{#include}} and the like are mdBook's own.
             _ => out.push_str(&from[..end + 2]),
         }
@@ -115,7 +129,11 @@ pub fn reference_for(root: &Path) -> Result<PathBuf> {
 }
 
 /// Walk mdBook's JSON book and expand every chapter's content.
-pub fn expand_book(book: &mut Value, reference: &Path) -> Result<()> {
+pub fn expand_book(
+    book: &mut Value,
+    reference: &Path,
+    repository: Option<&str>,
+) -> Result<()> {
     match book {
         Value::Object(map) => {
             if let Some(Value::Object(chapter)) = map.get_mut("Chapter") {
@@ -123,18 +141,19 @@ pub fn expand_book(book: &mut Value, reference: &Path) -> Result<()> {
                     chapter.get("name").and_then(Value::as_str).unwrap_or("?");
                 let name = name.to_string();
                 if let Some(Value::String(content)) = chapter.get_mut("content") {
-                    *content = expand(content, reference).map_err(|e| {
-                        Error::failed(format!("chapter '{name}': {e}"))
-                    })?;
+                    *content =
+                        expand(content, reference, repository).map_err(|e| {
+                            Error::failed(format!("chapter '{name}': {e}"))
+                        })?;
                 }
             }
             for v in map.values_mut() {
-                expand_book(v, reference)?;
+                expand_book(v, reference, repository)?;
             }
         }
         Value::Array(items) => {
             for v in items {
-                expand_book(v, reference)?;
+                expand_book(v, reference, repository)?;
             }
         }
         _ => {}
@@ -142,11 +161,69 @@ pub fn expand_book(book: &mut Value, reference: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The web address of a git remote: `git@github.com:o/r.git` and
+/// `https://github.com/o/r.git` both give `https://github.com/o/r`. `None`
+/// for a remote that is not on a web host (a local path, a file URL).
+pub fn web_url(remote: &str) -> Option<String> {
+    let remote = remote.trim();
+    let path = if let Some(rest) = remote.strip_prefix("https://") {
+        rest.to_string()
+    } else if let Some(rest) = remote.strip_prefix("ssh://git@") {
+        rest.to_string()
+    } else if let Some(rest) = remote.strip_prefix("git@") {
+        rest.replacen(':', "/", 1)
+    } else {
+        return None;
+    };
+    let path = path.strip_suffix(".git").unwrap_or(&path).trim_end_matches('/');
+    let (host, repo) = path.split_once('/')?;
+    if host.is_empty() || repo.is_empty() || host.contains('@') {
+        return None;
+    }
+    Some(format!("https://{host}/{repo}"))
+}
+
+/// The page-editing address template mdBook takes (`{path}` is the page),
+/// for the hosts whose edit address is known.
+pub fn edit_url_template(web: &str) -> Option<String> {
+    let host = web.strip_prefix("https://")?.split('/').next()?;
+    match host {
+        "github.com" => Some(format!("{web}/edit/main/book/{{path}}")),
+        "gitlab.com" => Some(format!("{web}/-/edit/main/book/{{path}}")),
+        _ => None,
+    }
+}
+
+/// The web address of the `origin` remote of the checkout `dir`, if any.
+fn origin_url(dir: &Path) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["remote", "get-url", "origin"])
+        .output()
+        .ok()?;
+    web_url(std::str::from_utf8(&out.stdout).ok()?)
+}
+
 /// The preprocessor's protocol: `mdbook-lab supports RENDERER` answers yes;
 /// otherwise read `[context, book]` on stdin and write the book on stdout.
+/// `mdbook-lab repository-url` and `mdbook-lab edit-url` print the
+/// checkout's addresses for `book/build` (nothing when it has none).
 pub fn main(args: Vec<String>) -> Result<()> {
-    if args.get(1).map(String::as_str) == Some("supports") {
-        return Ok(());
+    match args.get(1).map(String::as_str) {
+        Some("supports") => return Ok(()),
+        Some(what @ ("repository-url" | "edit-url")) => {
+            let web = origin_url(&crate::results::checkout());
+            let text = match what {
+                "edit-url" => web.as_deref().and_then(edit_url_template),
+                _ => web,
+            };
+            return match text {
+                Some(text) => labkit::error::print(&format!("{text}\n")),
+                None => Ok(()),
+            };
+        }
+        _ => {}
     }
     let input: Value = serde_json::from_reader(std::io::stdin())
         .map_err(|e| Error::failed(format!("cannot read mdBook's input: {e}")))?;
@@ -162,7 +239,10 @@ pub fn main(args: Vec<String>) -> Result<()> {
         .and_then(Value::as_str)
         .ok_or_else(|| Error::failed("mdBook's context has no root"))?;
     let reference = reference_for(Path::new(root))?;
-    expand_book(&mut book, &reference)?;
+    let repository = parts[0]
+        .pointer("/config/output/html/git-repository-url")
+        .and_then(Value::as_str);
+    expand_book(&mut book, &reference, repository)?;
     let text = serde_json::to_string(&book)
         .map_err(|e| Error::failed(format!("cannot encode the book: {e}")))?;
     labkit::error::print(&text)
@@ -192,18 +272,44 @@ mod tests {
         let text = "T {{#result demo/tables.md}} f={{#figure demo /headline/x/value 2}} \
                     n={{#figure demo/cpu0 /n}} s={{#figure demo /name}} \
                     z={{#figure demo /none 2}} {{#include other.md}}";
-        let got = expand(text, r.path()).unwrap();
+        let got = expand(text, r.path(), None).unwrap();
         assert_eq!(got, "T | a |\n f=1.23 n=7 s=plain z=- {{#include other.md}}");
+    }
+
+    #[test]
+    fn the_repository_is_the_books_address_or_says_it_has_none() {
+        let r = reference();
+        let url = "https://github.com/o/r";
+        assert_eq!(expand("{{#repository}}", r.path(), Some(url)).unwrap(), url);
+        assert_eq!(
+            expand("{{#repository}}", r.path(), None).unwrap(),
+            NO_REPOSITORY
+        );
+    }
+
+    #[test]
+    fn remotes_become_web_addresses_and_local_ones_none() {
+        let want = Some("https://github.com/o/r".to_string());
+        assert_eq!(web_url("git@github.com:o/r.git\n"), want);
+        assert_eq!(web_url("https://github.com/o/r.git"), want);
+        assert_eq!(web_url("https://github.com/o/r/"), want);
+        assert_eq!(web_url("ssh://git@github.com/o/r.git"), want);
+        assert_eq!(web_url("/work/main"), None);
+        assert_eq!(web_url("file:///work/main"), None);
+        assert_eq!(web_url("https://github.com"), None);
+        let edit = edit_url_template("https://github.com/o/r").unwrap();
+        assert_eq!(edit, "https://github.com/o/r/edit/main/book/{path}");
+        assert!(edit_url_template("https://example.org/o/r").is_none());
     }
 
     #[test]
     fn a_missing_file_or_pointer_fails_the_build() {
         let r = reference();
-        let err = expand("{{#figure demo /nope}}", r.path()).unwrap_err();
+        let err = expand("{{#figure demo /nope}}", r.path(), None).unwrap_err();
         assert!(err.message.contains("no value at /nope"), "{err}");
-        assert!(expand("{{#result demo/none.md}}", r.path()).is_err());
-        assert!(expand("{{#result ../etc/passwd}}", r.path()).is_err());
-        assert!(expand("{{#figure demo}}", r.path()).is_err());
+        assert!(expand("{{#result demo/none.md}}", r.path(), None).is_err());
+        assert!(expand("{{#result ../etc/passwd}}", r.path(), None).is_err());
+        assert!(expand("{{#figure demo}}", r.path(), None).is_err());
     }
 
     #[test]
@@ -214,7 +320,7 @@ mod tests {
             "sub_items": [{"Chapter": {"name": "b",
                 "content": "{{#figure demo/cpu0 /n}}", "sub_items": []}}]
         }}, "Separator"]});
-        expand_book(&mut book, r.path()).unwrap();
+        expand_book(&mut book, r.path(), None).unwrap();
         let sub = &book["items"][0]["Chapter"]["sub_items"][0]["Chapter"]["content"];
         assert_eq!(sub, "7");
         assert_eq!(book["items"][0]["Chapter"]["content"], "plain");
