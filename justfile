@@ -10,7 +10,7 @@ run NAME *FLAGS:
 
 # Run the test suite (the README's test command)
 test:
-    cargo test
+    cargo test --release
 
 # Build the book and open it in a browser
 book:

@@ -16,7 +16,7 @@ pub fn program(name: &str) -> Command {
     let path = bin_dir().join(name);
     assert!(
         path.is_file(),
-        "{} is not built: run `cargo test` at the workspace root (or `cargo build --workspace`)",
+        "{} is not built: run `cargo test --release` at the workspace root (or `cargo build --workspace`)",
         path.display()
     );
     Command::new(path)
