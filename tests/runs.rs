@@ -408,3 +408,38 @@ fn the_reference_judges_every_claim_from_clean_commits() {
     let name = reference.file_name().unwrap().to_str().unwrap();
     assert_eq!(page, lab::claims::markdown(&rows, name), "then-and-now.md is stale");
 }
+
+/// The recorded commit is the lab checkout's own, whatever directory `lab`
+/// was started in: here another repository, whose commit it must not take.
+#[test]
+#[serial(fork)]
+fn the_recorded_commit_is_the_checkouts_from_another_directory() {
+    let checkout = scratch_checkout();
+    let elsewhere = scratch_checkout();
+    std::fs::write(elsewhere.path().join("other"), "a second commit\n").unwrap();
+    git(elsewhere.path(), &["add", "other"]);
+    git(
+        elsewhere.path(),
+        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two"],
+    );
+    let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
+    let other = git(elsewhere.path(), &["rev-parse", "--short=12", "HEAD"]);
+    assert_ne!(head, other);
+    let out = lab()
+        .current_dir(elsewhere.path())
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_RUN_ID", "2026-01-03-test")
+        .args(["run", "fork-vs-thread", "--reference"])
+        .args(TINY)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = checkout
+        .path()
+        .join("results/2026-01-03-test/fork-vs-thread/fork-vs-thread.json");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    assert_eq!(json["machine"]["commit"], head.trim());
+    assert!(!elsewhere.path().join("results").exists());
+    assert!(!elsewhere.path().join("runs").exists());
+}
