@@ -111,14 +111,13 @@ impl Tracked {
     /// accounting of it and of every child it reaped; then stop and reap
     /// whatever it left running in its group.
     pub fn wait4(&mut self) -> io::Result<(ExitStatus, libc::rusage)> {
-        let got = crate::children::wait4(self.pid(), 0);
-        self.after_wait(got).map(|r| r.expect("a blocking wait4 returns a status"))
+        self.ended()?;
+        self.reap()?.ok_or_else(|| io::Error::other("ended, yet not waitable"))
     }
 
     /// The program's status if it has ended (`WNOHANG`).
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
-        let got = crate::children::wait4(self.pid(), libc::WNOHANG);
-        Ok(self.after_wait(got)?.map(|(status, _)| status))
+        Ok(self.reap()?.map(|(status, _)| status))
     }
 
     /// `SIGKILL` to the whole group (the program and its descendants).
@@ -130,15 +129,31 @@ impl Tracked {
         }
     }
 
-    fn after_wait(
-        &mut self,
-        got: io::Result<Option<(ExitStatus, libc::rusage)>>,
-    ) -> io::Result<Option<(ExitStatus, libc::rusage)>> {
-        match got {
+    /// Block until the leader has ended, without reaping it (`WNOWAIT`)
+    /// and without the registry's lock, which the interrupt handler needs.
+    fn ended(&self) -> io::Result<()> {
+        use nix::sys::wait::{Id, WaitPidFlag, waitid};
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        loop {
+            match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+                Ok(_) => return Ok(()),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
+            }
+        }
+    }
+
+    /// Reap the leader if it has ended, then the rest of its group, and
+    /// unregister it, all under the registry's lock: the interrupt handler
+    /// never sees a registered group whose leader was reaped, whose id the
+    /// kernel may then have given to someone else's group.
+    fn reap(&mut self) -> io::Result<Option<(ExitStatus, libc::rusage)>> {
+        let mut reg = registry();
+        match crate::children::wait4(self.pid(), libc::WNOHANG) {
             Ok(Some(done)) => {
                 self.reaped = true;
-                reap_group(self.pid(), false);
-                registry().groups.remove(&self.pid());
+                reap_group(self.pid());
+                reg.groups.remove(&self.pid());
                 Ok(Some(done))
             }
             Ok(None) => Ok(None),
@@ -147,7 +162,7 @@ impl Tracked {
                 // it so drop does not signal a group that may be reused.
                 if e.raw_os_error() == Some(libc::ECHILD) {
                     self.reaped = true;
-                    registry().groups.remove(&self.pid());
+                    reg.groups.remove(&self.pid());
                 }
                 Err(e)
             }
@@ -159,10 +174,9 @@ impl Drop for Tracked {
     fn drop(&mut self) {
         if !self.reaped {
             self.kill();
-            let _ = crate::children::wait4(self.pid(), 0);
-            self.reaped = true;
-            reap_group(self.pid(), true);
-            registry().groups.remove(&self.pid());
+            if self.ended().is_ok() {
+                let _ = self.reap();
+            }
         }
     }
 }
@@ -171,9 +185,9 @@ impl Drop for Tracked {
 /// those a program left running are killed first. Only children of ours
 /// can be left (the runner is a subreaper), so the group cannot have been
 /// reused while one is.
-fn reap_group(pgid: i32, killed: bool) {
+fn reap_group(pgid: i32) {
     let mut status = 0;
-    let mut flags = if killed { 0 } else { libc::WNOHANG };
+    let mut flags = libc::WNOHANG;
     loop {
         // SAFETY: a valid pointer to a local.
         let r = unsafe { libc::waitpid(-pgid, &mut status, flags) };
@@ -314,12 +328,13 @@ pub fn install(program: &'static str, also: fn() -> Vec<PathBuf>) -> io::Result<
 fn interrupted(program: &str, sig: libc::c_int, also: fn() -> Vec<PathBuf>) -> ! {
     let reg = registry();
     for &pgid in reg.groups.keys() {
-        // SAFETY: each group's leader is our unreaped child (a reaped one
-        // is unregistered under this lock), so the group is ours.
+        // SAFETY: killpg only sends a signal. Each registered leader is our
+        // unreaped child (leaders are reaped and unregistered together,
+        // under this lock: Tracked::reap), so the group id is ours.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
     }
     for &pgid in reg.groups.keys() {
-        reap_group(pgid, true);
+        reap_group(pgid);
     }
     let mut removed = Vec::new();
     for dir in &reg.dirs {

@@ -43,10 +43,9 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// The parent's pid: the handler, inherited by a child that has not yet
 /// called [`in_child`], must not act as the parent.
 static PARENT: AtomicI32 = AtomicI32::new(0);
-/// The registered children: a leaked slice of `CAP` slots, `LEN` in use.
-/// A slot is 0 once its child is reaped.
-static SLOTS: AtomicPtr<AtomicI32> = AtomicPtr::new(std::ptr::null_mut());
-static CAP: AtomicUsize = AtomicUsize::new(0);
+/// The registered children: a leaked slice of slots, `LEN` of them in use.
+/// A slot is 0 once its child is about to be reaped.
+static SLOTS: AtomicPtr<Box<[AtomicI32]>> = AtomicPtr::new(std::ptr::null_mut());
 static LEN: AtomicUsize = AtomicUsize::new(0);
 
 fn slots() -> &'static [AtomicI32] {
@@ -54,9 +53,11 @@ fn slots() -> &'static [AtomicI32] {
     if ptr.is_null() {
         return &[];
     }
-    // SAFETY: `ptr` and `CAP` come from a leaked boxed slice set once in
-    // `install` (CAP stored before the pointer is published).
-    unsafe { std::slice::from_raw_parts(ptr, CAP.load(Ordering::Acquire)) }
+    // SAFETY: a non-null `ptr` was published by `install` from `Box::leak`,
+    // so it points to a live, never-freed boxed slice; the slice and its
+    // length travel together in that one pointer, so a second `install`
+    // cannot pair one slice with another's length.
+    unsafe { &*ptr }
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
@@ -78,9 +79,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// them on to `capacity` children. Call once, before the first `fork`.
 pub fn install(capacity: usize) {
     let slots: Box<[AtomicI32]> = (0..capacity).map(|_| AtomicI32::new(0)).collect();
-    CAP.store(capacity, Ordering::Release);
     LEN.store(0, Ordering::Release);
-    SLOTS.store(Box::leak(slots).as_mut_ptr(), Ordering::Release);
+    SLOTS.store(Box::leak(Box::new(slots)), Ordering::Release);
     // SAFETY: getpid cannot fail.
     PARENT.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     for sig in SIGNALS {
@@ -111,7 +111,7 @@ pub fn in_child() {
     }
 }
 
-/// Register a new child; returns its slot for [`reaped`]. Children beyond
+/// Register a new child; returns its slot for [`reap`]. Children beyond
 /// the capacity are not registered (the death signal still covers them).
 pub fn add(pid: i32) -> usize {
     let i = LEN.load(Ordering::Acquire);
@@ -129,6 +129,27 @@ pub fn reaped(slot: usize) {
     }
 }
 
+/// Reap the child `pid` registered in `slot`: wait until it has ended
+/// without reaping it (`WNOWAIT`), clear its slot, and only then reap it,
+/// so the handler never signals a pid that was reaped, which the kernel
+/// may already have given to another process. An `EINTR` passes the
+/// signal on ([`pass_on`]) and waits again.
+pub fn reap(slot: usize, pid: i32) -> std::io::Result<std::process::ExitStatus> {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let id = nix::unistd::Pid::from_raw(pid);
+    loop {
+        match waitid(Id::Pid(id), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Ok(_) => break,
+            Err(nix::errno::Errno::EINTR) => pass_on(),
+            Err(e) => return Err(std::io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+    reaped(slot);
+    let (status, _) = crate::children::wait4(pid, 0)?
+        .ok_or_else(|| std::io::Error::other("a blocking wait4 returned nothing"))?;
+    Ok(status)
+}
+
 /// The signal received, if any.
 pub fn pending() -> Option<i32> {
     match SIGNAL.load(Ordering::SeqCst) {
@@ -144,7 +165,8 @@ pub fn pass_on() {
     for slot in slots().iter().take(len) {
         let pid = slot.load(Ordering::Acquire);
         if pid > 0 {
-            // SAFETY: kill only sends a signal, to our unreaped child.
+            // SAFETY: kill only sends a signal. A slot is cleared before its
+            // child is reaped ([`reap`]), so `pid` is our live or zombie child.
             unsafe { libc::kill(pid, sig) };
         }
     }
@@ -155,4 +177,22 @@ pub fn pass_on() {
 /// children and reaped them".
 pub fn interrupted(sig: i32, done: &str) -> Error {
     Error::interrupted(sig, done)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn reap_clears_the_slot_and_returns_the_status() {
+        super::install(2);
+        let child = std::process::Command::new("sh").args(["-c", "exit 3"]).spawn();
+        let pid = child.unwrap().id() as i32;
+        let slot = super::add(pid);
+        assert_eq!(super::slots()[slot].load(super::Ordering::Acquire), pid);
+        let status = super::reap(slot, pid).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(super::slots()[slot].load(super::Ordering::Acquire), 0);
+        // A second install gives a new slice, whole.
+        super::install(5);
+        assert_eq!(super::slots().len(), 5);
+    }
 }
