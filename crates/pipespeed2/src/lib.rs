@@ -28,20 +28,23 @@ use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::PageAligned;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One MB in the rates printed: 10^6 bytes.
 pub const MB: f64 = 1e6;
 
-/// What a run did, printed as one line or as one JSON object.
-#[derive(Clone, Debug, Serialize)]
+/// What a run did, printed as one line or as one JSON object. The C
+/// references (`c/pipespeed2.c`, `pipespeed2t.c`) print the same object
+/// with `--json`, and the runner reads both as this type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
-    pub program: &'static str,
+    /// `pipespeed2`, `pipespeed2t`, or the C twin's `pipespeed2.c`, ...
+    pub program: String,
     /// `pipe`, `fifo` or `socketpair`.
-    pub transport: &'static str,
+    pub transport: String,
     /// `single thread`, `threads` or `processes` (`, vmsplice` when the
     /// writer gave its pages to the pipe instead of copying them).
-    pub mode: &'static str,
+    pub mode: String,
     pub count: u64,
     pub block_bytes: u64,
     pub bytes: u64,
@@ -264,9 +267,9 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
         ));
     }
     Ok(Report {
-        program: "pipespeed2",
-        transport: "pipe",
-        mode: "single thread",
+        program: "pipespeed2".into(),
+        transport: "pipe".into(),
+        mode: "single thread".into(),
         count,
         block_bytes: block,
         bytes: total,

@@ -7,7 +7,9 @@
  * and both buffers start on a page boundary and are zeroed before the clock
  * starts (labkit::memory::PageAligned says why).
  * Build: cc -O2 -pthread -o pipespeed2t-c pipespeed2t.c
- * Run:   ./pipespeed2t-c COUNT BYTES [PIPE_SIZE]   (prints one JSON line) */
+ * Run:   ./pipespeed2t-c COUNT BYTES [PIPE_SIZE] [--json]
+ * Prints the Rust program's line, or with --json its JSON object (the
+ * fields of pipespeed2::Report, which the runner reads it into). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +62,12 @@ static void *reader(void *arg)
 
 int main(int argc, char *argv[])
 {
-    if (argc < 3) { fprintf(stderr, "usage: %s COUNT BYTES [PIPE_SIZE]\n", argv[0]); return 2; }
+    /* --json anywhere; the rest are COUNT BYTES [PIPE_SIZE]. */
+    int json = 0, n = 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--json") == 0) json = 1; else argv[n++] = argv[i];
+    argc = n;
+    if (argc < 3) { fprintf(stderr, "usage: %s COUNT BYTES [PIPE_SIZE] [--json]\n", argv[0]); return 2; }
     long long count = number(argv[1], 1000);
     bytes = number(argv[2], 1024);
     if (count < 1 || bytes < 1) { fprintf(stderr, "bad COUNT or BYTES\n"); return 2; }
@@ -93,8 +100,15 @@ int main(int argc, char *argv[])
         return 1;
     }
     double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("{\"program\":\"pipespeed2t.c\",\"count\":%lld,\"block_bytes\":%lld,"
-           "\"bytes\":%lld,\"elapsed_s\":%.9f,\"mb_per_s\":%.3f,\"pipe_size\":%d}\n",
-           count, bytes, count * bytes, s, count * bytes / s / 1e6, size);
+    double mb = count * bytes / s / 1e6;
+    if (json)
+        printf("{\"program\":\"pipespeed2t.c\",\"transport\":\"pipe\",\"mode\":\"threads\","
+               "\"count\":%lld,\"block_bytes\":%lld,\"bytes\":%lld,\"elapsed_s\":%.9f,"
+               "\"mb_per_s\":%.3f,\"pipe_size\":%d,\"verified\":true}\n",
+               count, bytes, count * bytes, s, mb, size);
+    else
+        printf("%lld x %lld bytes = %lld bytes in %.6f s: %.1f MB/s "
+               "(pipe, threads, pipe buffer %d bytes)\n",
+               count, bytes, count * bytes, s, mb, size);
     return 0;
 }

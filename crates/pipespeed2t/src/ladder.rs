@@ -29,7 +29,7 @@ use labkit::memory::PAGE;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use pipespeed2::{MB, Report, grow_pipe, pipe_size};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::ring::{Backing, Mapping};
 
@@ -247,7 +247,7 @@ impl Expect {
 
 /// What one thread's loop cost: its system calls (counted by the loop)
 /// and the kernel's own counts for the thread (`RUSAGE_THREAD`).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct Cost {
     pub calls: u64,
     pub minor_faults: u64,
@@ -411,14 +411,14 @@ fn receive_by_splice(
 // ANCHOR_END: rung_splice
 
 /// A ladder run as `--json` prints it: the program's usual report and how
-/// the bytes went.
-#[derive(Clone, Debug, Serialize)]
+/// the bytes went. The runner reads it back as this type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LadderReport {
     #[serde(flatten)]
     pub report: Report,
-    pub method: &'static str,
+    pub method: String,
     /// What the reader checked in each block.
-    pub check: &'static str,
+    pub check: String,
     pub ring_slots: u64,
     /// Bytes per slot: the block rounded up to a page.
     pub slot_bytes: u64,
@@ -573,8 +573,8 @@ pub fn run(o: &Options) -> Result<LadderReport> {
     let verified = o.method != Method::SpliceNull;
     Ok(LadderReport {
         report: Report {
-            program: "pipespeed2t",
-            transport: "pipe",
+            program: "pipespeed2t".into(),
+            transport: "pipe".into(),
             mode: match (o.method, o.busy_poll) {
                 (Method::Write, false) => "threads, write",
                 (Method::Write, true) => "threads, write, busy-polling",
@@ -586,7 +586,8 @@ pub fn run(o: &Options) -> Result<LadderReport> {
                 (Method::SpliceNull, true) => {
                     "threads, vmsplice + splice to /dev/null, busy-polling, not verified"
                 }
-            },
+            }
+            .into(),
             count: o.count,
             block_bytes: o.block,
             bytes: total,
@@ -595,12 +596,13 @@ pub fn run(o: &Options) -> Result<LadderReport> {
             pipe_size: Some(pipe_bytes),
             verified,
         },
-        method: o.method.name(),
+        method: o.method.name().into(),
         check: match (verified, o.check) {
             (false, _) => "none: bytes counted only",
             (true, Check::Checksum) => "sequence number and checksum of every block",
             (true, Check::Bytes) => "sequence number and every byte of every block",
-        },
+        }
+        .into(),
         ring_slots: slots,
         slot_bytes: (block.div_ceil(PAGE) * PAGE) as u64,
         ring_pages: ring.backing().to_string(),
