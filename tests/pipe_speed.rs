@@ -63,7 +63,7 @@ fn a_tiny_run_writes_parseable_results() {
             assert_eq!(p["runs"].as_array().unwrap().len(), 2);
             assert_eq!(p["mb_per_s"]["n"], 2);
             assert!(p["mb_per_s"]["median"].as_f64().unwrap() > 0.0);
-            assert!(p["fraction_of_copy_limit"].as_f64().unwrap() > 0.0);
+            assert!(p["copy_limit_mb_per_s"].as_f64().unwrap() > 0.0);
         }
     }
     let limits = saved["copy_limit"].as_array().unwrap();

@@ -10,18 +10,18 @@
 //! connection.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use crate::chart::Chart;
 use crate::results::Header;
-use crate::stats::Summary;
+use crate::stats::{Summary, round_order};
 use crate::table::Table;
 use crate::table::or_dash;
 use clap::Parser;
 use labkit::{Error, Result};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Experiment;
 use crate::report::{Common, Headline, Report};
@@ -123,54 +123,12 @@ fn design(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// The fields of `server --json` used here.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct ServerStats {
-    design: String,
-    pool: usize,
-    connections: u64,
-    requests: u64,
-    bytes: u64,
-    bad_connections: u64,
-    user_s: f64,
-    sys_s: f64,
-    children_user_s: f64,
-    children_sys_s: f64,
-    voluntary_switches: u64,
-    involuntary_switches: u64,
-    per_member: Vec<u64>,
-    wakeups: Option<u64>,
-    wakeups_per_connection: Option<f64>,
-    children_left: usize,
-    threads_left: usize,
-}
-
-/// The fields of `client --json` used here.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct ClientReport {
-    children: usize,
-    loops: u64,
-    rate: Option<f64>,
-    connections_ok: u64,
-    error_total: u64,
-    elapsed_s: f64,
-    connections_per_s: f64,
-    latency: Latency,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct Latency {
-    p50_us: f64,
-    p90_us: f64,
-    p99_us: f64,
-    max_us: f64,
-    mean_us: f64,
-}
-
 #[derive(Clone, Debug, Serialize)]
 struct Run {
-    server: ServerStats,
-    client: ClientReport,
+    /// What `server --json` printed when it stopped.
+    server: servers::Stats,
+    /// What `client --json` printed.
+    client: servers::client::Report,
     /// From the server's start to its exit.
     server_wall_s: f64,
 }
@@ -365,15 +323,19 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let bar = crate::progress::bar(steps, EXPERIMENT.name);
     let mut base_runs = Vec::new();
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); designs.len()];
-    for _ in 0..rounds {
-        // One pass over every design per round, so drift on a shared
-        // machine spreads over all of them.
-        bar.set_message("iterative (baseline)");
-        base_runs.push(ctx.run_once("iterative", &base_load)?);
-        bar.inc(1);
-        for (i, d) in designs.iter().enumerate() {
-            bar.set_message(d.to_string());
-            runs[i].push(ctx.run_once(d, &load)?);
+    for round in 0..rounds {
+        // One pass over every design per round (the baseline is 0), in the
+        // lab's rotating order, so drift on a shared machine spreads over
+        // all of them.
+        for k in round_order(designs.len() + 1, round) {
+            let Some(i) = k.checked_sub(1) else {
+                bar.set_message("iterative (baseline)");
+                base_runs.push(ctx.run_once("iterative", &base_load)?);
+                bar.inc(1);
+                continue;
+            };
+            bar.set_message(designs[i].to_string());
+            runs[i].push(ctx.run_once(designs[i], &load)?);
             bar.inc(1);
         }
     }
@@ -409,13 +371,12 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         rate_sweep,
         verdict,
     };
-    write_bars(&data, &out)?;
     let report = Report {
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data.verdict),
         tables: tables(&data),
         charts: charts(&data),
-        files: Vec::new(),
+        files: bars(&data),
         data,
     };
     report.publish(&args.common, &out)
@@ -548,8 +509,8 @@ impl Ctx {
         }
         let output = labkit::cleanup::output(&mut cmd)
             .map_err(|e| Error::io("cannot run client", e))?;
-        let client: ClientReport =
-            serde_json::from_slice(&output.stdout).map_err(|e| {
+        let client: servers::client::Report = serde_json::from_slice(&output.stdout)
+            .map_err(|e| {
                 let said = String::from_utf8_lossy(&output.stderr);
                 Error::failed(format!(
                     "client against {design}: {e}: {}",
@@ -565,7 +526,7 @@ impl Ctx {
         }
         let last = server.stop()?;
         let wall = start.elapsed().as_secs_f64();
-        let stats: ServerStats =
+        let stats: servers::Stats =
             serde_json::from_str(&last).ok().ok_or_else(|| {
                 Error::failed(format!("server {design} printed no stats"))
             })?;
@@ -577,7 +538,11 @@ impl Ctx {
 
 /// Nothing lost, nothing left: the server answered every request the
 /// client counted and left no child or thread behind.
-fn check(design: &str, s: &ServerStats, c: &ClientReport) -> Result<()> {
+fn check(
+    design: &str,
+    s: &servers::Stats,
+    c: &servers::client::Report,
+) -> Result<()> {
     if s.requests != c.connections_ok || s.bad_connections != 0 {
         return Err(Error::failed(format!(
             "server {design}: answered {} requests ({} closed early); client got {}",
@@ -1018,32 +983,38 @@ fn tables(d: &Data) -> Vec<Table> {
     out
 }
 
-/// Bar charts (one bar per design): CPU per connection above baseline, and
-/// connections/s.
-fn write_bars(d: &Data, out: &Path) -> Result<()> {
+/// Bar charts (one bar per design), files of the report: CPU per
+/// connection above baseline, and connections/s.
+fn bars(d: &Data) -> Vec<(String, String)> {
     let cpu: Vec<(String, f64)> = d
         .rows
         .iter()
         .map(|r| (r.design.clone(), r.cpu_us_per_connection_above_baseline.median))
         .collect();
-    let svg = crate::bars::svg(
-        "Server CPU per connection above the iterative baseline",
-        "microseconds per connection (median; bars at or below 0 not drawn)",
-        &cpu,
-        false,
-    );
-    crate::results::write_file(&out.join("cpu-per-connection.svg"), &svg)?;
     let cps: Vec<(String, f64)> = std::iter::once(&d.baseline)
         .chain(&d.rows)
         .map(|r| (r.design.clone(), r.connections_per_s.median))
         .collect();
-    let svg = crate::bars::svg(
-        "Connections per second, closed loop",
-        "connections/s (median)",
-        &cps,
-        false,
-    );
-    crate::results::write_file(&out.join("connections-per-s.svg"), &svg)
+    vec![
+        (
+            "cpu-per-connection.svg".into(),
+            crate::bars::svg(
+                "Server CPU per connection above the iterative baseline",
+                "microseconds per connection (median; bars at or below 0 not drawn)",
+                &cpu,
+                false,
+            ),
+        ),
+        (
+            "connections-per-s.svg".into(),
+            crate::bars::svg(
+                "Connections per second, closed loop",
+                "connections/s (median)",
+                &cps,
+                false,
+            ),
+        ),
+    ]
 }
 
 fn charts(d: &Data) -> Vec<(String, Chart)> {
