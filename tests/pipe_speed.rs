@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{lab, run_json};
+use std::collections::BTreeSet;
+
+use common::{lab, program, run_json};
 use predicates::prelude::*;
 use serial_test::serial;
 
@@ -115,12 +117,63 @@ fn check_ladder(ladder: &serde_json::Value, dir: &std::path::Path) {
     assert!(md.contains("Where the time goes"), "{md}");
 }
 
+/// The keys of a JSON object.
+fn keys(v: &serde_json::Value) -> BTreeSet<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+/// Each C reference, built the runner's way, prints with `--json` the
+/// object its Rust twin prints, and the runner's type reads it.
+#[test]
+fn the_c_twins_print_the_rust_programs_report() {
+    labkit::require!(
+        labkit::testing::have_tool("cc"),
+        "no C compiler (cc) for the C references"
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (name, mode) in [("pipespeed2", "single thread"), ("pipespeed2t", "threads")]
+    {
+        let source = root.join(format!("crates/{name}/c/{name}.c"));
+        let c = lab::bins::compile_c(&source, &format!("{name}-c-test")).unwrap();
+        let out = std::process::Command::new(&c)
+            .args(["100", "4097", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: pipespeed2::Report = labkit::testing::json(&out.stdout);
+        assert_eq!(report.program, format!("{name}.c"));
+        assert_eq!(
+            (report.transport.as_str(), report.mode.as_str()),
+            ("pipe", mode)
+        );
+        assert_eq!((report.count, report.block_bytes), (100, 4097));
+        assert_eq!(report.bytes, 100 * 4097);
+        assert!(report.verified && report.pipe_size.unwrap() >= 4097);
+        let rust = program(name).args(["100", "4097", "--json"]).output().unwrap();
+        assert_eq!(
+            keys(&labkit::testing::json(&out.stdout)),
+            keys(&labkit::testing::json(&rust.stdout)),
+            "{name}: the same fields"
+        );
+        // Without --json, the Rust program's line.
+        let line =
+            std::process::Command::new(&c).args(["3", "10"]).output().unwrap();
+        let line = String::from_utf8(line.stdout).unwrap();
+        assert!(
+            line.starts_with("3 x 10 bytes = 30 bytes in ")
+                && line.contains(&format!("MB/s (pipe, {mode}, pipe buffer ")),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 #[serial(fork)]
 fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
-    if !common::have_cc() {
-        return;
-    }
+    labkit::require!(
+        labkit::testing::have_tool("cc"),
+        "no C compiler (cc) for the C references"
+    );
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "--blocks",

@@ -304,3 +304,31 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ring_slots"], 1);
 }
+
+/// `copylimit`, the limit the runner puts beside the pipes: its JSON reads
+/// as its report type, and says what it copied.
+#[test]
+fn copylimit_reports_what_it_copied() {
+    for (args, copies, slots, stride) in [
+        (&["4097"][..], 2, 1, 4097),
+        (&["4097", "--copies", "1", "--ring", "3"], 1, 3, 8192),
+    ] {
+        let out = Command::cargo_bin("copylimit")
+            .unwrap()
+            .args(args)
+            .args(["--iterations", "5", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let r: pipespeed2t::copy::CopyReport = labkit::testing::json(&out.stdout);
+        assert_eq!((r.block_bytes, r.copies, r.iterations), (4097, copies, 5));
+        assert_eq!((r.ring_slots, r.slot_bytes), (slots, stride));
+        assert_eq!(r.mb_per_s, r.memcpy_mb_per_s.max(r.vector_loop_mb_per_s));
+    }
+    Command::cargo_bin("copylimit")
+        .unwrap()
+        .args(["64", "--copies", "3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--copies"));
+}
