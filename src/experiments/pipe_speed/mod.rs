@@ -484,19 +484,4 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_follow_the_article() {
-        assert_eq!(count_for(1, true), 500_000);
-        assert_eq!(count_for(4096, true), 100_000);
-        assert_eq!(count_for(100, true), 100_000);
-        assert_eq!(count_for(1 << 20, true), 381);
-        assert_eq!(count_for(1, false), 20_000);
-        assert_eq!(count_for(1 << 20, false), 16);
-        assert_eq!(ARTICLE_BLOCKS.len(), 62);
-        assert_eq!(pair_count(1), 50_000);
-        assert_eq!(pair_count(1 << 20), 38);
-    }
-}
+mod tests;

@@ -442,4 +442,63 @@ mod tests {
         let v = verdict(&base, &rows[3..], 1000);
         assert!(v.best_prefork.is_none() && v.fork_over_best_prefork.is_none());
     }
+
+    #[test]
+    fn the_tables_and_bars_show_every_design_against_the_baseline() {
+        let base = fake("iterative", 1.0, 1.0, 100.0);
+        let mut fork = fake("fork", 3.0, 1.0, 50.0);
+        fork.pool = 0;
+        let mut prefork = fake("prefork", 1.5, 1.0, 300.0);
+        prefork.per_member_first_round = vec![60, 70, 65];
+        prefork.wakeups_per_connection = Summary::of(&[1.25]);
+        let rows = vec![fork, prefork];
+        let verdict = verdict(&base, &rows, 1000);
+        let d = Data {
+            rounds: 1,
+            full: false,
+            quick: true,
+            children: 5,
+            loops: 200,
+            bytes: 4000,
+            pool: 15,
+            modern_pool: 2,
+            byte_reads: false,
+            connections_per_run: 1000,
+            ports: Ports { low: 1, high: 2, count: 2, tw_reuse: None },
+            baseline: base,
+            rows,
+            skipped: vec![Skipped {
+                design: "io-uring".into(),
+                reason: "no".into(),
+            }],
+            overload: Vec::new(),
+            overload_children: 30,
+            rate_sweep: Vec::new(),
+            verdict,
+        };
+        let t = tables(&d);
+        assert_eq!(t.len(), 3, "no overload or sweep without --full");
+        assert_eq!(
+            t[0].rows[0],
+            ["iterative (baseline)", "serv00", "1.000", "0", "0", "100", "1.00"]
+        );
+        assert_eq!(
+            t[0].rows[1],
+            ["fork", "serv01", "3.000", "2.000", "2000.0", "50", "1.00"]
+        );
+        assert_eq!(t[1].rows[1][1], "-", "fork has no pool");
+        assert_eq!(t[1].rows[2][1..6], ["15", "0.10", "2.00", "1.25", "60-70"]);
+        assert_eq!(t[1].rows[2][6], "0.6/7.1", "Kegel's serv02");
+        assert!(t[0].notes.iter().any(|n| n == "Skipped io-uring: no"));
+        // fork / best prefork, above the baseline: 2.0 / 0.5.
+        assert!(t[2].rows[0][2].starts_with("4.0 (prefork)"), "{:?}", t[2].rows);
+        let files = bars(&d);
+        let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["cpu-per-connection.svg", "connections-per-s.svg"]);
+        assert!(files.iter().all(|(_, svg)| svg.starts_with("<svg")));
+        // The baseline is a bar of connections/s, not of CPU above itself.
+        let bar = ">iterative<";
+        assert!(files[1].1.contains(bar) && !files[0].1.contains(bar));
+        assert!(charts(&d).is_empty(), "no sweep, no chart");
+    }
 }

@@ -448,3 +448,111 @@ fn goals(rows: &[Row]) -> Goals {
         gain_over_rung_1_at_64k: gain,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rung `rung` at `block` bytes: `mb` MB/s against a copy rate `copy`.
+    fn row(rung: usize, block: u64, mb: f64, copy: f64) -> Row {
+        let r = &RUNGS[rung - 1];
+        Row {
+            rung: r.rung,
+            method: r.method,
+            label: r.label,
+            block,
+            count: 10,
+            mb_per_s: mb,
+            range: Summary::of(&[mb]).unwrap(),
+            verified: r.method != "splice-null",
+            fraction_of_memcpy: mb / copy,
+            fraction_of_dram: mb / 10_000.0,
+            memcpy_mb_per_s: copy,
+            working_set_bytes: 2 * block,
+            ring_slots: 1,
+            pipe_size: 65536,
+            ring_pages: "4 KiB pages".into(),
+            per_block: PerBlock {
+                writer_calls: 1.0,
+                reader_calls: 2.0,
+                minor_faults: 0.0,
+                switches: 1.5,
+                cpu_s_per_gb: 0.25,
+                cpus_busy: 1.2,
+            },
+            runs: Vec::new(),
+        }
+    }
+
+    fn ladder(rows: Vec<Row>) -> Ladder {
+        let goals = goals(&rows);
+        Ladder {
+            rungs: [1, 3, 5]
+                .map(|k| {
+                    let r = &RUNGS[k - 1];
+                    RungInfo {
+                        rung: r.rung,
+                        method: r.method,
+                        label: r.label,
+                        removes: r.removes,
+                        flags: flags_of(r, 1 << 20),
+                        verified: r.method != "splice-null",
+                    }
+                })
+                .into(),
+            blocks: vec![4096, KIB_64],
+            dram_bytes: DRAM_BYTES,
+            dram_mb_per_s: Summary::of(&[10_000.0]),
+            loadavg_before: "0".into(),
+            loadavg_after: "0".into(),
+            rows,
+            goals,
+        }
+    }
+
+    #[test]
+    fn the_goals_take_the_best_verified_rung_and_the_gain_at_64k() {
+        let l = ladder(vec![
+            row(1, KIB_64, 1000.0, 8000.0),
+            row(3, KIB_64, 5000.0, 8000.0),
+            // Unverified, so faster but never the best.
+            row(5, KIB_64, 9000.0, 8000.0),
+        ]);
+        let best = l.goals.best_verified.as_ref().unwrap();
+        assert_eq!((best.rung, best.block), (3, KIB_64));
+        assert_eq!(l.goals.half_of_memcpy, Some(true));
+        assert_eq!(l.goals.gain_over_rung_1_at_64k, Some(5.0));
+        assert_eq!(l.goals.four_times_rung_1, Some(true));
+    }
+
+    #[test]
+    fn the_tables_and_the_chart_show_each_rung_at_each_block() {
+        let l = ladder(vec![
+            row(1, 4096, 500.0, 1000.0),
+            row(1, KIB_64, 1000.0, 8000.0),
+            row(3, KIB_64, 5000.0, 8000.0),
+        ]);
+        let t = tables::tables(&l);
+        // What each rung takes away, and its gain over the rung above at
+        // 64 KiB: rung 3's is "-" as rung 2 did not run.
+        assert_eq!(t[0].rows[0][2], "-");
+        assert_eq!(t[0].rows[1][2], "-");
+        // The climb: rung 1 at both sizes, rung 3 only at 64 KiB.
+        assert_eq!(t[1].rows[0][1..], ["500 (50%)", "1000 (12%)"]);
+        assert_eq!(t[1].rows[1][1..], ["-", "5000 (62%)"]);
+        // The limits: the best verified of DRAM at 64 KiB is rung 3's.
+        assert_eq!(t[2].rows[1][3], "50%");
+        // Where the time goes, at 64 KiB: two rungs ran there.
+        assert_eq!(t[3].rows.len(), 2);
+        assert_eq!(
+            t[3].rows[0][1..],
+            ["1.00", "2.00", "0.000", "1.50", "0.250", "1.20"]
+        );
+        let (name, chart) = chart(&l);
+        assert_eq!(name, "ladder");
+        assert_eq!(chart.series[0].points, [(4096.0, 500.0), (65536.0, 1000.0)]);
+        let dram = chart.series.last().unwrap();
+        assert_eq!(dram.label, "DRAM copy");
+        assert_eq!(dram.points, [(4096.0, 10_000.0), (65536.0, 10_000.0)]);
+    }
+}

@@ -8,7 +8,7 @@ use labkit::limits::format_size;
 use super::{KIB_64, Ladder};
 
 /// The ladder's tables: the climb, the limits, and where the time goes.
-fn tables(l: &Ladder) -> Vec<Table> {
+pub(super) fn tables(l: &Ladder) -> Vec<Table> {
     let sizes: Vec<String> = l.blocks.iter().map(|&b| format_size(b)).collect();
     let middle = profile_block(l);
     let gain_header = format!("gain at {}", format_size(middle));
