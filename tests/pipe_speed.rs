@@ -130,11 +130,9 @@ fn the_c_twins_print_the_rust_programs_report() {
         labkit::testing::have_tool("cc"),
         "no C compiler (cc) for the C references"
     );
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     for (name, mode) in [("pipespeed2", "single thread"), ("pipespeed2t", "threads")]
     {
-        let source = root.join(format!("crates/{name}/c/{name}.c"));
-        let c = lab::bins::compile_c(&source, &format!("{name}-c-test")).unwrap();
+        let c = lab::experiments::pipe_speed::c_twin(name).unwrap();
         let out = std::process::Command::new(&c)
             .args(["100", "4097", "--json"])
             .output()

@@ -36,6 +36,7 @@ mod tables;
 mod vs_c;
 
 use run::{run_once, spawn};
+pub use vs_c::c_twin;
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "pipe-speed",

@@ -24,7 +24,6 @@ pub(super) fn compare_with_c(
     bins: &[PathBuf],
     variants: &[Variant],
 ) -> Result<Vec<Comparison>> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let cpu = *labkit::affinity::allowed_cpus()?
         .first()
         .ok_or_else(|| Error::failed("this process may run on no CPU"))?;
@@ -33,26 +32,13 @@ pub(super) fn compare_with_c(
         Placement { name: "unpinned", cpu: None },
     ];
     let twins = [
-        (
-            "pipespeed2",
-            "pipespeed2.c",
-            &bins[0],
-            "crates/pipespeed2/c/pipespeed2.c",
-            "pipespeed2",
-        ),
-        (
-            "pipespeed2t",
-            "pipespeed2t.c",
-            &bins[1],
-            "crates/pipespeed2t/c/pipespeed2t.c",
-            "pipe",
-        ),
+        ("pipespeed2", "pipespeed2.c", &bins[0], "pipespeed2"),
+        ("pipespeed2t", "pipespeed2t.c", &bins[1], "pipe"),
     ];
     let rounds = args.common.rounds as usize;
     let mut jobs = Vec::new();
-    for (rust, c, path, source, key) in twins {
-        let c_path =
-            crate::bins::compile_c(&root.join(source), &c.replace('.', "-"))?;
+    for (rust, c, path, key) in twins {
+        let c_path = c_twin(rust)?;
         let blocks = variants
             .iter()
             .find(|v| v.key == key)
@@ -215,6 +201,17 @@ fn pair_name(c: &Comparison) -> String {
     } else {
         c.program.to_string()
     }
+}
+
+/// Build the C twin of `program` (`pipespeed2`, `pipespeed2t`) with what
+/// the two share, `crates/pipespeed2/c/pipespeed.c`, the runner's way
+/// ([`crate::bins::compile_c_with`]), as `<program>-c`. (An edit to
+/// `pipespeed.h` alone does not rebuild them: touch a `.c`.)
+pub fn c_twin(program: &str) -> Result<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let source = root.join(format!("{program}/c/{program}.c"));
+    let shared = root.join("pipespeed2/c/pipespeed.c");
+    crate::bins::compile_c_with(&[&source, &shared], &[], &format!("{program}-c"))
 }
 
 /// `vs-c.md`: the comparison's tables on their own, for the book.
