@@ -82,6 +82,20 @@ impl Report {
     }
 }
 
+/// COUNT and BYTES, as pipespeed2 and pipespeed2t both take them.
+#[derive(clap::Args)]
+pub struct Blocks {
+    /// Blocks to send; 500k means 500,000 (the article used 500k below
+    /// about 100 bytes and 100k above)
+    #[arg(value_parser = parse_count)]
+    pub count: u64,
+
+    /// Bytes per block, e.g. 64, 4096, 4k, 1M (the article went from 1 to
+    /// 4k)
+    #[arg(value_parser = labkit::limits::size_in(1, 1 << 30))]
+    pub bytes: u64,
+}
+
 /// Parse a block count the way the article's script wrote them: `500k` is
 /// 500,000 and `1m` a million (decimal, unlike sizes).
 pub fn parse_count(text: &str) -> Result<u64, String> {

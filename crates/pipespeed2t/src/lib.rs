@@ -192,11 +192,17 @@ pub fn run(opts: &Options) -> Result<Report> {
     let (rx, tx, size) = channel(opts)?;
     let stop = opts.reader_stops_after.unwrap_or(u64::MAX);
     let start = Instant::now();
-    let (written, received) = if opts.processes {
-        with_process(rx, tx, &block, &mut buf, opts.count, stop, opts.vmsplice)?
-    } else {
-        with_thread(rx, tx, &block, &mut buf, opts.count, stop, opts.vmsplice)?
+    let job = Job {
+        rx,
+        tx,
+        block: &block,
+        buf: &mut buf,
+        count: opts.count,
+        stop,
+        gift: opts.vmsplice,
     };
+    let (written, received) =
+        if opts.processes { with_process(job)? } else { with_thread(job) };
     let elapsed_s = start.elapsed().as_secs_f64();
 
     let what = format!(
@@ -292,19 +298,26 @@ fn vmsplice_all(fd: &OwnedFd, mut buf: &[u8]) -> Result<(), Errno> {
 }
 // ANCHOR_END: vmsplice
 
+/// What the writer and the reader are given: the two ends, the block to
+/// send `count` times (given to the pipe with vmsplice if `gift`), the
+/// buffer to read into, and where the reader stops (the fault drill).
+struct Job<'a> {
+    rx: OwnedFd,
+    tx: OwnedFd,
+    block: &'a [u8],
+    buf: &'a mut [u8],
+    count: u64,
+    stop: u64,
+    gift: bool,
+}
+
+/// What the writer saw, and what the reader received.
 type Outcome = (Result<(), Errno>, Result<Received>);
 
 /// The article's way: the reader is a second thread, joined before the
 /// clock stops (the C program's `pthread_create` and `pthread_join`).
-fn with_thread(
-    rx: OwnedFd,
-    tx: OwnedFd,
-    block: &[u8],
-    buf: &mut [u8],
-    count: u64,
-    stop: u64,
-    gift: bool,
-) -> Result<Outcome> {
+fn with_thread(job: Job<'_>) -> Outcome {
+    let Job { rx, tx, block, buf, count, stop, gift } = job;
     // ANCHOR: spawn
     let (written, received) = std::thread::scope(|s| {
         let reader = s.spawn(|| read_all(rx, block, buf, stop));
@@ -320,7 +333,7 @@ fn with_thread(
         ))),
         Err(_) => Err(Error::failed("the reader thread panicked")),
     };
-    Ok((written, received))
+    (written, received)
 }
 
 /// What the reader child leaves for its parent, in a shared page.
@@ -334,15 +347,8 @@ struct Shared {
 
 /// The reader is a forked child process, reaped before the clock stops;
 /// it tells what it received through a shared anonymous page.
-fn with_process(
-    rx: OwnedFd,
-    tx: OwnedFd,
-    block: &[u8],
-    buf: &mut [u8],
-    count: u64,
-    stop: u64,
-    gift: bool,
-) -> Result<Outcome> {
+fn with_process(job: Job<'_>) -> Result<Outcome> {
+    let Job { rx, tx, block, buf, count, stop, gift } = job;
     let len = NonZeroUsize::new(std::mem::size_of::<Shared>()).expect("not empty");
     // SAFETY: a fresh anonymous mapping, shared with the child to come;
     // mmap zero-fills it, which is a valid `Shared`.
