@@ -21,22 +21,15 @@ fn check_blocks(points: &serde_json::Value, program: &serde_json::Value) {
     assert_eq!(blocks, expected, "{program}");
 }
 
+/// Two block sizes, five blocks, two rounds. 65537 bytes does not fit a
+/// default pipe: pipespeed2 must skip it, pipespeed2t must not.
+const TINY: &[&str] = &["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
+
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    // 65537 bytes does not fit a default pipe: pipespeed2 must skip it,
-    // pipespeed2t must not.
-    let args = [
-        "--blocks",
-        "1,65537",
-        "--count",
-        "5",
-        "--rounds",
-        "2",
-        "--ladder-blocks",
-        "4095,65537",
-    ];
+    let args = [TINY, &["--ladder-blocks", "4095,65537"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
     assert_eq!(saved["rounds"], 2);
@@ -173,16 +166,7 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
         "no C compiler (cc) for the C references"
     );
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--blocks",
-        "1,65537",
-        "--count",
-        "5",
-        "--rounds",
-        "2",
-        "--vs-c",
-        "--no-ladder",
-    ];
+    let args = [TINY, &["--vs-c", "--no-ladder"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert!(saved["ladder"].is_null());
     let vs_c = saved["vs_c"].as_array().unwrap();

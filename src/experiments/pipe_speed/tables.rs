@@ -239,22 +239,11 @@ pub(super) fn headline(data: &Data) -> Headline {
             largest.zip(peak).map(|(l, p)| l.mb_per_s.median / p.mb_per_s.median),
             "x",
         )
-        .add(
+        .add_range(
             "fifo_over_pipe",
             "named pipe's rate over the unnamed pipe's, median over block sizes",
-            fifo.map(|s| s.median),
-            "x",
-        )
-        .add(
-            "fifo_over_pipe_min",
-            "the same, lowest block size",
-            fifo.map(|s| s.min),
-            "x",
-        )
-        .add(
-            "fifo_over_pipe_max",
-            "the same, highest block size",
-            fifo.map(|s| s.max),
+            "block size",
+            fifo,
             "x",
         )
         .build()
