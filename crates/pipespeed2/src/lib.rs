@@ -120,10 +120,15 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 /// [`PageAligned`]).
 pub fn pattern(block: usize) -> PageAligned {
     let mut data = PageAligned::zeroed(block);
-    for (i, byte) in data.iter_mut().enumerate() {
+    fill(&mut data);
+    data
+}
+
+/// Write the pattern into `block` (see [`pattern`]).
+pub fn fill(block: &mut [u8]) {
+    for (i, byte) in block.iter_mut().enumerate() {
         *byte = (i % 251) as u8 ^ 0x5a;
     }
-    data
 }
 
 /// The two buffers each program needs, [`pattern`] and one to read into,
@@ -140,9 +145,7 @@ pub fn buffers(block: u64) -> Result<(PageAligned, PageAligned)> {
     };
     let len = usize::try_from(block).map_err(|_| fail(Errno::ENOMEM))?;
     let mut data = PageAligned::try_zeroed(len).map_err(fail)?;
-    for (i, byte) in data.iter_mut().enumerate() {
-        *byte = (i % 251) as u8 ^ 0x5a;
-    }
+    fill(&mut data);
     let back = PageAligned::try_zeroed(len).map_err(fail)?;
     Ok((data, back))
 }
