@@ -6,7 +6,9 @@
 //! Each point is one program run as a whole process, `rounds` times; the
 //! rate is the program's own (bytes moved / time of its loop, as the
 //! article's programs printed it), the context switches come from `wait4`.
-//! Programs sharing a block size take turns within each round.
+//! Programs sharing a block size take turns within each round (the lab's
+//! `stats::round_order`), and the limit is measured in the same round by
+//! the `copylimit` program (`pipespeed2t::copy`).
 //!
 //! The pipe ladder (`ladder`) then climbs from the article's write and read
 //! to a zero-copy pipe, rung by rung, beside the limit memory sets.
