@@ -167,6 +167,25 @@ impl HeadlineBuilder {
         self
     }
 
+    /// Add a summary's median as `key`, and its lowest and highest as
+    /// `key_min` and `key_max` ("the same, lowest `over`").
+    pub fn add_range(
+        self,
+        key: &str,
+        label: &str,
+        over: &str,
+        summary: Option<crate::stats::Summary>,
+        unit: &str,
+    ) -> Self {
+        let (lowest, highest) = (
+            format!("the same, lowest {over}"),
+            format!("the same, highest {over}"),
+        );
+        self.add(key, label, summary.map(|s| s.median), unit)
+            .add(&format!("{key}_min"), &lowest, summary.map(|s| s.min), unit)
+            .add(&format!("{key}_max"), &highest, summary.map(|s| s.max), unit)
+    }
+
     pub fn build(self) -> Headline {
         self.0
     }

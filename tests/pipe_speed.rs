@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{lab, run_json};
+use std::collections::BTreeSet;
+
+use common::{lab, program, run_json};
 use predicates::prelude::*;
 use serial_test::serial;
 
@@ -19,22 +21,15 @@ fn check_blocks(points: &serde_json::Value, program: &serde_json::Value) {
     assert_eq!(blocks, expected, "{program}");
 }
 
+/// Two block sizes, five blocks, two rounds. 65537 bytes does not fit a
+/// default pipe: pipespeed2 must skip it, pipespeed2t must not.
+const TINY: &[&str] = &["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
+
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    // 65537 bytes does not fit a default pipe: pipespeed2 must skip it,
-    // pipespeed2t must not.
-    let args = [
-        "--blocks",
-        "1,65537",
-        "--count",
-        "5",
-        "--rounds",
-        "2",
-        "--ladder-blocks",
-        "4095,65537",
-    ];
+    let args = [TINY, &["--ladder-blocks", "4095,65537"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
     assert_eq!(saved["rounds"], 2);
@@ -63,7 +58,7 @@ fn a_tiny_run_writes_parseable_results() {
             assert_eq!(p["runs"].as_array().unwrap().len(), 2);
             assert_eq!(p["mb_per_s"]["n"], 2);
             assert!(p["mb_per_s"]["median"].as_f64().unwrap() > 0.0);
-            assert!(p["fraction_of_copy_limit"].as_f64().unwrap() > 0.0);
+            assert!(p["copy_limit_mb_per_s"].as_f64().unwrap() > 0.0);
         }
     }
     let limits = saved["copy_limit"].as_array().unwrap();
@@ -115,23 +110,63 @@ fn check_ladder(ladder: &serde_json::Value, dir: &std::path::Path) {
     assert!(md.contains("Where the time goes"), "{md}");
 }
 
+/// The keys of a JSON object.
+fn keys(v: &serde_json::Value) -> BTreeSet<String> {
+    v.as_object().unwrap().keys().cloned().collect()
+}
+
+/// Each C reference, built the runner's way, prints with `--json` the
+/// object its Rust twin prints, and the runner's type reads it.
+#[test]
+fn the_c_twins_print_the_rust_programs_report() {
+    labkit::require!(
+        labkit::testing::have_tool("cc"),
+        "no C compiler (cc) for the C references"
+    );
+    for (name, mode) in [("pipespeed2", "single thread"), ("pipespeed2t", "threads")]
+    {
+        let c = lab::experiments::pipe_speed::c_twin(name).unwrap();
+        let out = std::process::Command::new(&c)
+            .args(["100", "4097", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let report: pipespeed2::Report = labkit::testing::json(&out.stdout);
+        assert_eq!(report.program, format!("{name}.c"));
+        assert_eq!(
+            (report.transport.as_str(), report.mode.as_str()),
+            ("pipe", mode)
+        );
+        assert_eq!((report.count, report.block_bytes), (100, 4097));
+        assert_eq!(report.bytes, 100 * 4097);
+        assert!(report.verified && report.pipe_size.unwrap() >= 4097);
+        let rust = program(name).args(["100", "4097", "--json"]).output().unwrap();
+        assert_eq!(
+            keys(&labkit::testing::json(&out.stdout)),
+            keys(&labkit::testing::json(&rust.stdout)),
+            "{name}: the same fields"
+        );
+        // Without --json, the Rust program's line.
+        let line =
+            std::process::Command::new(&c).args(["3", "10"]).output().unwrap();
+        let line = String::from_utf8(line.stdout).unwrap();
+        assert!(
+            line.starts_with("3 x 10 bytes = 30 bytes in ")
+                && line.contains(&format!("MB/s (pipe, {mode}, pipe buffer ")),
+            "{line}"
+        );
+    }
+}
+
 #[test]
 #[serial(fork)]
 fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
-    if !common::have_cc() {
-        return;
-    }
+    labkit::require!(
+        labkit::testing::have_tool("cc"),
+        "no C compiler (cc) for the C references"
+    );
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--blocks",
-        "1,65537",
-        "--count",
-        "5",
-        "--rounds",
-        "2",
-        "--vs-c",
-        "--no-ladder",
-    ];
+    let args = [TINY, &["--vs-c", "--no-ladder"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert!(saved["ladder"].is_null());
     let vs_c = saved["vs_c"].as_array().unwrap();

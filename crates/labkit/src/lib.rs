@@ -11,6 +11,7 @@
 //! - [`pthread`], [`memory`]: raw threads and touched pages, as the C does;
 //! - [`relay`], [`children`]: a forking program passes SIGINT, SIGTERM and
 //!   SIGHUP on to its children, reaps them and exits 128 + N;
+//! - [`latency`]: the load generators' latency percentiles;
 //! - [`measure`]: the kernel's `wait4`/`getrusage` accounting, and a whole
 //!   program timed from outside;
 //! - [`cleanup`], [`limited`]: process groups, temporary directories and
@@ -22,6 +23,7 @@ pub mod children;
 pub mod cleanup;
 pub mod cli;
 pub mod error;
+pub mod latency;
 pub mod limited;
 pub mod limits;
 pub mod lines;

@@ -45,13 +45,7 @@ pub struct LoadConfig {
     pub socket_buffer: usize,
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Latency {
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-}
+pub use labkit::latency::Latency;
 
 /// What a run saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -444,14 +438,6 @@ fn verify(
         .zip(&seen)
         .map(|(s, v)| v[..s.ok as usize].iter().filter(|&&n| n == 0).count() as u64)
         .sum();
-    latency.sort_unstable();
-    let pct = |p: f64| {
-        if latency.is_empty() {
-            return 0.0;
-        }
-        let i = ((latency.len() as f64 * p).ceil() as usize).clamp(1, latency.len());
-        latency[i - 1] as f64 / 1000.0
-    };
     let unsent = sent.iter().filter(|s| s.timed_out).map(|s| s.tried - s.ok).sum();
     let timed_out = sent.iter().filter(|s| s.timed_out).count() as u32;
     if timed_out > 0 && error.is_none() {
@@ -484,12 +470,7 @@ fn verify(
         corrupt,
         elapsed_s: elapsed,
         messages_per_s: if elapsed > 0.0 { received as f64 / elapsed } else { 0.0 },
-        latency: Latency {
-            p50_us: pct(0.50),
-            p90_us: pct(0.90),
-            p99_us: pct(0.99),
-            max_us: pct(1.0),
-        },
+        latency: Latency::of_ns(&mut latency),
         user_s: u.user_s,
         sys_s: u.sys_s,
         error,

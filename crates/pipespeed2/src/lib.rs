@@ -28,20 +28,23 @@ use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::PageAligned;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One MB in the rates printed: 10^6 bytes.
 pub const MB: f64 = 1e6;
 
-/// What a run did, printed as one line or as one JSON object.
-#[derive(Clone, Debug, Serialize)]
+/// What a run did, printed as one line or as one JSON object. The C
+/// references (`c/pipespeed2.c`, `pipespeed2t.c`) print the same object
+/// with `--json`, and the runner reads both as this type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
-    pub program: &'static str,
+    /// `pipespeed2`, `pipespeed2t`, or the C twin's `pipespeed2.c`, ...
+    pub program: String,
     /// `pipe`, `fifo` or `socketpair`.
-    pub transport: &'static str,
+    pub transport: String,
     /// `single thread`, `threads` or `processes` (`, vmsplice` when the
     /// writer gave its pages to the pipe instead of copying them).
-    pub mode: &'static str,
+    pub mode: String,
     pub count: u64,
     pub block_bytes: u64,
     pub bytes: u64,
@@ -79,6 +82,20 @@ impl Report {
     }
 }
 
+/// COUNT and BYTES, as pipespeed2 and pipespeed2t both take them.
+#[derive(clap::Args)]
+pub struct Blocks {
+    /// Blocks to send; 500k means 500,000 (the article used 500k below
+    /// about 100 bytes and 100k above)
+    #[arg(value_parser = parse_count)]
+    pub count: u64,
+
+    /// Bytes per block, e.g. 64, 4096, 4k, 1M (the article went from 1 to
+    /// 4k)
+    #[arg(value_parser = labkit::limits::size_in(1, 1 << 30))]
+    pub bytes: u64,
+}
+
 /// Parse a block count the way the article's script wrote them: `500k` is
 /// 500,000 and `1m` a million (decimal, unlike sizes).
 pub fn parse_count(text: &str) -> Result<u64, String> {
@@ -103,10 +120,15 @@ pub fn parse_count(text: &str) -> Result<u64, String> {
 /// [`PageAligned`]).
 pub fn pattern(block: usize) -> PageAligned {
     let mut data = PageAligned::zeroed(block);
-    for (i, byte) in data.iter_mut().enumerate() {
+    fill(&mut data);
+    data
+}
+
+/// Write the pattern into `block` (see [`pattern`]).
+pub fn fill(block: &mut [u8]) {
+    for (i, byte) in block.iter_mut().enumerate() {
         *byte = (i % 251) as u8 ^ 0x5a;
     }
-    data
 }
 
 /// The two buffers each program needs, [`pattern`] and one to read into,
@@ -123,9 +145,7 @@ pub fn buffers(block: u64) -> Result<(PageAligned, PageAligned)> {
     };
     let len = usize::try_from(block).map_err(|_| fail(Errno::ENOMEM))?;
     let mut data = PageAligned::try_zeroed(len).map_err(fail)?;
-    for (i, byte) in data.iter_mut().enumerate() {
-        *byte = (i % 251) as u8 ^ 0x5a;
-    }
+    fill(&mut data);
     let back = PageAligned::try_zeroed(len).map_err(fail)?;
     Ok((data, back))
 }
@@ -264,9 +284,9 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
         ));
     }
     Ok(Report {
-        program: "pipespeed2",
-        transport: "pipe",
-        mode: "single thread",
+        program: "pipespeed2".into(),
+        transport: "pipe".into(),
+        mode: "single thread".into(),
         count,
         block_bytes: block,
         bytes: total,

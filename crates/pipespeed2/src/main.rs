@@ -10,14 +10,8 @@ use labkit::limits::size_in;
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
-    /// Blocks to write and read back; 500k means 500,000 (the article used
-    /// 500k below about 100 bytes and 100k above)
-    #[arg(value_parser = pipespeed2::parse_count)]
-    count: u64,
-
-    /// Bytes per block, e.g. 64, 4096, 4k (the article went from 1 to 4k)
-    #[arg(value_parser = size_in(1, 1 << 30))]
-    bytes: u64,
+    #[command(flatten)]
+    blocks: pipespeed2::Blocks,
 
     /// Ask for a pipe buffer of this size (F_SETPIPE_SZ; the kernel rounds
     /// up to a power of two pages) [default: the kernel's, F_GETPIPE_SZ]
@@ -31,7 +25,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     labkit::cli::main("pipespeed2", |cli: &Cli| {
-        pipespeed2::run(cli.count, cli.bytes, cli.pipe_size)
+        pipespeed2::run(cli.blocks.count, cli.blocks.bytes, cli.pipe_size)
             .and_then(|report| report.print(cli.json))
     })
 }

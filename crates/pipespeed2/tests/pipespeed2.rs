@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use assert_cmd::Command;
+use labkit::limited::{Limits, NOBODY, apply};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -16,7 +17,7 @@ fn pipespeed2() -> Command {
 
 fn json_of(out: &std::process::Output) -> Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("one JSON object")
+    labkit::testing::json(&out.stdout)
 }
 
 #[test]
@@ -87,24 +88,22 @@ fn the_kernel_rounds_a_pipe_size_up() {
 
 #[test]
 fn unprivileged_users_are_told_the_pipe_max_size() {
-    if !nix_is_root() || which("setpriv").is_none() {
-        labkit::testing::skipped(
-            "needs root and setpriv to run as an unprivileged user",
-        );
-        return;
-    }
+    labkit::require!(
+        labkit::testing::is_root(),
+        "needs root to run pipespeed2 as nobody"
+    );
     let max: u64 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let bin = assert_cmd::cargo::cargo_bin("pipespeed2");
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(bin)
-        .args(["1", "1", "--pipe-size", &(max * 2).to_string()])
-        .timeout(Duration::from_secs(30));
-    let out = cmd.output().unwrap();
+    let mut cmd =
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("pipespeed2"));
+    cmd.args(["1", "1", "--pipe-size", &(max * 2).to_string()]);
+    let nobody = Limits { user: Some(NOBODY), ..Limits::default() };
+    apply(&mut cmd, nobody);
+    let out =
+        Command::from_std(cmd).timeout(Duration::from_secs(30)).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     if err.contains("Permission denied") && !err.contains("pipespeed2:") {
         labkit::testing::skipped(&format!(
@@ -151,20 +150,4 @@ fn the_human_line_names_the_rate_and_the_buffer() {
         )
         .unwrap(),
     );
-}
-
-fn nix_is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines().any(|l| {
-                l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")
-            })
-        })
-        .unwrap_or(false)
-}
-
-fn which(program: &str) -> Option<std::path::PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).map(|p| p.join(program)).find(|p| p.is_file())
-    })
 }

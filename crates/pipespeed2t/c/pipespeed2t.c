@@ -5,9 +5,13 @@
  * clock stops when every byte is read and the reader joined. Like the Rust
  * program the reader compares every piece with the stream it should get,
  * and both buffers start on a page boundary and are zeroed before the clock
- * starts (labkit::memory::PageAligned says why).
- * Build: cc -O2 -pthread -o pipespeed2t-c pipespeed2t.c
- * Run:   ./pipespeed2t-c COUNT BYTES [PIPE_SIZE]   (prints one JSON line) */
+ * starts. What it shares with pipespeed2.c (arguments, buffers, the
+ * report) is in ../../pipespeed2/c/pipespeed.c.
+ * Build: cc -O2 -pthread -o pipespeed2t-c pipespeed2t.c \
+ *            ../../pipespeed2/c/pipespeed.c
+ * Run:   ./pipespeed2t-c COUNT BYTES [PIPE_SIZE] [--json]
+ * Prints the Rust program's line, or with --json its JSON object (the
+ * fields of pipespeed2::Report, which the runner reads it into). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,27 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../pipespeed2/c/pipespeed.h"
+
 static int fd[2];
 static long long bytes;
 static char *data, *buf;
 static long long received, mismatch = -1;
-
-/* A zeroed buffer of n bytes that starts on a page boundary. */
-static char *page_aligned(long long n)
-{
-    char *p = aligned_alloc(4096, (n + 4095) / 4096 * 4096);
-    if (!p) { perror("aligned_alloc"); exit(1); }
-    return memset(p, 0, n);
-}
-
-static long long number(const char *s, long long k)
-{
-    char *end;
-    long long n = strtoll(s, &end, 10);
-    if (*end == 'k' || *end == 'K') n *= k;
-    else if (*end == 'm' || *end == 'M') n *= k * k;
-    return n;
-}
 
 static void *reader(void *arg)
 {
@@ -60,18 +49,14 @@ static void *reader(void *arg)
 
 int main(int argc, char *argv[])
 {
-    if (argc < 3) { fprintf(stderr, "usage: %s COUNT BYTES [PIPE_SIZE]\n", argv[0]); return 2; }
-    long long count = number(argv[1], 1000);
-    bytes = number(argv[2], 1024);
-    if (count < 1 || bytes < 1) { fprintf(stderr, "bad COUNT or BYTES\n"); return 2; }
+    struct run r = setup(argc, argv);
+    long long count = r.count;
+    bytes = r.bytes;
+    fd[0] = r.fd[0];
+    fd[1] = r.fd[1];
     signal(SIGPIPE, SIG_IGN);
-    if (pipe(fd)) { perror("pipe"); return 1; }
-    int size = argc > 3 ? fcntl(fd[1], F_SETPIPE_SZ, (int)number(argv[3], 1024))
-                        : fcntl(fd[1], F_GETPIPE_SZ);
-    if (size < 0) { perror("fcntl"); return 1; }
-    data = page_aligned(bytes);
+    data = pattern(bytes);
     buf = page_aligned(bytes);
-    for (long long i = 0; i < bytes; i++) data[i] = (char)((i % 251) ^ 0x5a);
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -92,9 +77,6 @@ int main(int argc, char *argv[])
                 received, count * bytes, mismatch);
         return 1;
     }
-    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-    printf("{\"program\":\"pipespeed2t.c\",\"count\":%lld,\"block_bytes\":%lld,"
-           "\"bytes\":%lld,\"elapsed_s\":%.9f,\"mb_per_s\":%.3f,\"pipe_size\":%d}\n",
-           count, bytes, count * bytes, s, count * bytes / s / 1e6, size);
+    report(&r, "pipespeed2t.c", "threads", t0, t1);
     return 0;
 }

@@ -26,21 +26,19 @@
 //!   time from the article's loop towards the limit of memory copying,
 //!   every block checked by sequence number and checksum.
 
+pub mod copy;
 pub mod ladder;
 mod ring;
 
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::Mutex;
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno};
-use labkit::pthread::{self, Attr};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork};
 use pipespeed2::{MB, Report, buffers, grow_pipe, matches, pipe_size, write_all};
 
@@ -194,11 +192,17 @@ pub fn run(opts: &Options) -> Result<Report> {
     let (rx, tx, size) = channel(opts)?;
     let stop = opts.reader_stops_after.unwrap_or(u64::MAX);
     let start = Instant::now();
-    let (written, received) = if opts.processes {
-        with_process(rx, tx, &block, &mut buf, opts.count, stop, opts.vmsplice)?
-    } else {
-        with_thread(rx, tx, &block, &mut buf, opts.count, stop, opts.vmsplice)?
+    let job = Job {
+        rx,
+        tx,
+        block: &block,
+        buf: &mut buf,
+        count: opts.count,
+        stop,
+        gift: opts.vmsplice,
     };
+    let (written, received) =
+        if opts.processes { with_process(job)? } else { with_thread(job) };
     let elapsed_s = start.elapsed().as_secs_f64();
 
     let what = format!(
@@ -235,14 +239,15 @@ pub fn run(opts: &Options) -> Result<Report> {
         )));
     }
     Ok(Report {
-        program: "pipespeed2t",
-        transport: opts.transport.name(),
+        program: "pipespeed2t".into(),
+        transport: opts.transport.name().into(),
         mode: match (opts.processes, opts.vmsplice) {
             (false, false) => "threads",
             (true, false) => "processes",
             (false, true) => "threads, vmsplice",
             (true, true) => "processes, vmsplice",
-        },
+        }
+        .into(),
         count: opts.count,
         block_bytes: opts.block,
         bytes: total,
@@ -293,69 +298,42 @@ fn vmsplice_all(fd: &OwnedFd, mut buf: &[u8]) -> Result<(), Errno> {
 }
 // ANCHOR_END: vmsplice
 
-type Outcome = (Result<(), Errno>, Result<Received>);
-
-/// What the reader thread needs, shared with it by reference: the read
-/// end and the buffer go in, what it received comes out, all behind one
-/// lock that it takes once, before its loop.
-struct ReaderJob<'a> {
-    block: &'a [u8],
-    stop: u64,
-    io: Mutex<ReaderIo<'a>>,
-}
-
-type ReaderIo<'a> = (Option<OwnedFd>, &'a mut [u8], Option<Result<Received, Errno>>);
-
-/// The reader thread's body (it must not panic: see `labkit::pthread`).
-fn reader_thread(job: &ReaderJob<'_>) -> i32 {
-    let Ok(mut io) = job.io.lock() else { return libc::EINVAL };
-    let (rx, buf, got) = &mut *io;
-    let Some(rx) = rx.take() else { return libc::EINVAL };
-    *got = Some(read_all(rx, job.block, buf, job.stop));
-    0
-}
-
-/// The article's way: the reader is a second thread, joined before the
-/// clock stops. It is started with `pthread_create`, as the C program
-/// starts it: with `std::thread` the two threads, pinned to one CPU,
-/// switched more often (at 384-byte blocks 3254 voluntary and 2286
-/// involuntary switches per 100,000 blocks, against 2178 and 1055 for the
-/// C program) and moved up to 6% fewer bytes per second at most sizes
-/// from 352 bytes to 4 KiB; with `pthread_create` the counts and rates are
-/// the C program's.
-fn with_thread(
+/// What the writer and the reader are given: the two ends, the block to
+/// send `count` times (given to the pipe with vmsplice if `gift`), the
+/// buffer to read into, and where the reader stops (the fault drill).
+struct Job<'a> {
     rx: OwnedFd,
     tx: OwnedFd,
-    block: &[u8],
-    buf: &mut [u8],
+    block: &'a [u8],
+    buf: &'a mut [u8],
     count: u64,
     stop: u64,
     gift: bool,
-) -> Result<Outcome> {
-    let job = ReaderJob { block, stop, io: Mutex::new((Some(rx), buf, None)) };
-    let start = pthread::Start { run: reader_thread, data: &job };
+}
+
+/// What the writer saw, and what the reader received.
+type Outcome = (Result<(), Errno>, Result<Received>);
+
+/// The article's way: the reader is a second thread, joined before the
+/// clock stops (the C program's `pthread_create` and `pthread_join`).
+fn with_thread(job: Job<'_>) -> Outcome {
+    let Job { rx, tx, block, buf, count, stop, gift } = job;
     // ANCHOR: spawn
-    // SAFETY: `job` outlives the thread, which is joined below before
-    // anything else can fail; `reader_thread` does not panic.
-    let reader =
-        unsafe { pthread::spawn(&Attr::default_stack(), &start) }.map_err(|e| {
-            Error::failed(format!("pthread_create: {}", describe_errno(e)))
-        })?;
-    let written = write_blocks(tx, block, count, gift);
-    let joined = pthread::join(reader);
+    let (written, received) = std::thread::scope(|s| {
+        let reader = s.spawn(|| read_all(rx, block, buf, stop));
+        let written = write_blocks(tx, block, count, gift);
+        (written, reader.join())
+    });
     // ANCHOR_END: spawn
-    joined.map_err(|e| {
-        Error::failed(format!("pthread_join: {}", describe_errno(e)))
-    })?;
-    let received = match job.io.into_inner().ok().and_then(|(_, _, got)| got) {
-        Some(Ok(got)) => Ok(got),
-        Some(Err(errno)) => Err(Error::failed(format!(
+    let received = match received {
+        Ok(Ok(got)) => Ok(got),
+        Ok(Err(errno)) => Err(Error::failed(format!(
             "reader thread: read: {}",
             describe_errno(errno)
         ))),
-        None => Err(Error::failed("the reader thread did not finish its work")),
+        Err(_) => Err(Error::failed("the reader thread panicked")),
     };
-    Ok((written, received))
+    (written, received)
 }
 
 /// What the reader child leaves for its parent, in a shared page.
@@ -369,15 +347,8 @@ struct Shared {
 
 /// The reader is a forked child process, reaped before the clock stops;
 /// it tells what it received through a shared anonymous page.
-fn with_process(
-    rx: OwnedFd,
-    tx: OwnedFd,
-    block: &[u8],
-    buf: &mut [u8],
-    count: u64,
-    stop: u64,
-    gift: bool,
-) -> Result<Outcome> {
+fn with_process(job: Job<'_>) -> Result<Outcome> {
+    let Job { rx, tx, block, buf, count, stop, gift } = job;
     let len = NonZeroUsize::new(std::mem::size_of::<Shared>()).expect("not empty");
     // SAFETY: a fresh anonymous mapping, shared with the child to come;
     // mmap zero-fills it, which is a valid `Shared`.
@@ -422,36 +393,29 @@ fn with_process(
     };
     drop(rx);
     let written = write_blocks(tx, block, count, gift);
-    let status = loop {
-        match waitpid(child, None) {
-            Err(Errno::EINTR) => continue,
-            other => break other,
-        }
-    };
+    let status = labkit::children::wait4(child.as_raw(), 0);
     // SAFETY: the child has ended (or cannot be waited for, in which case
     // the page is only read); nobody else writes it.
     let report = unsafe { shared.as_ptr().read_volatile() };
     // SAFETY: the mapping made above; `report` is a copy.
     let _ = unsafe { munmap(page, len.get()) };
     let received = match status {
-        Ok(WaitStatus::Exited(_, 0)) if report.errno != 0 => {
+        Ok(Some((status, _))) if status.success() && report.errno != 0 => {
             Err(Error::failed(format!(
                 "reader process: read: {}",
                 describe_errno(Errno::from_raw(report.errno))
             )))
         }
-        Ok(WaitStatus::Exited(_, 0)) => Ok(Received {
+        Ok(Some((status, _))) if status.success() => Ok(Received {
             bytes: report.bytes,
             mismatch_at: (report.mismatch_at != u64::MAX)
                 .then_some(report.mismatch_at),
         }),
-        Ok(other) => Err(Error::failed(format!(
-            "the reader process ended unexpectedly: {other:?}"
+        Ok(Some((status, _))) => Err(Error::failed(format!(
+            "the reader process ended unexpectedly: {status}"
         ))),
-        Err(errno) => Err(Error::failed(format!(
-            "waitpid({child}): {}",
-            describe_errno(errno)
-        ))),
+        Ok(None) => Err(Error::failed("wait4 found the reader process running")),
+        Err(e) => Err(Error::io(format!("wait4({child})"), e)),
     };
     Ok((written, received))
 }

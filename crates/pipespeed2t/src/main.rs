@@ -13,13 +13,8 @@ use pipespeed2t::{Options, Transport};
 #[derive(Parser)]
 #[command(version)]
 struct Cli {
-    /// Blocks to send; 100k means 100,000
-    #[arg(value_parser = pipespeed2::parse_count)]
-    count: u64,
-
-    /// Bytes per block, e.g. 4096, 64k, 1M
-    #[arg(value_parser = size_in(1, 1 << 30))]
-    bytes: u64,
+    #[command(flatten)]
+    blocks: pipespeed2::Blocks,
 
     /// Use a named pipe (mkfifo in a temporary directory) instead of an
     /// unnamed one [default: unnamed pipe]
@@ -97,8 +92,8 @@ fn main() -> std::process::ExitCode {
         };
         if let Some(method) = cli.method {
             let opts = ladder::Options {
-                count: cli.count,
-                block: cli.bytes,
+                count: cli.blocks.count,
+                block: cli.blocks.bytes,
                 method,
                 pipe_size: cli.pipe_size,
                 huge_pages: cli.huge_pages,
@@ -111,8 +106,8 @@ fn main() -> std::process::ExitCode {
             return result;
         }
         let opts = Options {
-            count: cli.count,
-            block: cli.bytes,
+            count: cli.blocks.count,
+            block: cli.blocks.bytes,
             transport,
             pipe_size: cli.pipe_size,
             processes: cli.processes,

@@ -48,8 +48,11 @@ pub struct Mapping {
     pub backing: Backing,
 }
 
-// SAFETY: it owns its memory, like a Box<[u8]>.
+// SAFETY: it owns its memory, like a Box<[u8]>: moving it to another
+// thread moves the only handle to the mapping.
 unsafe impl Send for Mapping {}
+// SAFETY: a shared `&Mapping` only reads the bytes (writing needs `&mut`,
+// through `DerefMut`), so threads sharing one cannot race.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {

@@ -47,8 +47,7 @@ fn check(mode: &[&str]) {
                 "{what}: {}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let v: Value =
-                serde_json::from_slice(&out.stdout).expect("one JSON object");
+            let v: Value = labkit::testing::json(&out.stdout);
             assert_eq!(v["bytes"], count * bytes, "{what}");
             assert_eq!(v["verified"], true, "{what}");
             assert_eq!(v["transport"], transport, "{what}");
@@ -79,7 +78,7 @@ fn a_bigger_pipe_is_granted_and_reported() {
         .output()
         .unwrap();
     assert!(out.status.success());
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = labkit::testing::json(&out.stdout);
     assert_eq!(v["pipe_size"], 1 << 20);
 }
 
@@ -214,7 +213,7 @@ fn every_rung_moves_every_block_byte_exact() {
                     "{what}: {}",
                     String::from_utf8_lossy(&out.stderr)
                 );
-                let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                let v: Value = labkit::testing::json(&out.stdout);
                 assert_eq!(v["bytes"], count * bytes, "{what}");
                 assert_eq!(v["verified"], !unverified, "{what}");
                 let expected = if unverified {
@@ -241,7 +240,7 @@ fn busy_polling_moves_every_block_too() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: Value = labkit::testing::json(&out.stdout);
         assert_eq!(v["bytes"], 3 * 65537, "{method}");
         assert_eq!(v["verified"], method != "splice-null", "{method}");
         assert!(v["mode"].as_str().unwrap().contains("busy-polling"), "{v}");
@@ -261,7 +260,7 @@ fn the_unverified_rung_is_never_reported_as_verified() {
         .args(["100", "64k", "--method", "splice-null", "--json"])
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = labkit::testing::json(&out.stdout);
     assert_eq!(v["verified"], false);
     assert_eq!(v["method"], "splice-null");
 }
@@ -292,7 +291,7 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let v: Value = labkit::testing::json(&out.stdout);
             assert_eq!(v["ring_slots"], need);
         }
     }
@@ -301,6 +300,34 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
         .args(["100", "4096", "--method", "write", "--json"])
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = labkit::testing::json(&out.stdout);
     assert_eq!(v["ring_slots"], 1);
+}
+
+/// `copylimit`, the limit the runner puts beside the pipes: its JSON reads
+/// as its report type, and says what it copied.
+#[test]
+fn copylimit_reports_what_it_copied() {
+    for (args, copies, slots, stride) in [
+        (&["4097"][..], 2, 1, 4097),
+        (&["4097", "--copies", "1", "--ring", "3"], 1, 3, 8192),
+    ] {
+        let out = Command::cargo_bin("copylimit")
+            .unwrap()
+            .args(args)
+            .args(["--iterations", "5", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let r: pipespeed2t::copy::CopyReport = labkit::testing::json(&out.stdout);
+        assert_eq!((r.block_bytes, r.copies, r.iterations), (4097, copies, 5));
+        assert_eq!((r.ring_slots, r.slot_bytes), (slots, stride));
+        assert_eq!(r.mb_per_s, r.memcpy_mb_per_s.max(r.vector_loop_mb_per_s));
+    }
+    Command::cargo_bin("copylimit")
+        .unwrap()
+        .args(["64", "--copies", "3"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--copies"));
 }

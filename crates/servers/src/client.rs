@@ -69,14 +69,7 @@ impl Errors {
     }
 }
 
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Latency {
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub max_us: f64,
-    pub mean_us: f64,
-}
+pub use labkit::latency::Latency;
 
 /// What `client --json` prints.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -148,14 +141,6 @@ pub fn run(cfg: &Config) -> Result<Report> {
         errors.add(&e);
     }
     let elapsed = start.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    let pct = |p: f64| {
-        if lat.is_empty() {
-            return 0.0;
-        }
-        let i = ((p / 100.0) * lat.len() as f64).ceil() as usize;
-        lat[i.clamp(1, lat.len()) - 1] as f64 / 1e3
-    };
     let ok = lat.len() as u64;
     Ok(Report {
         addr: cfg.addr.to_string(),
@@ -168,17 +153,7 @@ pub fn run(cfg: &Config) -> Result<Report> {
         errors,
         elapsed_s: elapsed,
         connections_per_s: ok as f64 / elapsed.max(1e-9),
-        latency: Latency {
-            p50_us: pct(50.0),
-            p90_us: pct(90.0),
-            p99_us: pct(99.0),
-            max_us: lat.last().map_or(0.0, |&v| v as f64 / 1e3),
-            mean_us: if ok == 0 {
-                0.0
-            } else {
-                lat.iter().sum::<u64>() as f64 / ok as f64 / 1e3
-            },
-        },
+        latency: Latency::of_ns(&mut lat),
     })
 }
 

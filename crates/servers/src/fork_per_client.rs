@@ -13,7 +13,6 @@ use std::os::fd::{AsFd, AsRawFd};
 use labkit::error::{Error, Result, describe_errno};
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use crate::prefork::{Children, serve};
 use crate::{Config, Meters, Outcome};
@@ -51,7 +50,7 @@ fn serve_until_stopped(
                     return Ok(());
                 }
             }
-            reap(kids);
+            kids.reap_finished();
         }
         if !conn {
             continue;
@@ -78,20 +77,6 @@ fn serve_until_stopped(
             // EAGAIN at the process limit: this client is dropped, the
             // server goes on (and the children it has finish).
             crate::say(&[e.message.as_bytes(), b"; connection dropped"]);
-        }
-    }
-}
-
-/// Reap every child that has exited, as Stevens' `sig_chld` does.
-fn reap(kids: &mut Children) {
-    loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) | Err(_) => return,
-            Ok(status) => {
-                if let Some(pid) = status.pid() {
-                    kids.reaped(pid);
-                }
-            }
         }
     }
 }

@@ -21,7 +21,6 @@ use std::os::fd::AsRawFd;
 
 use labkit::error::{Error, Result, describe_errno};
 use nix::sys::signal::{Signal, kill};
-use nix::sys::wait::waitpid;
 use nix::unistd::{ForkResult, Pid, fork};
 
 use crate::protocol::{self, Served};
@@ -144,29 +143,24 @@ impl Children {
         })
     }
 
-    /// Forget a child that has been reaped already.
-    pub(crate) fn reaped(&mut self, pid: Pid) {
-        self.pids.retain(|&p| p != pid);
+    /// Reap the children that have exited, as Stevens' `sig_chld` does
+    /// (`wait4(pid, WNOHANG)` for each, labkit's one wait loop); how many.
+    pub(crate) fn reap_finished(&mut self) -> usize {
+        let before = self.pids.len();
+        self.pids.retain(|pid| {
+            matches!(labkit::children::wait4(pid.as_raw(), libc::WNOHANG), Ok(None))
+        });
+        before - self.pids.len()
     }
 
     /// Reap the children as they finish; after `timeout` and a second, send
     /// the rest SIGTERM and reap them too.
     pub(crate) fn wind_down(&mut self, timeout: std::time::Duration) {
-        use nix::sys::wait::{WaitPidFlag, WaitStatus};
         let deadline =
             std::time::Instant::now() + timeout + std::time::Duration::from_secs(1);
         while !self.pids.is_empty() && std::time::Instant::now() < deadline {
-            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => {
-                    std::thread::sleep(std::time::Duration::from_millis(2))
-                }
-                Ok(status) => {
-                    if let Some(pid) = status.pid() {
-                        self.reaped(pid);
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
+            if self.reap_finished() == 0 {
+                std::thread::sleep(std::time::Duration::from_millis(2));
             }
         }
         self.stop();
@@ -178,7 +172,7 @@ impl Children {
             let _ = kill(pid, Signal::SIGTERM);
         }
         for pid in self.pids.drain(..) {
-            while let Err(nix::errno::Errno::EINTR) = waitpid(pid, None) {}
+            let _ = labkit::children::wait4(pid.as_raw(), 0);
         }
     }
 }

@@ -1,0 +1,119 @@
+//! Running the programs: one pipe program run, one copy-limit run, and
+//! what a point of the results keeps of them.
+
+use std::fs::File;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use crate::stats::Summary;
+use labkit::measure::{Usage, run};
+use labkit::{Error, Result};
+use pipespeed2::Report;
+use pipespeed2t::copy::CopyReport;
+
+use super::{Point, RunRecord, Variant};
+
+/// Run a pipe program once with its stdout in a file; return what it
+/// printed and what it cost.
+pub(super) fn spawn(
+    v: &Variant,
+    cmd: Command,
+    count: u64,
+    block: u64,
+    scratch: &Path,
+) -> Result<(Report, Usage)> {
+    let what = format!("{} {count} {block}", v.key);
+    let (report, usage) = run_json::<Report>(&what, cmd, scratch)?;
+    moved(&what, report.bytes, count * block)?;
+    Ok((report, usage))
+}
+
+/// Did a program move the bytes it was asked to?
+pub(super) fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
+    if bytes == expected {
+        Ok(())
+    } else {
+        Err(Error::failed(format!(
+            "{what}: moved {bytes} bytes, expected {expected}"
+        )))
+    }
+}
+
+/// Run a program once with its stdout (one JSON object) in a file in
+/// `scratch`, and return what it printed, read as the program's own report
+/// type, and what the run cost.
+pub(super) fn run_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    mut cmd: Command,
+    scratch: &Path,
+) -> Result<(T, Usage)> {
+    let path = scratch.join("stdout.json");
+    let file = File::create(&path).map_err(|e| Error::io(path.display(), e))?;
+    cmd.stdin(Stdio::null()).stdout(file);
+    let done =
+        run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
+    done.check(what).map_err(Error::failed)?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
+    let printed: T = serde_json::from_str(text.trim()).map_err(|e| {
+        Error::failed(format!(
+            "{what}: cannot read its output '{}': {e}",
+            text.trim()
+        ))
+    })?;
+    Ok((printed, done.usage))
+}
+
+// ANCHOR: run_once
+pub(super) fn run_once(
+    v: &Variant,
+    count: u64,
+    block: u64,
+    scratch: &Path,
+) -> Result<RunRecord> {
+    let (printed, usage) = spawn(v, v.command(count, block), count, block, scratch)?;
+    Ok(RunRecord { elapsed_s: printed.elapsed_s, mb_per_s: printed.mb_per_s, usage })
+}
+// ANCHOR_END: run_once
+
+/// The limit memory copying sets: `copylimit BLOCK` with `flags`
+/// (`--copies 1 --ring N`, say), run once.
+pub(super) fn copy_limit(
+    copylimit: &Path,
+    block: u64,
+    flags: &[String],
+    scratch: &Path,
+) -> Result<CopyReport> {
+    let mut cmd = Command::new(copylimit);
+    cmd.args([block.to_string(), "--json".into()]).args(flags);
+    let what = format!("copylimit {block} {}", flags.join(" "));
+    Ok(run_json::<CopyReport>(what.trim_end(), cmd, scratch)?.0)
+}
+
+/// One block size of one variant: its runs, summed up, beside the copy
+/// limit at that size (`limit`, MB/s).
+pub(super) fn point(
+    block: u64,
+    count: u64,
+    runs: Vec<RunRecord>,
+    limit: f64,
+) -> Point {
+    let rates: Vec<f64> = runs.iter().map(|r| r.mb_per_s).collect();
+    let switches: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            (r.usage.voluntary_switches + r.usage.involuntary_switches) as f64
+                / count as f64
+        })
+        .collect();
+    Point {
+        block_bytes: block,
+        count,
+        mb_per_s: Summary::of(&rates).expect("at least one round"),
+        copy_limit_mb_per_s: limit,
+        switches_per_block: Summary::of(&switches)
+            .expect("at least one round")
+            .median,
+        runs,
+    }
+}

@@ -1,0 +1,196 @@
+//! Running the servers and the client: one run, the probe, the --full
+//! phases, and the ports a run may use.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::service::Service;
+use labkit::{Error, Result};
+
+use super::verdict::row;
+use super::{Load, MODERN_POOLED, Ports, RatePoint, Row, Run};
+
+/// The programs and the pool sizes.
+pub(super) struct Ctx {
+    pub(super) server: PathBuf,
+    pub(super) client: PathBuf,
+    pub(super) pool: u32,
+    pub(super) modern_pool: u32,
+    pub(super) byte_reads: bool,
+}
+
+/// A running server; killed and reaped if a run fails half-way.
+impl Ctx {
+    fn pool_of(&self, design: &str) -> usize {
+        if MODERN_POOLED.contains(&design) {
+            self.modern_pool as usize
+        } else {
+            self.pool as usize
+        }
+    }
+
+    /// Start `server --design D` and read the address it prints.
+    fn start(&self, design: &str) -> Result<(Service, String)> {
+        let mut cmd = Command::new(&self.server);
+        // epoll-herd: epoll-exclusive without EPOLLEXCLUSIVE.
+        match design {
+            "epoll-herd" => {
+                cmd.args(["--design", "epoll-exclusive", "--herd", "--json"])
+            }
+            _ => cmd.args(["--design", design, "--json"]),
+        };
+        cmd.args(["--pool", &self.pool_of(design).to_string()]);
+        if self.byte_reads {
+            cmd.arg("--byte-reads");
+        }
+        let server = Service::start(&mut cmd, &format!("server --design {design}"))?;
+        let addr = server.addr.clone();
+        Ok((server, addr))
+    }
+
+    /// Can this design start here? `Err(reason)` for one the kernel
+    /// refuses (io_uring under seccomp, say); other designs must start.
+    pub(super) fn probe(&self, design: &str) -> std::result::Result<(), String> {
+        if design != "io-uring" {
+            return Ok(());
+        }
+        match self.start(design) {
+            Ok((server, _)) => {
+                drop(server); // killed and reaped
+                Ok(())
+            }
+            Err(e) => Err(e.message),
+        }
+    }
+
+    // ANCHOR: run_once
+    /// One run: start the server, run the client against it, stop the
+    /// server with SIGTERM and read what it printed (CPU, meter).
+    pub(super) fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
+        let start = Instant::now();
+        let (server, addr) = self.start(design)?;
+        let mut cmd = Command::new(&self.client);
+        cmd.args(["--addr", &addr, "--json"])
+            .args(["--children", &load.children.to_string()])
+            .args(["--loops", &load.loops.to_string()])
+            .args(["--bytes", &load.bytes.to_string()]);
+        if let Some(rate) = load.rate {
+            cmd.args(["--rate", &rate.to_string()]);
+        }
+        let output = labkit::cleanup::output(&mut cmd)
+            .map_err(|e| Error::io("cannot run client", e))?;
+        let client: servers::client::Report = serde_json::from_slice(&output.stdout)
+            .map_err(|e| {
+                let said = String::from_utf8_lossy(&output.stderr);
+                Error::failed(format!(
+                    "client against {design}: {e}: {}",
+                    said.trim()
+                ))
+            })?;
+        if client.error_total > 0 {
+            return Err(Error::failed(format!(
+                "client against {design}: {} connections failed or got a \
+                 short reply",
+                client.error_total
+            )));
+        }
+        let last = server.stop()?;
+        let wall = start.elapsed().as_secs_f64();
+        let stats: servers::Stats =
+            serde_json::from_str(&last).ok().ok_or_else(|| {
+                Error::failed(format!("server {design} printed no stats"))
+            })?;
+        check(design, &stats, &client)?;
+        Ok(Run { server: stats, client, server_wall_s: wall })
+    }
+    // ANCHOR_END: run_once
+}
+
+/// Nothing lost, nothing left: the server answered every request the
+/// client counted and left no child or thread behind.
+pub(super) fn check(
+    design: &str,
+    s: &servers::Stats,
+    c: &servers::client::Report,
+) -> Result<()> {
+    if s.requests != c.connections_ok || s.bad_connections != 0 {
+        return Err(Error::failed(format!(
+            "server {design}: answered {} requests ({} closed early); client got {}",
+            s.requests, s.bad_connections, c.connections_ok
+        )));
+    }
+    if s.children_left != 0 || s.threads_left != 0 {
+        return Err(Error::failed(format!(
+            "server {design} left {} children and {} threads",
+            s.children_left, s.threads_left
+        )));
+    }
+    Ok(())
+}
+
+/// --full: every design with more concurrent clients than pool members,
+/// then an open-loop sweep for a few designs at fractions of the best
+/// closed-loop rate.
+pub(super) fn full_phases(
+    ctx: &Ctx,
+    designs: &[&str],
+    rows: &[Row],
+    load: &Load,
+    children: u64,
+    base_cpu: &[f64],
+) -> Result<(Vec<Row>, Vec<RatePoint>)> {
+    let total = load.children * load.loops;
+    let over = Load { children, loops: (total / children).max(1), ..load.clone() };
+    let bar = crate::progress::bar(designs.len() as u64, "server-designs overload");
+    let mut overload = Vec::new();
+    for d in designs {
+        bar.set_message(d.to_string());
+        let run = ctx.run_once(d, &over)?;
+        overload.push(row(d, vec![run], &base_cpu[..1]));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let best = rows.iter().map(|r| r.connections_per_s.median).fold(0.0, f64::max);
+    let mut sweep = Vec::new();
+    let chosen: Vec<&str> =
+        ["fork", "prefork", "thread", "prethread-mutex", "epoll", "tokio"]
+            .into_iter()
+            .filter(|d| designs.contains(d))
+            .collect();
+    for d in chosen {
+        for fraction in [0.25, 0.5, 0.75, 1.0] {
+            let rate = (best * fraction).max(1.0);
+            let open = Load { rate: Some(rate), ..load.clone() };
+            let r = ctx.run_once(d, &open)?;
+            sweep.push(RatePoint {
+                design: d.to_string(),
+                offered_per_s: rate,
+                achieved_per_s: r.client.connections_per_s,
+                p50_ms: r.client.latency.p50_us / 1e3,
+                p99_ms: r.client.latency.p99_us / 1e3,
+                max_ms: r.client.latency.max_us / 1e3,
+            });
+        }
+    }
+    Ok((overload, sweep))
+}
+
+/// The ephemeral port range and whether TIME_WAIT ports are reused.
+pub(super) fn ports() -> Ports {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let range: Vec<u32> = read("/proc/sys/net/ipv4/ip_local_port_range")
+        .map(|t| t.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    let (low, high) = match range[..] {
+        [l, h] if h >= l => (l, h),
+        _ => (32768, 60999), // the kernel's default
+    };
+    Ports {
+        low,
+        high,
+        count: high - low + 1,
+        tw_reuse: read("/proc/sys/net/ipv4/tcp_tw_reuse")
+            .and_then(|t| t.trim().parse().ok()),
+    }
+}
