@@ -138,8 +138,9 @@ pub fn open_log(path: &Path) -> Result<File> {
     })
 }
 
-/// What one fork/thread run did.
-#[derive(Debug, serde::Serialize)]
+/// What one fork/thread run did (`fork --json`, `thread --json`, and the
+/// C originals with `--json`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub workers: u32,
     pub count: u64,

@@ -24,10 +24,20 @@ use std::time::Instant;
 
 use labkit::error::{describe_errno, describe_io};
 use nix::errno::Errno;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which thread API creates the threads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     /// pthread_create + pthread_join, as pthreadcreat.c
@@ -37,8 +47,8 @@ pub enum Api {
     Std,
 }
 
-/// What a run did.
-#[derive(Debug, Default, Serialize)]
+/// What a run did. `pthreadcreat.c --json` prints the same object.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub iterations: u64,
     pub api: Api,
