@@ -437,7 +437,7 @@ mod tests {
     fn headline_charts_and_bars_follow_the_data() {
         let d = data(false);
         let h = headline(&d);
-        let value = |k: &str| h[k]["value"].as_f64();
+        let value = |k: &str| h.get(k).and_then(|f| f["value"].as_f64());
         assert_eq!(value("fork_us"), Some(120.0));
         assert_eq!(value("fork_over_thread"), Some(6.0));
         assert_eq!(value("lecture_fork_over_thread"), Some(70.0));
