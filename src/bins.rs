@@ -81,6 +81,32 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
     }
 }
 
+/// Run `cmd` (a lab program or a C reference with `--json`) as a whole
+/// process, timed from outside, with stdout in a temporary file; check that
+/// it exited 0 and return its wall seconds and its report, parsed into the
+/// program's own type `T`.
+pub fn run_json<T: serde::de::DeserializeOwned>(
+    mut cmd: Command,
+    what: &str,
+) -> Result<(f64, T)> {
+    use std::io::{Read, Seek};
+    let mut file = tempfile::tempfile()
+        .map_err(|e| Error::io("cannot create a temporary file", e))?;
+    let stdout = file.try_clone().map_err(|e| Error::io("temporary file", e))?;
+    cmd.stdin(std::process::Stdio::null()).stdout(stdout);
+    let done = labkit::measure::run(&mut cmd)
+        .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
+    done.check(what).map_err(Error::failed)?;
+    let mut text = String::new();
+    file.rewind()
+        .and_then(|()| file.read_to_string(&mut text))
+        .map_err(|e| Error::io("temporary file", e))?;
+    let report = serde_json::from_str(&text).map_err(|e| {
+        Error::failed(format!("{what}: not its --json report ({e}): {text:?}"))
+    })?;
+    Ok((done.usage.wall_s, report))
+}
+
 /// How the C references are built: `cc -O2`, linked the way `rustc` links
 /// on Linux (`-z relro -z now`: every symbol bound at start-up). Without
 /// `-z now` a forked child that calls a function its parent never called

@@ -221,6 +221,27 @@ fn spawn_methods_smoke_run_writes_results() {
 }
 
 #[test]
+fn spawn_methods_refuses_more_rss_than_the_memory_available() {
+    let available = spawn_methods::mem_available().unwrap();
+    labkit::require!(
+        available < 64 << 30,
+        "64 GiB or more available: nothing to refuse"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::lab()
+        .args(["run", "spawn-methods", "--rss", "0,64G", "--out"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stdout("");
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--rss 64G: more than the memory available"), "{err}");
+    // Refused before anything ran: no results.
+    assert!(!dir.path().join("spawn-methods.json").exists());
+}
+
+#[test]
 fn bad_flags_exit_2() {
     for args in [
         &["run", "create-destroy", "--samples", "0"][..],

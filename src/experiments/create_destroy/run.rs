@@ -3,13 +3,11 @@
 //! under the same `--json`, so a Rust program and its C twin are read by
 //! the same code.
 
-use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use labkit::measure::run;
+use crate::bins::run_json;
 use labkit::{Error, Result};
-use serde::de::DeserializeOwned;
 
 /// Which report a loop program prints.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -136,26 +134,6 @@ pub(super) fn order(list: &[Loop], round: usize) -> Vec<usize> {
         order.extend(turn.into_iter().map(|k| members[k]));
     }
     order
-}
-
-/// Run `cmd` as a whole process with stdout in a temporary file; return
-/// its wall time and its report, parsed into `T`.
-fn run_json<T: DeserializeOwned>(mut cmd: Command, what: &str) -> Result<(f64, T)> {
-    let mut file = tempfile::tempfile()
-        .map_err(|e| Error::io("cannot create a temporary file", e))?;
-    let stdout = file.try_clone().map_err(|e| Error::io("temporary file", e))?;
-    cmd.stdin(Stdio::null()).stdout(stdout);
-    let done =
-        run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
-    done.check(what).map_err(Error::failed)?;
-    let mut text = String::new();
-    file.rewind()
-        .and_then(|()| file.read_to_string(&mut text))
-        .map_err(|e| Error::io("temporary file", e))?;
-    let report = serde_json::from_str(&text).map_err(|e| {
-        Error::failed(format!("{what}: not its --json report ({e}): {text:?}"))
-    })?;
-    Ok((done.usage.wall_s, report))
 }
 
 // ANCHOR: run_loop
