@@ -149,6 +149,95 @@ impl Report {
     }
 }
 
+/// What to measure, and where.
+pub struct Options {
+    /// In the order to run them.
+    pub methods: Vec<Method>,
+    /// Iterations of each method's loop; `None`: calibrate to `budget`.
+    pub counts: Option<Vec<u64>>,
+    /// Seconds each calibrated loop should last.
+    pub budget: f64,
+    /// Bytes to touch before the loops.
+    pub rss: u64,
+    /// Confine the process to these CPUs first.
+    pub cpus: Option<Vec<usize>>,
+    /// Pin the pool's worker to this CPU.
+    pub worker_cpu: Option<usize>,
+    /// The tiny program of the exec methods.
+    pub exec: PathBuf,
+}
+
+/// Check `o`, confine the process, touch the memory, and time each method
+/// in turn. A size larger than the memory available, a CPU this process
+/// may not use and an `--exec` that does not exit 0 are usage errors,
+/// found before anything is measured.
+pub fn run(o: &Options) -> Result<Report> {
+    if let Some(n) = &o.counts
+        && n.len() != o.methods.len()
+    {
+        return Err(Error::usage(format!(
+            "{} iteration counts for {} methods",
+            n.len(),
+            o.methods.len()
+        )));
+    }
+    check_rss(o.rss, mem_available())?;
+    let exec = Exec::new(&o.exec)?;
+    if o.methods.iter().any(|m| m.execs()) {
+        // Once, outside any timing, the way the methods run it.
+        check_exec(&o.exec)?;
+    }
+    if let Some(cpu) = o.worker_cpu {
+        let allowed = labkit::affinity::allowed_cpus()?;
+        if !allowed.contains(&cpu) {
+            return Err(Error::usage(format!(
+                "--worker-cpu {cpu}: not a CPU this process may use ({})",
+                labkit::affinity::format_list(&allowed)
+            )));
+        }
+    }
+    if let Some(cpus) = &o.cpus {
+        labkit::affinity::confine(cpus)?;
+    }
+    // SIGINT, SIGTERM, SIGHUP: finish the loop under way (it reaps its
+    // children), then stop.
+    labkit::relay::install(0);
+    let region = labkit::memory::Touched::new(o.rss as usize).map_err(|e| {
+        Error::failed(format!(
+            "cannot map {} to touch: {}",
+            format_size(o.rss),
+            labkit::error::describe_errno(e)
+        ))
+    })?;
+    let vm_rss_kib = vm_rss_kib();
+    let setup = Setup { exec: &exec, worker_cpu: o.worker_cpu };
+    let mut runs = Vec::new();
+    for (i, &method) in o.methods.iter().enumerate() {
+        if let Some(sig) = labkit::relay::pending() {
+            return Err(labkit::relay::interrupted(
+                sig,
+                &format!("stopped after {i} of {} methods", o.methods.len()),
+            ));
+        }
+        let iterations = match &o.counts {
+            Some(n) => n[i],
+            None => calibrate(method, o.budget, &setup)?,
+        };
+        let us = run_method(method, iterations, &setup)?;
+        runs.push(Run { method, label: method.label(), iterations, us });
+    }
+    drop(region);
+    Ok(Report {
+        touched_bytes: o.rss,
+        vm_rss_kib,
+        cpus: o.cpus.as_deref().map(labkit::affinity::format_list),
+        worker_cpu: o.worker_cpu,
+        budget_s: o.counts.is_none().then_some(o.budget),
+        exec: o.exec.clone(),
+        runs,
+    })
+}
+
 /// What the loops need besides the method.
 pub struct Setup<'a> {
     pub exec: &'a Exec,

@@ -4,10 +4,9 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use labkit::limits::{format_size, size_in};
-use labkit::memory::Touched;
+use labkit::limits::size_in;
 use labkit::{Error, Result};
-use spawn_methods::{Method, Report, Run, Setup, methods::Exec};
+use spawn_methods::{Method, Options, Report};
 
 /// Microseconds per create+destroy of each method, in the order given:
 /// fork+wait, vfork, fork+exec, posix_spawn, Command, pthread_create,
@@ -94,60 +93,14 @@ fn run(cli: &Cli) -> Result<()> {
             )));
         }
     };
-    spawn_methods::check_rss(cli.rss, spawn_methods::mem_available())?;
-    let exec = Exec::new(&cli.exec)?;
-    if methods.iter().any(|m| m.execs()) {
-        // Once, outside any timing, the way the methods run it.
-        spawn_methods::check_exec(&cli.exec)?;
-    }
-    if let Some(cpu) = cli.worker_cpu {
-        let allowed = labkit::affinity::allowed_cpus()?;
-        if !allowed.contains(&cpu) {
-            return Err(Error::usage(format!(
-                "--worker-cpu {cpu}: not a CPU this process may use ({})",
-                labkit::affinity::format_list(&allowed)
-            )));
-        }
-    }
-    if let Some(Cpus(cpus)) = &cli.cpus {
-        labkit::affinity::confine(cpus)?;
-    }
-    // SIGINT, SIGTERM, SIGHUP: finish the loop under way (it reaps its
-    // children), then stop.
-    labkit::relay::install(0);
-    let region = Touched::new(cli.rss as usize).map_err(|e| {
-        Error::failed(format!(
-            "cannot map {} to touch: {}",
-            format_size(cli.rss),
-            labkit::error::describe_errno(e)
-        ))
-    })?;
-    let vm_rss_kib = spawn_methods::vm_rss_kib();
-    let setup = Setup { exec: &exec, worker_cpu: cli.worker_cpu };
-    let mut runs = Vec::new();
-    for (i, &method) in methods.iter().enumerate() {
-        if let Some(sig) = labkit::relay::pending() {
-            return Err(labkit::relay::interrupted(
-                sig,
-                &format!("stopped after {i} of {} methods", methods.len()),
-            ));
-        }
-        let iterations = match &counts {
-            Some(n) => n[i],
-            None => spawn_methods::calibrate(method, cli.budget, &setup)?,
-        };
-        let us = spawn_methods::run_method(method, iterations, &setup)?;
-        runs.push(Run { method, label: method.label(), iterations, us });
-    }
-    let report = Report {
-        touched_bytes: cli.rss,
-        vm_rss_kib,
-        cpus: cli.cpus.as_ref().map(|c| labkit::affinity::format_list(&c.0)),
+    let report = spawn_methods::run(&Options {
+        methods,
+        counts,
+        budget: cli.budget,
+        rss: cli.rss,
+        cpus: cli.cpus.as_ref().map(|c| c.0.clone()),
         worker_cpu: cli.worker_cpu,
-        budget_s: counts.is_none().then_some(cli.budget),
         exec: cli.exec.clone(),
-        runs,
-    };
-    drop(region);
+    })?;
     labkit::cli::emit(cli.json, &report, Report::text)
 }
