@@ -242,6 +242,8 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             args.exec.display()
         )));
     }
+    // Once here, so a bad --exec is a usage error of the runner's own.
+    spawn_methods::check_exec(&args.exec)?;
     // Before anything runs: a size the machine cannot hold is a usage
     // error here, as it is in the program.
     let available = spawn_methods::mem_available();
