@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use labkit::Error;
+use labkit::error::calls_failed;
 use labkit::error::describe_errno;
 use labkit::limits::size_in;
 use labkit::pthread::Attr;
@@ -54,11 +55,9 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     let mut failed = Vec::new();
     for (what, kind) in [("fork", &r.fork), ("pthread_create", &r.thread)] {
-        if let Some(err) = &kind.first_error {
-            failed.push(format!(
-                "{} of {} {what} calls failed (first: {err})",
-                kind.failures, r.samples
-            ));
+        if kind.failures > 0 {
+            let first = kind.first_error.as_deref();
+            failed.push(calls_failed(kind.failures, r.samples, what, first));
         }
     }
     if !failed.is_empty() {

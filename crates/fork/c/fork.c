@@ -4,7 +4,7 @@
  * binary serves every setting; the work is the article's: fopen "a+",
  * printf + fprintf per line, exit(0) in the child, wait in the parent.
  * Build: cc -O2 -o fork-c fork.c
- * `--json` (anywhere) prints, instead of Okay, the object the Rust program
+ * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./fork-c P COUNT LOG [LINE_BYTES] [--json] */
 #include <stdio.h>
@@ -14,23 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Take `--json` out of argv, leaving the positional arguments. */
-static int json_flag(int *argc, char *argv[])
-{
-    int found = 0, k = 1;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            found = 1;
-        else
-            argv[k++] = argv[i];
-    }
-    *argc = k;
-    return found;
-}
-
 int main(int argc, char *argv[])
 {
-    int json = json_flag(&argc, argv);
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
     struct timeval begin, end;
     gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;

@@ -38,18 +38,13 @@ static void on_sigchld(int sig)
 
 int main(int argc, char *argv[])
 {
-    long n = 100000, created = 0, failed = 0, peak = 0, left = 0;
-    int sigchld = 0, json = 0, first_errno = 0, status;
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
+    long n = argc > 1 ? atol(argv[1]) : 100000;
+    int sigchld = argc > 2 && strcmp(argv[2], "sigchld") == 0;
+    long created = 0, failed = 0, peak = 0, left = 0;
+    int first_errno = 0, status;
     struct timeval begin, end;
-
-    for (int i = 1, k = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (k++ == 0)
-            n = atol(argv[i]);
-        else
-            sigchld = strcmp(argv[i], "sigchld") == 0;
-    }
     if (sigchld) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);

@@ -75,17 +75,18 @@ pub struct Report {
 impl Report {
     /// The article-style lines.
     pub fn text(&self) -> String {
-        let mut out = format!(
-            "created: {}, failed: {}, reaped: {}\n",
-            self.created, self.failed, self.reaped
+        let counts = [
+            ("created", self.created),
+            ("failed", self.failed),
+            ("reaped", self.reaped),
+        ];
+        let mut out = labkit::cli::loop_text(
+            &counts,
+            self.created,
+            self.elapsed_s,
+            self.us_per_create,
+            "process",
         );
-        out += &match self.us_per_create {
-            Some(us) => format!(
-                "{} create+destroy in {:.3} s: {us:.2} us each\n",
-                self.created, self.elapsed_s
-            ),
-            None => format!("no process created in {:.3} s\n", self.elapsed_s),
-        };
         if self.reap == Some(Reap::Sigchld) {
             out += &format!(
                 "at most {} children were waiting to be reaped\n",

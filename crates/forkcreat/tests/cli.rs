@@ -74,7 +74,10 @@ fn fork_failures_under_rlimit_nproc_are_counted_and_exit_1() {
     assert_eq!((r.created, r.failed), (0, 10), "{r:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("10 of 10 forks failed"), "{err}");
+    assert!(
+        err.contains("10 of 10 fork calls failed (first: Resource temporarily"),
+        "{err}"
+    );
     assert!(err.contains("EAGAIN"), "{err}");
 }
 

@@ -21,17 +21,13 @@ static void *f(void *arg)
 
 int main(int argc, char *argv[])
 {
-    long n = 100000, created = 0, failed = 0, joined = 0;
-    int json = 0, first_error = 0, rc;
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
+    long n = argc > 1 ? atol(argv[1]) : 100000;
+    long created = 0, failed = 0, joined = 0;
+    int first_error = 0, rc;
     struct timeval begin, end;
     pthread_t tid;
-
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else
-            n = atol(argv[i]);
-    }
     gettimeofday(&begin, NULL);
     for (long i = 0; i < n; i++) {
         if ((rc = pthread_create(&tid, NULL, f, NULL)) != 0) {

@@ -70,18 +70,18 @@ pub struct Report {
 impl Report {
     /// The article-style lines, like `forkcreat`'s.
     pub fn text(&self) -> String {
-        let mut out = format!(
-            "created: {}, failed: {}, joined: {}\n",
-            self.created, self.failed, self.joined
-        );
-        out += &match self.us_per_create {
-            Some(us) => format!(
-                "{} create+destroy in {:.3} s: {us:.2} us each\n",
-                self.created, self.elapsed_s
-            ),
-            None => format!("no thread created in {:.3} s\n", self.elapsed_s),
-        };
-        out
+        let counts = [
+            ("created", self.created),
+            ("failed", self.failed),
+            ("joined", self.joined),
+        ];
+        labkit::cli::loop_text(
+            &counts,
+            self.created,
+            self.elapsed_s,
+            self.us_per_create,
+            "thread",
+        )
     }
 }
 

@@ -3,7 +3,7 @@
  * and is lost). P_NUMBER and COUNT come from argv instead of macros; each
  * thread gets pthread_create's default stack (the soft RLIMIT_STACK).
  * Build: cc -O2 -pthread -o thread-c thread.c
- * `--json` (anywhere) prints, instead of Okay, the object the Rust program
+ * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./thread-c P COUNT LOG [LINE_BYTES] [--json] */
 #include <pthread.h>
@@ -26,23 +26,10 @@ static void *worker(void *arg)
     return NULL;
 }
 
-/* Take `--json` out of argv, leaving the positional arguments. */
-static int json_flag(int *argc, char *argv[])
-{
-    int found = 0, k = 1;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            found = 1;
-        else
-            argv[k++] = argv[i];
-    }
-    *argc = k;
-    return found;
-}
-
 int main(int argc, char *argv[])
 {
-    int json = json_flag(&argc, argv);
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
     struct timeval begin, end;
     gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;
