@@ -200,7 +200,8 @@ mod tests {
         let counts = [("created", 4), ("failed", 1), ("joined", 4)];
         assert_eq!(
             loop_text(&counts, 4, 0.0012, Some(300.0), "thread"),
-            "created: 4, failed: 1, joined: 4\n4 create+destroy in 0.001 s: 300.00 us each\n"
+            "created: 4, failed: 1, joined: 4\n\
+             4 create+destroy in 0.001 s: 300.00 us each\n"
         );
         assert_eq!(
             loop_text(&counts[..2], 0, 0.5, None, "process"),

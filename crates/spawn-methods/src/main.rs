@@ -88,7 +88,7 @@ fn run(cli: &Cli) -> Result<()> {
         n if n == methods.len() => Some(cli.iterations.clone()),
         n => {
             return Err(Error::usage(format!(
-                "--iterations: {n} counts for {} methods; give one, or one per method",
+                "--iterations: {n} counts for {} methods; give one, or one a method",
                 methods.len()
             )));
         }
