@@ -53,6 +53,15 @@ fn wait_ok(pid: Pid, what: &str) -> Result<()> {
     }
 }
 
+/// SIGINT, SIGTERM or SIGHUP came ([`labkit::relay`]): stop the loop. Its
+/// children are all reaped by then: each is waited for before the next.
+fn stop_if_interrupted() -> Result<()> {
+    match labkit::relay::pending() {
+        Some(sig) => Err(labkit::relay::interrupted(sig, "every child was reaped")),
+        None => Ok(()),
+    }
+}
+
 fn create_failed(what: &str, errno: Errno) -> Error {
     Error::failed(format!("{what}: {}", describe_errno(errno)))
 }
@@ -60,6 +69,7 @@ fn create_failed(what: &str, errno: Errno) -> Error {
 // ANCHOR: fork_wait
 pub fn fork_wait(n: u64) -> Result<()> {
     for _ in 0..n {
+        stop_if_interrupted()?;
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
@@ -85,6 +95,7 @@ pub fn vfork_exit(n: u64) -> Result<()> {
     let mut stack = vec![0u128; 4096]; // 64 KiB, 16-byte aligned
     let top = stack.as_mut_ptr_range().end.cast::<c_void>();
     for _ in 0..n {
+        stop_if_interrupted()?;
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
         // SAFETY: the child runs `vfork_child` on `stack`, which outlives
         // it (CLONE_VFORK: clone returns once the child has exited), and
@@ -102,6 +113,7 @@ pub fn vfork_exit(n: u64) -> Result<()> {
 
 pub fn fork_exec(n: u64, exec: &Exec) -> Result<()> {
     for _ in 0..n {
+        stop_if_interrupted()?;
         // SAFETY: the child calls only execve and _exit, both
         // async-signal-safe; argv and envp were built before the fork.
         match unsafe { fork() } {
@@ -122,6 +134,7 @@ pub fn fork_exec(n: u64, exec: &Exec) -> Result<()> {
 
 pub fn posix_spawn(n: u64, exec: &Exec) -> Result<()> {
     for _ in 0..n {
+        stop_if_interrupted()?;
         let mut pid = 0;
         // SAFETY: valid NUL-terminated path, NULL-terminated argv and envp
         // that outlive the call; no file actions or attributes.
@@ -147,6 +160,7 @@ pub fn command(n: u64, exec: &Exec) -> Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::OsStr::from_bytes(exec.path.as_bytes());
     for _ in 0..n {
+        stop_if_interrupted()?;
         let status = std::process::Command::new(path)
             .env_clear()
             .status()
@@ -172,6 +186,7 @@ pub fn pthread_join(n: u64) -> Result<()> {
     let attr = Attr::default_stack();
     let start = Start { run: empty, data: &() };
     for _ in 0..n {
+        stop_if_interrupted()?;
         // SAFETY: `start` borrows a static unit and outlives the thread,
         // which is joined before the next iteration.
         let id = unsafe { pthread::spawn(&attr, &start) }
@@ -183,6 +198,7 @@ pub fn pthread_join(n: u64) -> Result<()> {
 
 pub fn thread_join(n: u64, stack: Option<u64>) -> Result<()> {
     for _ in 0..n {
+        stop_if_interrupted()?;
         let mut builder = std::thread::Builder::new();
         if let Some(s) = stack {
             builder = builder.stack_size(s as usize);
@@ -219,6 +235,9 @@ pub fn pool(n: u64, worker_cpu: Option<usize>) -> Result<f64> {
     let mut lost = jobs.send(n).is_err() || answers.recv() != Ok(n);
     let start = Instant::now();
     for job in 0..n {
+        if labkit::relay::pending().is_some() {
+            break;
+        }
         if lost || jobs.send(job).is_err() || answers.recv() != Ok(job) {
             lost = true;
             break;
@@ -227,6 +246,7 @@ pub fn pool(n: u64, worker_cpu: Option<usize>) -> Result<f64> {
     let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
     drop(jobs);
     let joined = worker.join().is_ok();
+    stop_if_interrupted()?;
     if lost || !joined {
         return Err(Error::failed("the pool thread lost a job"));
     }
@@ -243,6 +263,7 @@ pub fn tokio_tasks(n: u64) -> Result<f64> {
     rt.block_on(async {
         let start = Instant::now();
         for i in 0..n {
+            stop_if_interrupted()?;
             match tokio::spawn(async move { i }).await {
                 Ok(j) if j == i => {}
                 _ => return Err(Error::failed("a tokio task lost its result")),

@@ -99,3 +99,30 @@ fn bad_usage_exits_2() {
         spawn_methods().args(args).assert().code(2).stdout("");
     }
 }
+
+#[test]
+#[serial(fork)]
+fn sigint_stops_a_loop_with_every_child_reaped_and_exit_130() {
+    let bin = assert_cmd::cargo::cargo_bin("spawn-methods");
+    let child = std::process::Command::new(bin)
+        .args(["--method", "fork-wait", "--iterations", "100000000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The loop is running once the program has a child of its own.
+    let children = format!("/proc/{pid}/task/{pid}/children");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&children).unwrap_or_default().trim().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no fork within 20 s");
+        std::thread::yield_now();
+    }
+    // SAFETY: kill only sends a signal, to our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("every child was reaped"), "{err}");
+}
