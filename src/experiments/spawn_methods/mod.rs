@@ -182,12 +182,13 @@ impl Program<'_> {
         rounds: usize,
         bar: &indicatif::ProgressBar,
     ) -> Result<(Vec<Row>, u64)> {
-        let n: Vec<u64> = self
-            .run(s, &s.methods, None)?
-            .runs
-            .iter()
-            .map(|r| r.iterations)
-            .collect();
+        let calibrated = self.run(s, &s.methods, None)?;
+        let n: Vec<u64> = calibrated.runs.iter().map(|r| r.iterations).collect();
+        if n.len() != s.methods.len() {
+            return Err(Error::failed(
+                "spawn-methods: a method is missing from its report",
+            ));
+        }
         let mut runs = vec![Vec::new(); s.methods.len()];
         let mut labels = vec![String::new(); s.methods.len()];
         let mut rss = Vec::new();
