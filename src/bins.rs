@@ -81,6 +81,32 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
     }
 }
 
+/// Run `cmd` (a lab program or a C reference with `--json`) as a whole
+/// process, timed from outside, with stdout in a temporary file; check that
+/// it exited 0 and return its wall seconds and its report, parsed into the
+/// program's own type `T`.
+pub fn run_json<T: serde::de::DeserializeOwned>(
+    mut cmd: Command,
+    what: &str,
+) -> Result<(f64, T)> {
+    use std::io::{Read, Seek};
+    let mut file = tempfile::tempfile()
+        .map_err(|e| Error::io("cannot create a temporary file", e))?;
+    let stdout = file.try_clone().map_err(|e| Error::io("temporary file", e))?;
+    cmd.stdin(std::process::Stdio::null()).stdout(stdout);
+    let done = labkit::measure::run(&mut cmd)
+        .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
+    done.check(what).map_err(Error::failed)?;
+    let mut text = String::new();
+    file.rewind()
+        .and_then(|()| file.read_to_string(&mut text))
+        .map_err(|e| Error::io("temporary file", e))?;
+    let report = serde_json::from_str(&text).map_err(|e| {
+        Error::failed(format!("{what}: not its --json report ({e}): {text:?}"))
+    })?;
+    Ok((done.usage.wall_s, report))
+}
+
 /// How the C references are built: `cc -O2`, linked the way `rustc` links
 /// on Linux (`-z relro -z now`: every symbol bound at start-up). Without
 /// `-z now` a forked child that calls a function its parent never called
@@ -97,17 +123,27 @@ pub fn compile_c(source: &Path, name: &str) -> Result<PathBuf> {
 }
 
 /// [`compile_c`] from several `sources`, with `extra` arguments after them
-/// (libraries, say). The binary is rebuilt unless it is newer than every
-/// source and was built by the same command, which is kept beside it in
-/// `<name>.cmd`.
+/// (libraries, say), into `<bin dir>/c/<name>` ([`compile_c_in`]).
 pub fn compile_c_with(
     sources: &[&Path],
     extra: &[&str],
     name: &str,
 ) -> Result<PathBuf> {
-    let out_dir = bin_dir()?.join("c");
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|e| Error::io(out_dir.display(), e))?;
+    compile_c_in(&bin_dir()?.join("c"), sources, extra, name)
+}
+
+/// Compile `sources` (with `extra` arguments after them) into
+/// `<out_dir>/<name>`. The binary is rebuilt unless it is newer than every
+/// source and was built by the same command, which is kept beside it in
+/// `<name>.cmd`. A failed build is one line naming the sources; the
+/// compiler's own messages go to stderr as it prints them.
+pub fn compile_c_in(
+    out_dir: &Path,
+    sources: &[&Path],
+    extra: &[&str],
+    name: &str,
+) -> Result<PathBuf> {
+    std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir.display(), e))?;
     let out = out_dir.join(name);
     let stamp = out_dir.join(format!("{name}.cmd"));
     let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
@@ -140,4 +176,68 @@ pub fn compile_c_with(
     }
     std::fs::write(&stamp, line).map_err(|e| Error::io(stamp.display(), e))?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The build's own record of when it last wrote the binary.
+    fn built_at(path: &Path) -> std::time::SystemTime {
+        std::fs::metadata(path).unwrap().modified().unwrap()
+    }
+
+    #[test]
+    fn c_builds_are_cached_rebuilt_when_changed_and_fail_in_one_line() {
+        labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
+        let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();
+        let source = dir.path().join("hello.c");
+        let out_dir = dir.path().join("c");
+        std::fs::write(&source, "int main(void) { return 3; }\n").unwrap();
+        let bin = compile_c_in(&out_dir, &[&source], &[], "hello").unwrap();
+        let status = |bin: &Path| Command::new(bin).status().unwrap().code();
+        assert_eq!(status(&bin), Some(3));
+        let first = built_at(&bin);
+
+        // Unchanged: served from the cache, the binary is not written again.
+        let again = compile_c_in(&out_dir, &[&source], &[], "hello").unwrap();
+        assert_eq!((again.as_path(), built_at(&again)), (bin.as_path(), first));
+
+        // Other flags: built again, although the source did not change.
+        compile_c_in(&out_dir, &[&source], &["-DX=1"], "hello").unwrap();
+        assert_ne!(built_at(&bin), first);
+        let second = built_at(&bin);
+
+        // A changed source (newer than the binary): built again.
+        std::fs::write(&source, "int main(void) { return 4; }\n").unwrap();
+        let later = second + std::time::Duration::from_secs(2);
+        std::fs::File::options()
+            .write(true)
+            .open(&source)
+            .and_then(|f| f.set_modified(later))
+            .unwrap();
+        compile_c_in(&out_dir, &[&source], &["-DX=1"], "hello").unwrap();
+        assert_eq!(status(&bin), Some(4));
+
+        // A broken source: one line that names it.
+        std::fs::write(&source, "int main(void) { return }\n").unwrap();
+        let err = compile_c_in(&out_dir, &[&source], &[], "hello").unwrap_err();
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("compiling") && text.contains("hello.c"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_cargo_build_is_one_line_naming_the_packages() {
+        let Some(cargo) = std::env::var_os("CARGO") else {
+            labkit::testing::skipped("not run by cargo (no $CARGO)");
+            return;
+        };
+        let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();
+        let err = build(&cargo, &dir.path().join("release"), &["no-such-program"])
+            .unwrap_err();
+        let text = err.to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("building no-such-program failed"), "{text}");
+    }
 }

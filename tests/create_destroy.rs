@@ -53,9 +53,7 @@ fn create_destroy_smoke_run_writes_results() {
 #[test]
 #[serial(fork)]
 fn create_destroy_pairs_rust_with_c() {
-    if !common::have_cc() {
-        return;
-    }
+    labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
     let dir = tempfile::tempdir().unwrap();
     common::lab()
         .args(["run", "create-destroy", "--rounds", "1", "--iterations", "20"])
@@ -89,6 +87,109 @@ fn create_destroy_pairs_rust_with_c() {
         "{r}"
     );
     assert!(pairs.iter().all(|p| p["ratio"]["median"].as_f64().unwrap() > 0.0));
+    // creattime.c ran beside creattime, read through the same report.
+    let c = r["creattime_c"].as_array().unwrap();
+    assert_eq!(c.len(), 1, "{r}");
+    assert_eq!(c[0]["samples"], 2);
+    assert!(c[0]["thread_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("5. creattime against creattime.c"), "{tables}");
+}
+
+/// A C program's `--json` output, which must parse into the Rust twin's
+/// report type.
+fn run_c<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    args: &[&str],
+) -> T {
+    let out = std::process::Command::new(path).args(args).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    labkit::testing::json(&out.stdout)
+}
+
+#[test]
+#[serial(fork)]
+fn forkcreat_c_prints_forkcreats_report() {
+    let Some(c) = common::c_program("crates/forkcreat/c/forkcreat.c", "forkcreat-c")
+    else {
+        return;
+    };
+    for (mode, reap) in
+        [("wait", forkcreat::Reap::Wait), ("sigchld", forkcreat::Reap::Sigchld)]
+    {
+        let r: forkcreat::Report = run_c(&c, &["20", mode, "--json"]);
+        assert_eq!(r.reap, Some(reap));
+        assert_eq!((r.iterations, r.created, r.failed), (20, 20, 0), "{r:?}");
+        assert_eq!((r.reaped, r.bad_exits, r.left_behind), (20, 0, 0), "{r:?}");
+        assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+        assert_eq!(r.first_error, None);
+    }
+    // Without --json, the article's two lines, as before.
+    let out = std::process::Command::new(&c).arg("3").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("created: 3, failed: 0, reaped: 3\n"), "{text}");
+}
+
+#[test]
+fn pthreadcreat_c_prints_pthreadcreats_report() {
+    let Some(c) =
+        common::c_program("crates/pthreadcreat/c/pthreadcreat.c", "pthreadcreat-c")
+    else {
+        return;
+    };
+    let r: pthreadcreat::Report = run_c(&c, &["20", "--json"]);
+    assert_eq!(r.api, pthreadcreat::Api::Pthread);
+    assert_eq!((r.iterations, r.created, r.joined, r.failed), (20, 20, 20, 0));
+    assert_eq!(r.panicked, 0);
+    // A NULL attr's stack: what the Rust program uses by default.
+    assert_eq!(r.stack_size, labkit::limits::pthread_default_stack());
+    assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+}
+
+#[test]
+#[serial(fork)]
+fn creattime_c_prints_creattimes_report_and_reaps_everything() {
+    let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
+    else {
+        return;
+    };
+    let r: creattime::Report = run_c(&c, &["6", "--json"]);
+    assert_eq!(r.samples, 6);
+    for kind in [&r.fork, &r.thread] {
+        assert_eq!((kind.successes, kind.failures), (6, 0), "{r:?}");
+        assert!(kind.average_ms.is_some_and(|ms| ms > 0.0), "{r:?}");
+    }
+    assert_eq!((r.reaped, r.joined, r.left_behind), (6, 6, 0), "{r:?}");
+    assert!(r.average_ratio.is_some() && r.total_ratio.is_some(), "{r:?}");
+    // The post's own lines without --json.
+    let out = std::process::Command::new(&c).arg("2").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("Fork failures: 0 (success: 2)\n"), "{text}");
+}
+
+#[test]
+#[serial(fork)]
+fn creattime_c_reports_failed_forks_in_the_same_json() {
+    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
+    let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
+    else {
+        return;
+    };
+    // nobody may have one process (itself): every fork fails with EAGAIN.
+    let mut cmd = std::process::Command::new(&c);
+    cmd.args(["3", "--json"]);
+    let limits = labkit::limited::Limits {
+        nproc: Some(1),
+        user: Some(labkit::limited::NOBODY),
+        ..Default::default()
+    };
+    let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let r: creattime::Report = labkit::testing::json(&out.stdout);
+    assert_eq!((r.fork.failures, r.fork.successes), (3, 0), "{r:?}");
+    assert_eq!(r.fork.average_ms, None);
+    let err = r.fork.first_error.unwrap();
+    assert!(err.contains("EAGAIN"), "{err}");
 }
 
 #[test]
@@ -117,6 +218,27 @@ fn spawn_methods_smoke_run_writes_results() {
     for file in ["tables.md", "spawn-methods.svg", "rss.svg", "placement.svg"] {
         assert!(dir.path().join(file).is_file(), "{file} missing");
     }
+}
+
+#[test]
+fn spawn_methods_refuses_more_rss_than_the_memory_available() {
+    let available = spawn_methods::mem_available().unwrap();
+    labkit::require!(
+        available < 64 << 30,
+        "64 GiB or more available: nothing to refuse"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = common::lab()
+        .args(["run", "spawn-methods", "--rss", "0,64G", "--out"])
+        .arg(dir.path())
+        .assert()
+        .code(2)
+        .stdout("");
+    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("--rss 64G: more than the memory available"), "{err}");
+    // Refused before anything ran: no results.
+    assert!(!dir.path().join("spawn-methods.json").exists());
 }
 
 #[test]

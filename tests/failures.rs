@@ -5,31 +5,29 @@
 
 mod common;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
+
+use labkit::limited::Limits;
 use std::process::{Command, Output, Stdio};
 
 use serial_test::serial;
 
-/// `name` (a program of the workspace, or `lab`) with `resource` limited
-/// to `value` in the child only. The environment is emptied: with a 16 KiB
-/// stack limit the dynamic loader itself, before any code of ours runs,
-/// does not always fit beside a few KiB of environment (a C program whose
-/// main only returns 0 crashes there too), and that is not what is tested.
-fn limited(name: &str, resource: libc::__rlimit_resource_t, value: u64) -> Command {
+/// `name` (a program of the workspace, or `lab`) under `limits`, in the
+/// child only ([`labkit::limited::apply`]). The environment is emptied:
+/// with a 16 KiB stack limit the dynamic loader itself, before any code of
+/// ours runs, does not always fit beside a few KiB of environment (a C
+/// program whose main only returns 0 crashes there too), and that is not
+/// what is tested.
+fn limited(name: &str, limits: Limits) -> Command {
     let mut cmd = Command::new(common::bin_dir().join(name));
     cmd.env_clear().env("LAB_BIN_DIR", common::bin_dir()).stdin(Stdio::null());
-    // SAFETY: setrlimit is async-signal-safe and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit { rlim_cur: value, rlim_max: value };
-            if libc::setrlimit(resource, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
+    labkit::limited::apply(&mut cmd, limits);
     cmd
 }
+
+/// The 16 KiB stack limit of the tiny-stack tests.
+const TINY_STACK: Limits =
+    Limits { stack: Some(16 << 10), address_space: None, nproc: None, user: None };
 
 fn plain(name: &str) -> Command {
     let mut cmd = Command::new(common::bin_dir().join(name));
@@ -48,7 +46,7 @@ fn one_line(out: &Output, code: i32) -> String {
     stderr.trim_end().to_string()
 }
 
-const PROGRAMS: [&str; 11] = [
+const PROGRAMS: [&str; 12] = [
     "creattime",
     "ctxswitch",
     "footprint",
@@ -57,6 +55,7 @@ const PROGRAMS: [&str; 11] = [
     "pipespeed2",
     "pipespeed2t",
     "pthreadcreat",
+    "spawn-methods",
     "stacklimit",
     "thread",
     "lab",
@@ -65,10 +64,7 @@ const PROGRAMS: [&str; 11] = [
 #[test]
 fn every_binary_starts_under_a_16_kib_stack_limit() {
     for name in PROGRAMS {
-        let out = limited(name, libc::RLIMIT_STACK, 16 << 10)
-            .arg("--help")
-            .output()
-            .unwrap();
+        let out = limited(name, TINY_STACK).arg("--help").output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{name} --help: {:?} {stderr}", out.status);
     }
@@ -79,7 +75,7 @@ fn every_binary_starts_under_a_16_kib_stack_limit() {
 fn fork_and_thread_run_under_a_16_kib_stack_limit() {
     // thread's workers get glibc's default stack: the 16 KiB limit itself.
     for (name, flag) in [("fork", "--procs"), ("thread", "--threads")] {
-        let out = limited(name, libc::RLIMIT_STACK, 16 << 10)
+        let out = limited(name, TINY_STACK)
             .args([flag, "3", "--count", "5", "--log", "/dev/null"])
             .output()
             .unwrap();
@@ -114,10 +110,13 @@ fn thread_with_the_smallest_stack_it_accepts_works() {
 
 #[test]
 fn pipespeed2t_names_the_size_it_could_not_allocate() {
-    let out = limited("pipespeed2t", libc::RLIMIT_AS, 512 << 20)
-        .args(["2", "1G"])
-        .output()
-        .unwrap();
+    let out = limited(
+        "pipespeed2t",
+        Limits { address_space: Some(512 << 20), ..Limits::default() },
+    )
+    .args(["2", "1G"])
+    .output()
+    .unwrap();
     assert_eq!(
         one_line(&out, 1),
         "pipespeed2t: cannot allocate two 1G buffers (the block and the one it is \

@@ -72,10 +72,7 @@ fn the_table_is_printed_by_default() {
         .arg(dir.path())
         .assert()
         .success()
-        .stdout(
-            predicate::str::contains("| P | COUNT |")
-                .or(predicate::str::contains("P | COUNT")),
-        )
+        .stdout(predicate::str::contains("P | COUNT | fork/thread |"))
         .stderr(predicate::str::contains("results written to"));
     assert!(dir.path().join("custom.svg").is_file(), "workers axis chart");
 }
@@ -134,4 +131,56 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
         .stderr(predicate::str::contains(
             "fork P=2 COUNT=1: exit status 1: fork: boom",
         ));
+}
+
+#[test]
+#[serial(fork)]
+fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
+    labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
+    let saved = run_json("fork-vs-thread", &args, dir.path());
+    let row = &saved["grids"][0]["rows"][0];
+    let names: Vec<&str> = row["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["program"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fork", "thread", "fork.c", "thread.c"]);
+    for p in row["programs"].as_array().unwrap() {
+        assert_eq!(p["runs"].as_array().unwrap().len(), 2, "{p}");
+    }
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("fork/fork.c | thread/thread.c |"), "{tables}");
+    assert!(tables.contains("fork.c s |") && tables.contains("thread.c s |"));
+}
+
+#[test]
+#[serial(fork)]
+fn fork_c_and_thread_c_print_the_rust_programs_report() {
+    for (source, name) in [
+        ("crates/fork/c/fork.c", "fork-c"),
+        ("crates/thread/c/thread.c", "thread-c"),
+    ] {
+        let Some(c) = common::c_program(source, name) else { return };
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let out = std::process::Command::new(&c)
+            .args(["3", "4"])
+            .arg(&log)
+            .args(["16", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // The workers' lines, then the report instead of "Okay".
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let (lines, last) = stdout.trim_end().rsplit_once('\n').unwrap();
+        let r: labkit::cli::Report = labkit::testing::json(last.as_bytes());
+        assert_eq!((r.workers, r.count, r.lines), (3, 4, 12), "{name}: {r:?}");
+        assert!(r.elapsed_s > 0.0, "{name}: {r:?}");
+        assert_eq!(lines.lines().count(), 12, "{name}: {stdout}");
+        // 12 lines of "[j]" and 16 bytes of text and "\n".
+        assert_eq!(std::fs::read(&log).unwrap().len(), 12 * (3 + 16 + 1), "{name}");
+    }
 }

@@ -10,10 +10,14 @@ fn list_names_every_experiment() {
     let out = lab().arg("list").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    for experiment in lab::experiments::ALL {
-        assert!(text.lines().any(|l| l.starts_with(experiment.name)), "{text}");
+    // One line per experiment, in the book's order: its name, then what
+    // it is about.
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), lab::experiments::ALL.len(), "{text}");
+    for (line, experiment) in lines.iter().zip(lab::experiments::ALL) {
+        let (name, about) = line.split_once(' ').unwrap();
+        assert_eq!((name, about.trim()), (experiment.name, experiment.about));
     }
-    assert!(text.contains("fork-vs-thread"));
 }
 
 #[test]

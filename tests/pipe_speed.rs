@@ -235,12 +235,3 @@ fn bad_options_exit_2() {
             .stderr(predicate::str::is_empty().not());
     }
 }
-
-#[test]
-fn it_is_listed() {
-    lab()
-        .arg("list")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("pipe-speed"));
-}

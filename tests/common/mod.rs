@@ -61,3 +61,21 @@ pub fn have_cc() -> bool {
     }
     found
 }
+
+/// A C program of `crates/<crate>/c/`, built as the runner builds it
+/// (`lab::bins::compile_c_in`, into the directory `lab` itself uses under
+/// these tests, so the build cache is shared), or `None` with the reason
+/// printed when there is no C compiler.
+pub fn c_program(source: &str, name: &str) -> Option<PathBuf> {
+    if !have_cc() {
+        return None;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = lab::bins::compile_c_in(
+        &bin_dir().join("c"),
+        &[&root.join(source)],
+        &[],
+        name,
+    );
+    Some(built.unwrap_or_else(|e| panic!("{e}")))
+}

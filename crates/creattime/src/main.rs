@@ -2,7 +2,10 @@
 
 use clap::Parser;
 use labkit::Error;
-use labkit::limits::{pthread_default_stack, size_in};
+use labkit::error::calls_failed;
+use labkit::error::describe_errno;
+use labkit::limits::size_in;
+use labkit::pthread::Attr;
 
 /// Time only the fork() call and only the thread-create call, SAMPLES times
 /// each; children _exit and threads end at once (the 2004 mailing-list
@@ -32,8 +35,14 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: &Cli) -> labkit::Result<()> {
-    let stack = cli.stack_size.unwrap_or_else(pthread_default_stack);
-    let r = creattime::run(cli.samples, stack);
+    // No --stack-size: a NULL attr, the default stack, as the C passes.
+    let attr = match cli.stack_size {
+        None => Attr::default_stack(),
+        Some(bytes) => Attr::stack_size(bytes as usize).map_err(|e| {
+            Error::usage(format!("--stack-size {bytes}: {}", describe_errno(e)))
+        })?,
+    };
+    let r = creattime::run(cli.samples, &attr);
     if let Some(sig) = r.interrupted {
         return Err(labkit::relay::interrupted(
             sig,
@@ -45,12 +54,10 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     }
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     let mut failed = Vec::new();
-    for (what, kind) in [("fork", &r.fork), ("thread spawn", &r.thread)] {
-        if let Some(err) = &kind.first_error {
-            failed.push(format!(
-                "{} of {} {what} calls failed (first: {err})",
-                kind.failures, r.samples
-            ));
+    for (what, kind) in [("fork", &r.fork), ("pthread_create", &r.thread)] {
+        if kind.failures > 0 {
+            let first = kind.first_error.as_deref();
+            failed.push(calls_failed(kind.failures, r.samples, what, first));
         }
     }
     if !failed.is_empty() {

@@ -2,8 +2,10 @@
 //! then reaped, failures, usage.
 
 use assert_cmd::Command;
+use creattime::Report;
+use labkit::limited::{Limits, NOBODY};
+use labkit::testing::json;
 use predicates::prelude::*;
-use serde_json::Value;
 use serial_test::serial;
 
 fn creattime() -> Command {
@@ -35,58 +37,47 @@ fn prints_the_original_layout() {
 #[test]
 #[serial(fork)]
 fn children_pile_up_as_zombies_then_all_are_reaped() {
-    let out = creattime()
-        .args(["64", "--json"])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let r: Value = serde_json::from_slice(&out).unwrap();
-    assert_eq!(r["fork"]["successes"], 64, "{r}");
-    assert_eq!(r["thread"]["successes"], 64, "{r}");
-    assert_eq!(r["reaped"], 64, "{r}");
-    assert_eq!(r["joined"], 64, "{r}");
-    assert_eq!(r["left_behind"], 0, "{r}");
-    // Nobody reaps during the fork test, so the children that have ended
-    // are zombies; on an idle machine that is all of them.
-    let zombies = r["zombies_before_reaping"].as_u64().unwrap();
-    assert!(zombies <= 64, "{r}");
-    let (avg, total) = (r["average_ratio"].as_f64(), r["total_ratio"].as_f64());
-    assert!(avg.is_some_and(|x| x > 0.0) && total.is_some_and(|x| x > 0.0), "{r}");
+    let out = creattime().args(["64", "--json"]).assert().success();
+    let r: Report = json(&out.get_output().stdout);
+    assert_eq!((r.fork.successes, r.thread.successes), (64, 64), "{r:?}");
+    assert_eq!((r.reaped, r.joined, r.left_behind), (64, 64, 0), "{r:?}");
+    let (avg, total) = (r.average_ratio, r.total_ratio);
+    assert!(avg.is_some_and(|x| x > 0.0) && total.is_some_and(|x| x > 0.0), "{r:?}");
 }
 
 #[test]
 #[serial(fork)]
 fn fork_failures_are_counted_and_exit_1() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        labkit::testing::skipped("needs root to become an unprivileged user");
-        return;
-    }
-    let out = std::process::Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "prlimit",
-            "--nproc=1",
-        ])
-        .arg(assert_cmd::cargo::cargo_bin("creattime"))
-        .args(["5", "--json"])
-        .output();
-    let Ok(out) = out else {
-        labkit::testing::skipped("setpriv/prlimit not available");
-        return;
-    };
+    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
+    // nobody may own one process, itself: every fork fails with EAGAIN.
+    let mut cmd =
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("creattime"));
+    cmd.args(["5", "--json"]);
+    let limits = Limits { nproc: Some(1), user: Some(NOBODY), ..Limits::default() };
+    let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["fork"]["failures"], 5, "{r}");
-    assert_eq!(r["fork"]["average_ms"], Value::Null, "{r}");
+    let r: Report = json(&out.stdout);
+    assert_eq!((r.fork.failures, r.fork.average_ms), (5, None), "{r:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("5 of 5 fork calls failed"), "{err}");
     assert!(err.contains("EAGAIN"), "{err}");
+}
+
+#[test]
+fn thread_failures_are_counted_and_exit_1() {
+    // 64 MiB of address space cannot hold a 1 GiB stack: pthread_create
+    // fails every time, and the program says so instead of crashing.
+    let mut cmd =
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("creattime"));
+    cmd.args(["3", "--stack-size", "1G", "--json"]);
+    let limits = Limits { address_space: Some(64 << 20), ..Limits::default() };
+    let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let r: Report = json(&out.stdout);
+    assert_eq!((r.thread.failures, r.thread.successes), (3, 0), "{r:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("3 of 3 pthread_create calls failed"), "{err}");
 }
 
 #[test]

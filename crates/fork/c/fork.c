@@ -3,15 +3,23 @@
  * and is lost). P_NUMBER and COUNT come from argv instead of macros so one
  * binary serves every setting; the work is the article's: fopen "a+",
  * printf + fprintf per line, exit(0) in the child, wait in the parent.
- * Build: cc -O2 -o fork-c fork.c   Run: ./fork-c P COUNT LOG [LINE_BYTES] */
+ * Build: cc -O2 -o fork-c fork.c
+ * `--json` (last) prints, instead of Okay, the object the Rust program
+ * prints under the same flag (labkit::cli::Report).
+ * Run:   ./fork-c P COUNT LOG [LINE_BYTES] [--json] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 int main(int argc, char *argv[])
 {
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
+    struct timeval begin, end;
+    gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;
     int count = argc > 2 ? atoi(argv[2]) : 100;
     const char *path = argc > 3 ? argv[3] : "logFile.log";
@@ -38,6 +46,12 @@ int main(int argc, char *argv[])
     while (wait(NULL) > 0)
         ;
     fclose(logFile);
-    printf("Okay\n");
+    gettimeofday(&end, NULL);
+    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
+    if (json)
+        printf("{\"workers\":%d,\"count\":%d,\"lines\":%lld,\"elapsed_s\":%.6f}\n",
+               p_number, count, (long long)p_number * count, s);
+    else
+        printf("Okay\n");
     return 0;
 }

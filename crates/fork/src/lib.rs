@@ -24,11 +24,10 @@
 use std::fs::File;
 
 use labkit::cli::{Report, Workload, open_log};
-use labkit::error::{Error, Result, describe_errno};
+use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
 use labkit::relay;
 use nix::errno::Errno;
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
 pub fn run(procs: u32, work: &Workload) -> Result<Report> {
@@ -124,26 +123,24 @@ fn child(log: &File, text: &[u8], count: u64) -> ! {
 /// Wait for `pid`, registered in relay slot `slot`; `None` if it ended
 /// well (or of the signal passed on to it), else what went wrong.
 fn reap(slot: usize, pid: Pid) -> Option<String> {
-    loop {
-        let status = waitpid(pid, None);
-        if status != Err(Errno::EINTR) {
-            relay::reaped(slot);
+    use std::os::unix::process::ExitStatusExt;
+    // The lab's one wait4 loop: an EINTR passes the signal on and waits again.
+    let ended = labkit::children::wait4(pid.as_raw(), 0);
+    relay::reaped(slot);
+    let status = match ended {
+        Ok(Some((status, _))) => status,
+        Ok(None) => return Some(format!("wait4({pid}) returned no status")),
+        Err(e) => return Some(format!("wait4({pid}): {}", describe_io(&e))),
+    };
+    match (status.code(), status.signal()) {
+        (Some(0), _) => None,
+        (Some(code), _) => Some(format!("child {pid} {}", describe_failure(code))),
+        (None, Some(_)) if relay::pending().is_some() => None,
+        (None, Some(sig)) => {
+            let name = nix::sys::signal::Signal::try_from(sig)
+                .map_or_else(|_| format!("signal {sig}"), |s| s.to_string());
+            Some(format!("child {pid} was killed by {name}"))
         }
-        return match status {
-            Ok(WaitStatus::Exited(_, 0)) => None,
-            Ok(WaitStatus::Exited(_, status)) => {
-                Some(format!("child {pid} {}", describe_failure(status)))
-            }
-            Ok(WaitStatus::Signaled(..)) if relay::pending().is_some() => None,
-            Ok(WaitStatus::Signaled(_, signal, _)) => {
-                Some(format!("child {pid} was killed by {signal}"))
-            }
-            Ok(other) => Some(format!("child {pid}: unexpected status {other:?}")),
-            Err(Errno::EINTR) => {
-                relay::pass_on();
-                continue;
-            }
-            Err(errno) => Some(format!("waitpid({pid}): {}", describe_errno(errno))),
-        };
+        (None, None) => Some(format!("child {pid}: unexpected status {status}")),
     }
 }

@@ -59,9 +59,8 @@ fn the_log_is_appended_to_and_json_replaces_okay() {
     assert!(out.status.success());
     let last =
         String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_string();
-    let report: serde_json::Value = serde_json::from_str(&last).unwrap();
-    assert_eq!(report["workers"], 2);
-    assert_eq!(report["lines"], 2);
+    let r: labkit::cli::Report = labkit::testing::json(last.as_bytes());
+    assert_eq!((r.workers, r.count, r.lines), (2, 1, 2), "{r:?}");
     assert_eq!(
         check_log(&std::fs::read(&log).unwrap(), &payload(None), 3, 1),
         Ok(())

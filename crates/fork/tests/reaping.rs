@@ -4,6 +4,7 @@
 
 use std::process::Command;
 
+use labkit::limited::{Limits, NOBODY};
 use labkit::lines::{check_log, payload};
 use nix::errno::Errno;
 use nix::sys::wait::{WaitPidFlag, waitpid};
@@ -20,10 +21,6 @@ fn assert_no_children_left() {
         Err(Errno::ECHILD) => {}
         other => panic!("a child was left behind: {other:?}"),
     }
-}
-
-fn tool(name: &str) -> bool {
-    Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success())
 }
 
 #[test]
@@ -45,16 +42,8 @@ fn children_are_reaped() {
 #[serial(fork)]
 fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
-    // (uid 65534) with a limit of 12 processes for that user.
-    if !nix::unistd::Uid::effective().is_root()
-        || !tool("setpriv")
-        || !tool("prlimit")
-    {
-        labkit::testing::skipped(
-            "needs root, setpriv and prlimit to run as an unprivileged user",
-        );
-        return;
-    }
+    // with a limit of 12 processes for that user.
+    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
     let busy = Command::new("pgrep").args(["-u", "65534"]).output().unwrap();
     if !busy.stdout.is_empty() {
         labkit::testing::skipped(
@@ -70,19 +59,10 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     )
     .unwrap();
     let log = dir.path().join("log");
-    let out = Command::new("prlimit")
-        .args([
-            "--nproc=12:12",
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-        ])
-        .arg(env!("CARGO_BIN_EXE_fork"))
-        .args(["-p", "50", "-c", "20", "--log"])
-        .arg(&log)
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fork"));
+    cmd.args(["-p", "50", "-c", "20", "--log"]).arg(&log);
+    let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
+    let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");

@@ -31,12 +31,13 @@ use nix::sys::signal::{
     SaFlags, SigAction, SigHandler, SigSet, SigmaskHow, Signal, sigaction,
     sigprocmask,
 };
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How the parent reaps its children.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Reap {
     /// waitpid each child before the next fork (the lecture's loop)
@@ -45,8 +46,9 @@ pub enum Reap {
     Sigchld,
 }
 
-/// What a run did, counted like the article counts it.
-#[derive(Debug, Default, Serialize)]
+/// What a run did, counted like the article counts it. `forkcreat.c
+/// --json` prints the same object.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub iterations: u64,
     pub reap: Option<Reap>,
@@ -73,17 +75,18 @@ pub struct Report {
 impl Report {
     /// The article-style lines.
     pub fn text(&self) -> String {
-        let mut out = format!(
-            "created: {}, failed: {}, reaped: {}\n",
-            self.created, self.failed, self.reaped
+        let counts = [
+            ("created", self.created),
+            ("failed", self.failed),
+            ("reaped", self.reaped),
+        ];
+        let mut out = labkit::cli::loop_text(
+            &counts,
+            self.created,
+            self.elapsed_s,
+            self.us_per_create,
+            "process",
         );
-        out += &match self.us_per_create {
-            Some(us) => format!(
-                "{} create+destroy in {:.3} s: {us:.2} us each\n",
-                self.created, self.elapsed_s
-            ),
-            None => format!("no process created in {:.3} s\n", self.elapsed_s),
-        };
         if self.reap == Some(Reap::Sigchld) {
             out += &format!(
                 "at most {} children were waiting to be reaped\n",
@@ -139,21 +142,17 @@ fn wait_loop(r: &mut Report, first_error: &mut Option<Errno>) {
     // ANCHOR_END: wait
 }
 
-/// Wait for `pid` and count it.
-fn reap_child(pid: Pid, r: &mut Report) {
-    loop {
-        match waitpid(pid, None) {
-            Err(Errno::EINTR) => continue,
-            Ok(WaitStatus::Exited(_, 0)) => r.reaped += 1,
-            Ok(_) => {
-                r.reaped += 1;
-                r.bad_exits += 1;
-            }
-            // Only possible if someone else reaped our child: nothing to do.
-            Err(_) => {}
-        }
-        return;
+/// Wait for `pid` (`-1`: any child) and count it; `false` when there was
+/// none to wait for.
+fn reap_child(pid: Pid, r: &mut Report) -> bool {
+    let Ok(Some((status, _))) = labkit::children::wait4(pid.as_raw(), 0) else {
+        return false; // ECHILD: none left (or someone else reaped it)
+    };
+    r.reaped += 1;
+    if status.code() != Some(0) {
+        r.bad_exits += 1;
     }
+    true
 }
 
 /// Children the SIGCHLD handler has reaped, and how many of those did not
@@ -219,19 +218,9 @@ fn sigchld_loop(r: &mut Report, first_error: &mut Option<Errno>) {
     let blocked =
         sigprocmask(SigmaskHow::SIG_BLOCK, Some(&block), Some(&mut old_mask))
             .is_ok();
-    let mut reaped = REAPED.load(Ordering::Relaxed);
-    let mut bad = BAD_EXITS.load(Ordering::Relaxed);
-    loop {
-        match nix::sys::wait::wait() {
-            Ok(WaitStatus::Exited(_, 0)) => reaped += 1,
-            Ok(_) => {
-                reaped += 1;
-                bad += 1;
-            }
-            Err(Errno::EINTR) => {}
-            Err(_) => break, // ECHILD: none left
-        }
-    }
+    r.reaped = REAPED.load(Ordering::Relaxed);
+    r.bad_exits = BAD_EXITS.load(Ordering::Relaxed);
+    while reap_child(Pid::from_raw(-1), r) {}
     if let Ok(old) = old {
         // SAFETY: putting back the handler that was there before.
         let _ = unsafe { sigaction(Signal::SIGCHLD, &old) };
@@ -239,6 +228,4 @@ fn sigchld_loop(r: &mut Report, first_error: &mut Option<Errno>) {
     if blocked {
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
     }
-    r.reaped = reaped;
-    r.bad_exits = bad;
 }

@@ -4,6 +4,7 @@
 use clap::Parser;
 use forkcreat::Reap;
 use labkit::Error;
+use labkit::error::calls_failed;
 
 /// Create and destroy N processes one after another: fork, the child
 /// _exits at once, the parent reaps it (the article's forkcreat.c, the
@@ -44,10 +45,8 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     if r.failed > 0 {
         return Err(Error::failed(format!(
-            "{} of {} forks failed; first: fork: {}; reaped all {} created",
-            r.failed,
-            r.iterations,
-            r.first_error.as_deref().unwrap_or("unknown error"),
+            "{}; reaped all {} created",
+            calls_failed(r.failed, r.iterations, "fork", r.first_error.as_deref()),
             r.reaped
         )));
     }

@@ -1,64 +1,47 @@
 //! forkcreat as a user runs it: counts, output, reaping, failures, usage.
 
 use assert_cmd::Command;
+use forkcreat::{Reap, Report};
+use labkit::limited::{Limits, NOBODY};
+use labkit::testing::json;
 use predicates::prelude::*;
-use serde_json::Value;
 use serial_test::serial;
 
 fn forkcreat() -> Command {
     Command::cargo_bin("forkcreat").unwrap()
 }
 
-fn json(out: &[u8]) -> Value {
-    serde_json::from_slice(out).expect("one JSON object")
-}
-
-/// Run as nobody with at most `nproc` processes for that uid, via
-/// setpriv/prlimit (util-linux). `None` when that cannot be done here.
-fn as_nobody_with_nproc(nproc: u32, args: &[&str]) -> Option<std::process::Output> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        labkit::testing::skipped("needs root to become an unprivileged user");
+/// Run as nobody with at most `nproc` processes for that uid
+/// (`RLIMIT_NPROC` does not bind root). `None` when not root.
+fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Output> {
+    if !labkit::testing::is_root() {
+        labkit::testing::skipped("needs root to run as nobody");
         return None;
     }
-    let bin = assert_cmd::cargo::cargo_bin("forkcreat");
-    let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "prlimit"])
-        .arg(format!("--nproc={nproc}"))
-        .arg(bin)
-        .args(args)
-        .output();
-    match out {
-        Ok(out) if out.status.code() != Some(127) => Some(out),
-        _ => {
-            labkit::testing::skipped("setpriv/prlimit not available");
-            None
-        }
-    }
+    let mut cmd =
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("forkcreat"));
+    cmd.args(args);
+    let limits =
+        Limits { nproc: Some(nproc), user: Some(NOBODY), ..Limits::default() };
+    Some(labkit::limited::apply(&mut cmd, limits).output().unwrap())
 }
 
 #[test]
 #[serial(fork)]
 fn both_reap_modes_create_reap_and_leave_nothing() {
-    for mode in ["wait", "sigchld"] {
+    for (mode, reap) in [("wait", Reap::Wait), ("sigchld", Reap::Sigchld)] {
         let out = forkcreat()
             .args(["--iterations", "300", "--reap", mode, "--json"])
             .assert()
-            .success()
-            .get_output()
-            .stdout
-            .clone();
-        let r = json(&out);
-        assert_eq!(r["reap"], mode);
-        assert_eq!(r["created"], 300, "{r}");
-        assert_eq!(r["failed"], 0, "{r}");
-        assert_eq!(r["reaped"], 300, "{r}");
-        assert_eq!(r["bad_exits"], 0, "{r}");
+            .success();
+        let r: Report = json(&out.get_output().stdout);
+        assert_eq!(r.reap, Some(reap));
+        assert_eq!((r.created, r.failed, r.reaped, r.bad_exits), (300, 0, 300, 0));
         // /proc shows no child of forkcreat, zombie or not, at the end.
-        assert_eq!(r["left_behind"], 0, "{r}");
-        assert!(r["us_per_create"].as_f64().unwrap() > 0.0);
-        if mode == "wait" {
-            assert_eq!(r["peak_unreaped"], 0, "{r}");
+        assert_eq!(r.left_behind, 0, "{r:?}");
+        assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+        if reap == Reap::Wait {
+            assert_eq!(r.peak_unreaped, 0, "{r:?}");
         }
     }
 }
@@ -87,11 +70,14 @@ fn fork_failures_under_rlimit_nproc_are_counted_and_exit_1() {
     // One process allowed for the uid: forkcreat itself, so every fork fails.
     let Some(out) = as_nobody_with_nproc(1, &["-n", "10", "--json"]) else { return };
     assert_eq!(out.status.code(), Some(1));
-    let r = json(&out.stdout);
-    assert_eq!((r["created"].as_u64(), r["failed"].as_u64()), (Some(0), Some(10)));
+    let r: Report = json(&out.stdout);
+    assert_eq!((r.created, r.failed), (0, 10), "{r:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("10 of 10 forks failed"), "{err}");
+    assert!(
+        err.contains("10 of 10 fork calls failed (first: Resource temporarily"),
+        "{err}"
+    );
     assert!(err.contains("EAGAIN"), "{err}");
 }
 
@@ -106,13 +92,11 @@ fn sigchld_mode_under_a_small_limit_loses_nothing() {
     else {
         return;
     };
-    let r = json(&out.stdout);
-    let (created, failed) =
-        (r["created"].as_u64().unwrap(), r["failed"].as_u64().unwrap());
-    assert_eq!(created + failed, 400, "{r}");
-    assert_eq!(r["reaped"].as_u64(), Some(created), "{r}");
-    assert_eq!(r["left_behind"], 0, "{r}");
-    assert!(r["peak_unreaped"].as_u64().unwrap() <= 3, "{r}");
+    let r: Report = json(&out.stdout);
+    let (created, failed) = (r.created, r.failed);
+    assert_eq!(created + failed, 400, "{r:?}");
+    assert_eq!((r.reaped, r.left_behind), (created, 0), "{r:?}");
+    assert!(r.peak_unreaped <= 3, "{r:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     if failed > 0 {
         assert_eq!(out.status.code(), Some(1));

@@ -138,13 +138,36 @@ pub fn open_log(path: &Path) -> Result<File> {
     })
 }
 
-/// What one fork/thread run did.
-#[derive(Debug, serde::Serialize)]
+/// What one fork/thread run did (`fork --json`, `thread --json`, and the
+/// C originals with `--json`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub workers: u32,
     pub count: u64,
     pub lines: u64,
     pub elapsed_s: f64,
+}
+
+/// The two lines a create+destroy loop prints, as `forkcreat.c` and
+/// `pthreadcreat.c` do: its counts (`created: 5, failed: 0, reaped: 5`),
+/// then `5 create+destroy in 0.001 s: 200.00 us each`, or `no process
+/// created in ...` when none was.
+pub fn loop_text(
+    counts: &[(&str, u64)],
+    created: u64,
+    elapsed_s: f64,
+    us_each: Option<f64>,
+    unit: &str,
+) -> String {
+    let counts: Vec<String> =
+        counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    let last = match us_each {
+        Some(us) => {
+            format!("{created} create+destroy in {elapsed_s:.3} s: {us:.2} us each")
+        }
+        None => format!("no {unit} created in {elapsed_s:.3} s"),
+    };
+    format!("{}\n{last}\n", counts.join(", "))
 }
 
 /// Print a program's report: one JSON object with `--json`, else `text`.
@@ -171,6 +194,20 @@ pub fn finish(result: Result<Report>, work: &Workload) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loop_says_its_counts_then_its_cost() {
+        let counts = [("created", 4), ("failed", 1), ("joined", 4)];
+        assert_eq!(
+            loop_text(&counts, 4, 0.0012, Some(300.0), "thread"),
+            "created: 4, failed: 1, joined: 4\n\
+             4 create+destroy in 0.001 s: 300.00 us each\n"
+        );
+        assert_eq!(
+            loop_text(&counts[..2], 0, 0.5, None, "process"),
+            "created: 4, failed: 1\nno process created in 0.500 s\n"
+        );
+    }
 
     #[test]
     fn usage_errors_are_one_line() {

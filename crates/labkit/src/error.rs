@@ -83,6 +83,21 @@ pub fn describe_io(err: &std::io::Error) -> String {
     }
 }
 
+/// "3 of 10 fork calls failed (first: Resource temporarily unavailable
+/// (EAGAIN))": how many of a creation loop's calls failed, and the first
+/// error, for the program's one line on stderr.
+pub fn calls_failed(
+    failed: u64,
+    of: u64,
+    call: &str,
+    first: Option<&str>,
+) -> String {
+    format!(
+        "{failed} of {of} {call} calls failed (first: {})",
+        first.unwrap_or("unknown error")
+    )
+}
+
 /// Print `err` as one line prefixed by the program name and return the exit
 /// code for `main`.
 pub fn report(program: &str, result: Result<()>) -> std::process::ExitCode {

@@ -2,12 +2,16 @@
  * with, rewritten from the description in book References: zhou-2010 (the
  * article's listing was an image and is lost) and the lecture's loop in
  * book References: lecture-2004: create an empty thread, join it, N times, with
- * pthread_create's default stack (the soft RLIMIT_STACK).
+ * pthread_create's default stack (the soft RLIMIT_STACK). `--json` prints
+ * the report the Rust program prints under the same flag
+ * (pthreadcreat::Report), so the runner reads both the same way.
  * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c
- * Run:   ./pthreadcreat-c N */
+ * Run:   ./pthreadcreat-c N [--json] */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
 
 static void *f(void *arg)
@@ -17,15 +21,18 @@ static void *f(void *arg)
 
 int main(int argc, char *argv[])
 {
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
     long n = argc > 1 ? atol(argv[1]) : 100000;
     long created = 0, failed = 0, joined = 0;
+    int first_error = 0, rc;
     struct timeval begin, end;
     pthread_t tid;
-
     gettimeofday(&begin, NULL);
     for (long i = 0; i < n; i++) {
-        if (pthread_create(&tid, NULL, f, NULL) != 0) {
-            failed++;
+        if ((rc = pthread_create(&tid, NULL, f, NULL)) != 0) {
+            if (!failed++)
+                first_error = rc;
             continue;
         }
         created++;
@@ -34,8 +41,31 @@ int main(int argc, char *argv[])
     }
     gettimeofday(&end, NULL);
     double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
-    printf("created: %ld, failed: %ld, joined: %ld\n", created, failed, joined);
-    printf("%ld create+destroy in %.3f s: %.2f us each\n", created, s,
-           created ? s * 1e6 / created : 0.0);
+    double us = created ? s * 1e6 / created : 0.0;
+    if (!json) {
+        printf("created: %ld, failed: %ld, joined: %ld\n", created, failed, joined);
+        printf("%ld create+destroy in %.3f s: %.2f us each\n", created, s, us);
+        return failed ? 1 : 0;
+    }
+    /* The stack every thread got: what a NULL attr means. */
+    pthread_attr_t attr;
+    size_t stack = 0;
+    if (pthread_getattr_default_np(&attr) == 0) {
+        pthread_attr_getstacksize(&attr, &stack);
+        pthread_attr_destroy(&attr);
+    }
+    printf("{\"iterations\":%ld,\"api\":\"pthread\",\"stack_size\":%zu,"
+           "\"created\":%ld,\"failed\":%ld,\"joined\":%ld,\"panicked\":%ld,"
+           "\"elapsed_s\":%.6f,",
+           n, stack, created, failed, joined, created - joined, s);
+    if (created)
+        printf("\"us_per_create\":%.4f,", us);
+    else
+        printf("\"us_per_create\":null,");
+    if (failed)
+        printf("\"first_error\":\"%s (%s)\"}\n", strerror(first_error),
+               strerrorname_np(first_error));
+    else
+        printf("\"first_error\":null}\n");
     return failed ? 1 : 0;
 }

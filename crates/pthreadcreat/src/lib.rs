@@ -24,10 +24,20 @@ use std::time::Instant;
 
 use labkit::error::{describe_errno, describe_io};
 use nix::errno::Errno;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which thread API creates the threads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     /// pthread_create + pthread_join, as pthreadcreat.c
@@ -37,8 +47,8 @@ pub enum Api {
     Std,
 }
 
-/// What a run did.
-#[derive(Debug, Default, Serialize)]
+/// What a run did. `pthreadcreat.c --json` prints the same object.
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     pub iterations: u64,
     pub api: Api,
@@ -60,18 +70,18 @@ pub struct Report {
 impl Report {
     /// The article-style lines, like `forkcreat`'s.
     pub fn text(&self) -> String {
-        let mut out = format!(
-            "created: {}, failed: {}, joined: {}\n",
-            self.created, self.failed, self.joined
-        );
-        out += &match self.us_per_create {
-            Some(us) => format!(
-                "{} create+destroy in {:.3} s: {us:.2} us each\n",
-                self.created, self.elapsed_s
-            ),
-            None => format!("no thread created in {:.3} s\n", self.elapsed_s),
-        };
-        out
+        let counts = [
+            ("created", self.created),
+            ("failed", self.failed),
+            ("joined", self.joined),
+        ];
+        labkit::cli::loop_text(
+            &counts,
+            self.created,
+            self.elapsed_s,
+            self.us_per_create,
+            "thread",
+        )
     }
 }
 

@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use labkit::Error;
+use labkit::error::calls_failed;
 use labkit::limits::{pthread_default_stack, size_in};
 
 /// Create and destroy N threads one after another: spawn an empty thread,
@@ -40,11 +41,13 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     let r = pthreadcreat::run(cli.iterations, stack, cli.api);
     labkit::cli::emit(cli.json, &r, |r| r.text())?;
     if r.failed > 0 {
+        let call = match r.api {
+            pthreadcreat::Api::Pthread => "pthread_create",
+            pthreadcreat::Api::Std => "std::thread spawn",
+        };
         return Err(Error::failed(format!(
-            "{} of {} thread creates failed; first: thread create: {}; joined all {} created",
-            r.failed,
-            r.iterations,
-            r.first_error.as_deref().unwrap_or("unknown error"),
+            "{}; joined all {} created",
+            calls_failed(r.failed, r.iterations, call, r.first_error.as_deref()),
             r.joined
         )));
     }

@@ -3,11 +3,14 @@
  * and is lost). P_NUMBER and COUNT come from argv instead of macros; each
  * thread gets pthread_create's default stack (the soft RLIMIT_STACK).
  * Build: cc -O2 -pthread -o thread-c thread.c
- * Run:   ./thread-c P COUNT LOG [LINE_BYTES] */
+ * `--json` (last) prints, instead of Okay, the object the Rust program
+ * prints under the same flag (labkit::cli::Report).
+ * Run:   ./thread-c P COUNT LOG [LINE_BYTES] [--json] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 
 static FILE *logFile;
 static int count;
@@ -25,6 +28,10 @@ static void *worker(void *arg)
 
 int main(int argc, char *argv[])
 {
+    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
+    argc -= json; /* the positional arguments come first */
+    struct timeval begin, end;
+    gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;
     count = argc > 2 ? atoi(argv[2]) : 100;
     const char *path = argc > 3 ? argv[3] : "logFile.log";
@@ -48,6 +55,12 @@ int main(int argc, char *argv[])
     for (int i = 0; i < made; i++)
         pthread_join(tid[i], NULL);
     fclose(logFile);
-    printf("Okay\n");
+    gettimeofday(&end, NULL);
+    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
+    if (json)
+        printf("{\"workers\":%d,\"count\":%d,\"lines\":%lld,\"elapsed_s\":%.6f}\n",
+               p_number, count, (long long)p_number * count, s);
+    else
+        printf("Okay\n");
     return 0;
 }

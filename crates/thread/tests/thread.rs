@@ -3,6 +3,7 @@
 use std::process::Command as Std;
 
 use assert_cmd::Command;
+use labkit::limited::Limits;
 use labkit::lines::{check_log, payload};
 use predicates::prelude::*;
 
@@ -10,28 +11,20 @@ fn thread() -> Command {
     Command::cargo_bin("thread").unwrap()
 }
 
-fn prlimit() -> bool {
-    Std::new("prlimit").arg("--version").output().is_ok_and(|o| o.status.success())
-}
-
-/// Run `thread` under `prlimit` with the given limits.
+/// Run `thread` under `limits` ([`labkit::limited::apply`]).
 fn limited(
-    limits: &[&str],
+    limits: Limits,
     args: &[&str],
     log: &std::path::Path,
 ) -> std::process::Output {
-    Std::new("prlimit")
-        .args(limits)
-        .arg(env!("CARGO_BIN_EXE_thread"))
-        .args(args)
-        .arg("--log")
-        .arg(log)
-        .stdout(std::process::Stdio::null())
-        .output()
-        .unwrap()
+    let mut cmd = Std::new(env!("CARGO_BIN_EXE_thread"));
+    cmd.args(args).arg("--log").arg(log).stdout(std::process::Stdio::null());
+    labkit::limited::apply(&mut cmd, limits).output().unwrap()
 }
 
-const GIB3: &str = "--as=3221225472";
+/// The article's 32-bit machine: 3 GiB of address space.
+const GIB3: Limits =
+    Limits { address_space: Some(3 << 30), stack: None, nproc: None, user: None };
 
 #[test]
 fn every_thread_prints_every_line_to_stdout_and_log() {
@@ -76,14 +69,9 @@ fn long_lines_from_many_threads_are_never_torn() {
 fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     // The article's 32-bit machine: 3 GiB of address space, 8 MiB stacks,
     // at most 384 threads. The C program died with a segfault at 500.
-    if !prlimit() {
-        labkit::testing::skipped("prlimit (util-linux) is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
-    let out =
-        limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
+    let out = limited(GIB3, &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
@@ -102,7 +90,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     // The article's fix, as a flag: 1 MiB stacks fit 1000 threads.
     let log1 = dir.path().join("log1");
     let out =
-        limited(&[GIB3], &["-t", "1000", "-c", "10", "--stack-size", "1M"], &log1);
+        limited(GIB3, &["-t", "1000", "-c", "10", "--stack-size", "1M"], &log1);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
@@ -110,15 +98,19 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
 fn default_stack_follows_ulimit_s_like_pthread_create() {
     // `ulimit -s 1024` (RLIMIT_STACK = 1 MiB) was the article's fix; the
     // default stack follows it, so 1000 threads fit in 3 GiB again.
-    if !prlimit() {
-        labkit::testing::skipped("prlimit (util-linux) is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
-    let out = limited(&[GIB3, "--stack=1048576"], &["-t", "1000", "-c", "2"], &log);
+    let out = limited(
+        Limits { stack: Some(1 << 20), ..GIB3 },
+        &["-t", "1000", "-c", "2"],
+        &log,
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = limited(&[GIB3, "--stack=8388608"], &["-t", "1000", "-c", "2"], &log);
+    let out = limited(
+        Limits { stack: Some(8 << 20), ..GIB3 },
+        &["-t", "1000", "-c", "2"],
+        &log,
+    );
     assert_eq!(
         out.status.code(),
         Some(1),

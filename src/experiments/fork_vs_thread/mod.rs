@@ -1,16 +1,16 @@
 //! `lab run fork-vs-thread`: `fork.c` against `thread.c` (article 000,
 //! after Zhou Li et al.). N workers each print COUNT lines to stdout and to
 //! a shared log; the programs are timed from outside like `time ./fork`,
-//! five rounds per setting.
+//! five rounds per setting. The tables and charts: [`tables`].
+
+mod tables;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::chart::Chart;
 use crate::results::Header;
 use crate::stats::Summary;
-use crate::table::{Table, with_range};
 use clap::Parser;
 use labkit::lines::{check_log, payload};
 use labkit::measure::{Usage, run};
@@ -18,7 +18,7 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Headline, Report};
+use crate::report::{Common, Report};
 
 pub const EXPERIMENT: Experiment = Experiment {
     name: "fork-vs-thread",
@@ -228,10 +228,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             bar.set_message(format!("P={} COUNT={}", s.procs, s.count));
             let mut runs: Vec<Vec<Usage>> = vec![Vec::new(); programs.len()];
             for round in 0..args.common.rounds as usize {
-                // Rotate who goes first, so slow drift (cache, frequency,
-                // page cache) does not always favour the same program.
-                for k in 0..programs.len() {
-                    let i = (k + round) % programs.len();
+                for i in crate::stats::round_order(programs.len(), round) {
                     runs[i].push(run_once(&programs[i], s, args.console)?);
                     bar.inc(1);
                 }
@@ -254,9 +251,9 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: headline(&data),
-        tables: data.grids.iter().flat_map(|g| tables(g, &programs)).collect(),
-        charts: data.grids.iter().filter_map(chart).collect(),
+        headline: tables::headline(&data),
+        tables: data.grids.iter().flat_map(tables::tables).collect(),
+        charts: data.grids.iter().filter_map(tables::chart).collect(),
         files: Vec::new(),
         data,
     };
@@ -314,20 +311,26 @@ fn run_once(program: &Program, s: &Setting, console: bool) -> Result<Usage> {
     let checked = if program.rust {
         check_log(&data, &text, u64::from(s.procs), s.count)
     } else {
-        let digits: u64 = (0..s.count).map(|j| j.to_string().len() as u64).sum();
-        let expected =
-            u64::from(s.procs) * (digits + s.count * (text.len() as u64 + 3));
-        let got = data.len() as u64;
-        if got == expected {
-            Ok(())
-        } else {
-            Err(format!("{got} bytes, expected {expected}"))
-        }
+        check_c_log(&data, text.len(), s)
     };
     checked.map_err(|e| Error::failed(format!("{what}: bad log: {e}")))?;
     Ok(done.usage)
 }
 // ANCHOR_END: run_once
+
+/// The C originals' log, checked by its size alone: their stdio tears
+/// lines when several workers append at once, but loses no byte, so the
+/// log holds every `[j]TEXT\n` of every worker, `text_len` bytes of TEXT.
+fn check_c_log(data: &[u8], text_len: usize, s: &Setting) -> Result<(), String> {
+    let digits: u64 = (0..s.count).map(|j| j.to_string().len() as u64).sum();
+    let expected = u64::from(s.procs) * (digits + s.count * (text_len as u64 + 3));
+    let got = data.len() as u64;
+    if got == expected {
+        Ok(())
+    } else {
+        Err(format!("{got} bytes, expected {expected}"))
+    }
+}
 
 fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
     let programs = programs
@@ -347,163 +350,27 @@ fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
     Row { setting: *s, programs }
 }
 
-/// The median over rounds of `a`'s time over `b`'s in the same round: each
-/// round runs every program once, so the pair shares whatever the machine
-/// was doing then.
-fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
-    let runs =
-        |name| row.programs.iter().find(|p| p.program == name).map(|p| &p.runs);
-    let (a, b) = (runs(a)?, runs(b)?);
-    let ratios: Vec<f64> =
-        a.iter().zip(b).map(|(a, b)| a.wall_s / b.wall_s).collect();
-    Summary::of(&ratios).map(|s| s.median)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The figures the claims are judged on: fork's time over thread's across
-/// every setting, at the largest COUNT, and how straight time grows with P.
-fn headline(data: &Data) -> Headline {
-    let rows = || data.grids.iter().flat_map(|g| &g.rows);
-    let ratios: Vec<f64> =
-        rows().filter_map(|r| paired_ratio(r, "fork", "thread")).collect();
-    let all = Summary::of(&ratios);
-    let count = data.grids.iter().find(|g| g.name == "count");
-    let last = count.and_then(|g| g.rows.iter().max_by_key(|r| r.setting.count));
-    let workers = data.grids.iter().find(|g| g.name == "workers");
-    let fit = |program: &str| {
-        let g = workers?;
-        let points: Vec<(f64, f64)> = g
-            .rows
-            .iter()
-            .filter_map(|r| {
-                let p = r.programs.iter().find(|p| p.program == program)?;
-                Some((f64::from(r.setting.procs), p.wall_s.median))
-            })
-            .collect();
-        crate::stats::r_squared(&points)
-    };
-    crate::report::headline()
-        .add(
-            "fork_over_thread",
-            "fork's time over thread's, median over every setting",
-            all.map(|s| s.median),
-            "x",
-        )
-        .add(
-            "fork_over_thread_min",
-            "the same, lowest setting",
-            all.map(|s| s.min),
-            "x",
-        )
-        .add(
-            "fork_over_thread_max",
-            "the same, highest setting",
-            all.map(|s| s.max),
-            "x",
-        )
-        .add(
-            "fork_over_thread_at_largest_count",
-            &format!(
-                "fork's time over thread's at P = 255, COUNT = {}",
-                last.map_or(0, |r| r.setting.count)
-            ),
-            last.and_then(|r| paired_ratio(r, "fork", "thread")),
-            "x",
-        )
-        .add(
-            "workers_r2_min",
-            "R² of a straight line through time against P, the worse of the two",
-            fit("fork").zip(fit("thread")).map(|(a, b)| a.min(b)),
-            "",
-        )
-        .add(
-            "workers_r2_fork",
-            "fork: R² of a straight line through time against P",
-            fit("fork"),
-            "",
-        )
-        .add(
-            "workers_r2_thread",
-            "thread: R² of a straight line through time against P",
-            fit("thread"),
-            "",
-        )
-        .build()
-}
-
-/// The grid's table: the setting, the times (median and range), and the
-/// paired ratios the chapter quotes. With the C programs too, the ratios
-/// get a table of their own, first, so that each table fits the book's
-/// column with one line per row.
-fn tables(g: &GridResult, programs: &[Program]) -> Vec<Table> {
-    let ratios = [
-        ("fork/thread", "fork", "thread"),
-        ("fork/fork.c", "fork", "fork.c"),
-        ("thread/thread.c", "thread", "thread.c"),
-    ];
-    let with_c = programs.len() > 2;
-    let ratios = &ratios[..if with_c { 3 } else { 1 }];
-    let setting =
-        |r: &Row| vec![r.setting.procs.to_string(), r.setting.count.to_string()];
-    let ratio_cells = |r: &Row| -> Vec<String> {
-        ratios
-            .iter()
-            .map(|(_, a, b)| {
-                paired_ratio(r, a, b).map_or("-".into(), |x| format!("{x:.2}"))
-            })
-            .collect()
-    };
-    let time_cells = |r: &Row| -> Vec<String> {
-        r.programs
-            .iter()
-            .map(|p| with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3))
-            .collect()
-    };
-    let ratio_note = "Ratios: median over the rounds of one program's time over the \
-                      other's in the same round.";
-    let time_note = "Seconds of wall-clock time (`time`'s real): median (min-max) of \
-                     the rounds.";
-    let labels: Vec<String> =
-        programs.iter().map(|p| format!("{} s", p.label)).collect();
-    let mut time_headers = vec!["P", "COUNT"];
-    time_headers.extend(labels.iter().map(String::as_str));
-    let mut ratio_headers = vec!["P", "COUNT"];
-    ratio_headers.extend(ratios.iter().map(|r| r.0));
-    if !with_c {
-        let mut headers = ratio_headers;
-        headers.extend(&time_headers[2..]);
-        let mut t = Table::new(&g.title, &headers);
-        for r in &g.rows {
-            t.row([setting(r), ratio_cells(r), time_cells(r)].concat());
-        }
-        t.note(format!("{ratio_note} {time_note}"));
-        return vec![t];
+    #[test]
+    fn the_c_log_check_counts_every_byte() {
+        // 2 workers, 11 lines each of "hello linux": [0]..[9] have one
+        // digit, [10] two; each line is TEXT plus "[", "]" and "\n".
+        let s = set(2, 11, None);
+        let text = payload(None);
+        let line = |j: u64| format!("[{j}]{}\n", String::from_utf8_lossy(&text));
+        let log: String = (0..2).flat_map(|_| (0..11).map(line)).collect();
+        assert_eq!(check_c_log(log.as_bytes(), text.len(), &s), Ok(()));
+        // Torn lines are fine (the byte count is the same) ...
+        let torn: String = log.chars().rev().collect();
+        assert_eq!(check_c_log(torn.as_bytes(), text.len(), &s), Ok(()));
+        // ... a lost byte or a line too many is not.
+        let short = &log.as_bytes()[1..];
+        let err = check_c_log(short, text.len(), &s).unwrap_err();
+        assert_eq!(err, format!("{} bytes, expected {}", log.len() - 1, log.len()));
+        let long = format!("{log}{}", line(0));
+        assert!(check_c_log(long.as_bytes(), text.len(), &s).is_err());
     }
-    let mut ratios_table = Table::new(
-        format!("{}: paired ratios of the times", g.title),
-        &ratio_headers,
-    );
-    let mut times_table = Table::new(format!("{}: seconds", g.title), &time_headers);
-    for r in &g.rows {
-        ratios_table.row([setting(r), ratio_cells(r)].concat());
-        times_table.row([setting(r), time_cells(r)].concat());
-    }
-    ratios_table.note(ratio_note);
-    times_table.note(time_note);
-    vec![ratios_table, times_table]
-}
-
-fn chart(g: &GridResult) -> Option<(String, Chart)> {
-    let (x_label, x): (&str, fn(&Row) -> f64) = match g.axis {
-        Axis::Count => ("lines per worker (COUNT)", |r| r.setting.count as f64),
-        Axis::Workers => ("workers (P)", |r| f64::from(r.setting.procs)),
-        Axis::None => return None,
-    };
-    let first = g.rows.first()?;
-    let mut chart = Chart::new(&g.title, x_label, "seconds (median)");
-    for (i, p) in first.programs.iter().enumerate() {
-        let points =
-            g.rows.iter().map(|r| (x(r), r.programs[i].wall_s.median)).collect();
-        chart = chart.series(p.program, points);
-    }
-    Some((g.name.to_string(), chart))
 }
