@@ -124,13 +124,11 @@ fn child(log: &File, text: &[u8], count: u64) -> ! {
 /// well (or of the signal passed on to it), else what went wrong.
 fn reap(slot: usize, pid: Pid) -> Option<String> {
     use std::os::unix::process::ExitStatusExt;
-    // The lab's one wait4 loop: an EINTR passes the signal on and waits again.
-    let ended = labkit::children::wait4(pid.as_raw(), 0);
-    relay::reaped(slot);
-    let status = match ended {
-        Ok(Some((status, _))) => status,
-        Ok(None) => return Some(format!("wait4({pid}) returned no status")),
-        Err(e) => return Some(format!("wait4({pid}): {}", describe_io(&e))),
+    // Its relay slot is cleared before it is reaped, and an EINTR passes
+    // the signal on and waits again (labkit::relay::reap).
+    let status = match relay::reap(slot, pid.as_raw()) {
+        Ok(status) => status,
+        Err(e) => return Some(format!("wait for child {pid}: {}", describe_io(&e))),
     };
     match (status.code(), status.signal()) {
         (Some(0), _) => None,
