@@ -128,6 +128,7 @@ fn wait_loop(r: &mut Report, first_error: &mut Option<Errno>) {
         }
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         match unsafe { fork() } {
+            // SAFETY: in the child; _exit ends it at once.
             Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
             Ok(ForkResult::Parent { child }) => {
                 r.created += 1;
@@ -200,6 +201,7 @@ fn sigchld_loop(r: &mut Report, first_error: &mut Option<Errno>) {
         r.peak_unreaped = r.peak_unreaped.max(unreaped);
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         match unsafe { fork() } {
+            // SAFETY: in the child; _exit ends it at once.
             Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
             Ok(ForkResult::Parent { .. }) => r.created += 1,
             Err(errno) => {

@@ -109,8 +109,8 @@ fn pthread_loop(r: &mut Report) {
     let mut attr: libc::pthread_attr_t = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer to our attribute object.
     unsafe { libc::pthread_attr_init(&mut attr) };
-    // SAFETY: as above; the size was checked against PTHREAD_STACK_MIN by
-    // the CLI (an odd size is rounded by glibc, EINVAL is counted below).
+    // SAFETY: `attr` was initialised above; the call takes any size and
+    // answers EINVAL for one below PTHREAD_STACK_MIN, reported just below.
     let rc =
         unsafe { libc::pthread_attr_setstacksize(&mut attr, r.stack_size as usize) };
     if rc != 0 {

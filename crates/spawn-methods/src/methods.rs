@@ -72,6 +72,7 @@ pub fn fork_wait(n: u64) -> Result<()> {
         stop_if_interrupted()?;
         // SAFETY: the child calls only _exit, which is async-signal-safe.
         match unsafe { fork() } {
+            // SAFETY: in the child; _exit ends it at once.
             Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
             Ok(ForkResult::Parent { child }) => wait_ok(child, "fork")?,
             Err(errno) => return Err(create_failed("fork", errno)),
@@ -90,20 +91,31 @@ extern "C" fn vfork_child(_: *mut c_void) -> c_int {
 /// vfork without its pitfalls: clone with CLONE_VM | CLONE_VFORK, as
 /// glibc's posix_spawn does, so the child shares the parent's memory (no
 /// page tables copied) and the parent sleeps until it exits; the child runs
-/// on a stack of its own.
+/// on a stack of its own. Signals are blocked across the clone, as
+/// posix_spawn blocks them, so that no handler runs in the child on the
+/// memory it shares with the parent.
 pub fn vfork_exit(n: u64) -> Result<()> {
+    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
     let mut stack = vec![0u128; 4096]; // 64 KiB, 16-byte aligned
     let top = stack.as_mut_ptr_range().end.cast::<c_void>();
+    let mut saved = SigSet::empty();
     for _ in 0..n {
         stop_if_interrupted()?;
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+        let all = SigSet::all();
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut saved))
+            .map_err(|e| create_failed("pthread_sigmask", e))?;
         // SAFETY: the child runs `vfork_child` on `stack`, which outlives
         // it (CLONE_VFORK: clone returns once the child has exited), and
-        // only calls _exit.
+        // only calls _exit; every signal is blocked, so no handler runs in
+        // the child on the memory it shares with us.
         let pid =
             unsafe { libc::clone(vfork_child, top, flags, std::ptr::null_mut()) };
+        let clone_errno = Errno::last();
+        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&saved), None)
+            .map_err(|e| create_failed("pthread_sigmask", e))?;
         if pid == -1 {
-            return Err(create_failed("clone(CLONE_VM|CLONE_VFORK)", Errno::last()));
+            return Err(create_failed("clone(CLONE_VM|CLONE_VFORK)", clone_errno));
         }
         wait_ok(Pid::from_raw(pid), "vfork child")?;
     }
@@ -117,6 +129,8 @@ pub fn fork_exec(n: u64, exec: &Exec) -> Result<()> {
         // SAFETY: the child calls only execve and _exit, both
         // async-signal-safe; argv and envp were built before the fork.
         match unsafe { fork() } {
+            // SAFETY: in the child: execve with pointers built before the
+            // fork, and _exit if it returns.
             Ok(ForkResult::Child) => unsafe {
                 libc::execve(
                     exec.path.as_ptr(),
