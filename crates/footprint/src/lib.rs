@@ -153,9 +153,9 @@ struct Shared {
 /// for the gate to close. Only write(2), read(2) and stores: a forked child
 /// may run it.
 fn worker(s: &Shared) -> i32 {
-    // SAFETY: the values stored do not matter, only the page faults, so
-    // workers storing into the same pages at once is harmless.
-    unsafe { s.buffer.write_pages(2) };
+    // Atomic stores: threads writing the same pages at once do not race.
+    // What counts is the page faults (a copy for each forked child).
+    s.buffer.write_pages(2);
     let byte = 1u8;
     // SAFETY: a valid one-byte buffer and an open fd.
     if unsafe { libc::write(s.done.as_raw_fd(), (&raw const byte).cast(), 1) } != 1 {
@@ -328,7 +328,7 @@ fn threads(
         ))),
     };
     drop(opener);
-    let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0)).count();
+    let bad = ids.into_iter().map(pthread::join).filter(|r| *r != Ok(0)).count();
     if let Some(sig) = labkit::relay::pending() {
         let done = format!("released and joined the {created} threads");
         return Err(labkit::relay::interrupted(sig, &done));

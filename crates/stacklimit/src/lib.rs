@@ -172,7 +172,7 @@ pub fn threads(api: Api, stack: Option<u64>, max: u32) -> Result<Count> {
             }
             let (created, peak) = (ids.len() as u32, vm_peak_kib());
             drop(opener); // every read() now returns 0: the threads end
-            let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0));
+            let bad = ids.into_iter().map(pthread::join).filter(|r| *r != Ok(0));
             (created, peak, bad.count() as u32, error)
         }
         // ANCHOR_END: pthread
