@@ -39,13 +39,15 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::time::Instant;
 
-use labkit::error::{Error, Result, describe_errno};
+use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
 
@@ -266,6 +268,18 @@ fn await_reports(
     Ok(())
 }
 
+/// "was killed by SIGKILL", "exited with status 3", for a reaped worker.
+fn exit_status(status: std::process::ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => match Signal::try_from(sig) {
+            Ok(sig) => format!("was killed by {sig}"),
+            Err(_) => format!("was killed by signal {sig}"),
+        },
+        _ => format!("ended with {status}"),
+    }
+}
+
 /// "killed by SIGKILL", "exited with status 3".
 fn ended(status: WaitStatus) -> String {
     match status {
@@ -387,23 +401,14 @@ fn procs(
     drop(opener); // every worker's read() now returns 0: they end
     let mut bad = Vec::new();
     for (i, &pid) in children.iter().enumerate() {
-        loop {
-            match waitpid(pid, None) {
-                Ok(WaitStatus::Exited(_, 0)) => break,
-                Err(Errno::EINTR) => labkit::relay::pass_on(),
-                Ok(status) => {
-                    bad.push(format!(
-                        "worker {} (pid {pid}) {}",
-                        i + 1,
-                        ended(status)
-                    ));
-                    break;
-                }
-                Err(e) => {
-                    bad.push(format!("waitpid({pid}): {}", describe_errno(e)));
-                    break;
-                }
+        let worker = || format!("worker {} (pid {pid})", i + 1);
+        match labkit::children::wait4(pid.as_raw(), 0) {
+            Ok(Some((status, _))) if status.code() == Some(0) => {}
+            Ok(Some((status, _))) => {
+                bad.push(format!("{} {}", worker(), exit_status(status)));
             }
+            Ok(None) => bad.push(format!("{}: wait4 gave no status", worker())),
+            Err(e) => bad.push(format!("wait4({pid}): {}", describe_io(&e))),
         }
         labkit::relay::reaped(i);
     }
