@@ -14,6 +14,8 @@
 mod run;
 mod tables;
 
+pub(crate) use run::ctxswitch_once;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -13,7 +13,7 @@ use super::{PerfInfo, PerfRun};
 // ANCHOR: ctxswitch_once
 /// One `ctxswitch --json` run. A run whose switch count the kernel did not
 /// confirm (exit 1, JSON still printed) is kept and flagged.
-pub(super) fn ctxswitch_once(
+pub(crate) fn ctxswitch_once(
     program: &Path,
     mode: Mode,
     pin: Pin,
