@@ -133,15 +133,14 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
 
 #[test]
 fn bad_sweep_flags_exit_2() {
-    for args in [
-        &["--threads", "0"][..],
-        &["--threads", "x"],
-        &["--duration", "0"],
-        &["--receivers", "2", "--queues", "4"],
-        &["--switch-cost-us", "2", "--switch-cost-from", "x.json"],
-    ] {
-        let out =
-            common::lab().args(["run", "mq-sweep"]).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-    }
+    common::bad_flags_exit_2(
+        "mq-sweep",
+        &[
+            &["--threads", "0"],
+            &["--threads", "x"],
+            &["--duration", "0"],
+            &["--receivers", "2", "--queues", "4"],
+            &["--switch-cost-us", "2", "--switch-cost-from", "x.json"],
+        ],
+    );
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{lab, run_json};
+use common::run_json;
 use serial_test::serial;
 
 #[test]
@@ -73,13 +73,14 @@ fn a_tiny_run_writes_parseable_results() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["--as", "1K"][..],
-        &["--stacks", "8X"],
-        &["--max", "0"],
-        &["--nproc", "1"],
-        &["--bogus"],
-    ] {
-        lab().args(["run", "thread-limits"]).args(args).assert().code(2);
-    }
+    common::bad_flags_exit_2(
+        "thread-limits",
+        &[
+            &["--as", "1K"],
+            &["--stacks", "8X"],
+            &["--max", "0"],
+            &["--nproc", "1"],
+            &["--bogus"],
+        ],
+    );
 }
