@@ -402,15 +402,25 @@ fn blame<B>(a: Result<Side, Stop>, b: Result<B, String>) -> Result<(Side, B)> {
     }
 }
 
+/// One task's ends of the two pipes: (read, write).
+type Ends = (OwnedFd, OwnedFd);
+
+/// The two pipes, as A's ends and B's (B writes to A's read end, A to
+/// B's), and B's CPU set if it is pinned.
+fn two_ends(cpus: Option<[usize; 2]>) -> Result<(Ends, Ends, Option<CpuSet>)> {
+    let (a_rx, b_tx) = new_pipe()?; // B to A
+    let (b_rx, a_tx) = new_pipe()?; // A to B
+    let b_set = cpus.map(|c| cpu_set(c[1])).transpose()?;
+    Ok(((a_rx, a_tx), (b_rx, b_tx), b_set))
+}
+
 /// A and B as two threads of this process.
 fn threads(
     total: u64,
     warmup: u64,
     cpus: Option<[usize; 2]>,
 ) -> Result<(Side, Side)> {
-    let (a_rx, b_tx) = new_pipe()?; // B to A
-    let (b_rx, a_tx) = new_pipe()?; // A to B
-    let b_set = cpus.map(|c| cpu_set(c[1])).transpose()?;
+    let ((a_rx, a_tx), (b_rx, b_tx), b_set) = two_ends(cpus)?;
     std::thread::scope(|scope| {
         // B owns its two ends: when it returns, early or not, they close
         // and A's read sees end-of-file instead of sleeping forever.
@@ -450,10 +460,8 @@ fn processes(
     warmup: u64,
     cpus: Option<[usize; 2]>,
 ) -> Result<(Side, Side)> {
-    let (a_rx, b_tx) = new_pipe()?; // B to A
-    let (b_rx, a_tx) = new_pipe()?; // A to B
     // Everything the child needs is made before the fork.
-    let b_set = cpus.map(|c| cpu_set(c[1])).transpose()?;
+    let ((a_rx, a_tx), (b_rx, b_tx), b_set) = two_ends(cpus)?;
     // ANCHOR: fork
     // SAFETY: the child runs only `child`, which makes system calls
     // (close, sched_setaffinity, read, write, sched_getcpu, _exit), all
