@@ -306,6 +306,22 @@ fn dead_worker(children: &[Pid]) -> Option<String> {
 
 type Measured = Result<(Snapshot, f64)>;
 
+/// Call `make` up to `n` times, until it fails or a signal came: what it
+/// made, and the error that stopped it, if any.
+fn create<T>(
+    n: u32,
+    mut make: impl FnMut() -> Result<T, Errno>,
+) -> (Vec<T>, Option<Errno>) {
+    let mut made = Vec::with_capacity(n as usize);
+    while made.len() < n as usize && labkit::relay::pending().is_none() {
+        match make() {
+            Ok(one) => made.push(one),
+            Err(e) => return (made, Some(e)),
+        }
+    }
+    (made, None)
+}
+
 fn threads(
     shared: &Shared,
     n: u32,
@@ -315,21 +331,8 @@ fn threads(
 ) -> Measured {
     let attr = Attr::default_stack();
     let job = Start { run: worker, data: shared };
-    let mut ids = Vec::with_capacity(n as usize);
-    let mut failed = None;
-    for _ in 0..n {
-        if labkit::relay::pending().is_some() {
-            break;
-        }
-        // SAFETY: `job` and `shared` outlive the threads, joined below.
-        match unsafe { pthread::spawn(&attr, &job) } {
-            Ok(id) => ids.push(id),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
+    // SAFETY: `job` and `shared` outlive the threads, joined below.
+    let (ids, failed) = create(n, || unsafe { pthread::spawn(&attr, &job) });
     let created = ids.len() as u32;
     let measured = match failed {
         None => await_reports(reports, n, || None).map(|()| {
@@ -360,33 +363,25 @@ fn procs(
     reports: &OwnedFd,
     start: Instant,
 ) -> Measured {
-    let mut children: Vec<Pid> = Vec::with_capacity(n as usize);
-    let mut failed = None;
-    for _ in 0..n {
-        if labkit::relay::pending().is_some() {
-            break;
-        }
+    let (children, failed) = create(n, || {
         // SAFETY: this process has one thread; the child asks for its death
         // signal (relay::in_child: prctl, getppid), closes its copies
         // of the write ends it must not hold, runs `worker` (write, read,
         // stores) and leaves with _exit: all async-signal-safe.
-        match unsafe { fork() } {
-            Ok(ForkResult::Child) => unsafe {
+        match unsafe { fork() }? {
+            // SAFETY: as above: async-signal-safe calls only, then _exit.
+            ForkResult::Child => unsafe {
                 labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
                 libc::close(reports.as_raw_fd());
                 libc::_exit(worker(shared))
             },
-            Ok(ForkResult::Parent { child }) => {
+            ForkResult::Parent { child } => {
                 labkit::relay::add(child.as_raw());
-                children.push(child);
-            }
-            Err(e) => {
-                failed = Some(e);
-                break;
+                Ok(child)
             }
         }
-    }
+    });
     let created = children.len();
     let measured = match failed {
         None => await_reports(reports, n, || dead_worker(&children)).map(|()| {

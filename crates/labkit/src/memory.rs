@@ -113,6 +113,8 @@ pub struct PageAligned {
 
 // SAFETY: it owns its bytes, like a Box<[u8]>.
 unsafe impl Send for PageAligned {}
+// SAFETY: as Box<[u8]>: `&PageAligned` only reads them (Deref), and
+// writing needs `&mut`.
 unsafe impl Sync for PageAligned {}
 
 impl PageAligned {

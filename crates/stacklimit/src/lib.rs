@@ -235,6 +235,7 @@ pub fn forks(max: u32) -> Result<Count> {
         // end, blocks in read(2) and leaves with _exit(2), all
         // async-signal-safe.
         match unsafe { fork() } {
+            // SAFETY: as above: async-signal-safe calls only, then _exit.
             Ok(ForkResult::Child) => unsafe {
                 labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
