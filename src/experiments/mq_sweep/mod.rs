@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
 use clap::Parser;
-use labkit::{Error, Result};
+use labkit::Result;
 use mq::Stats;
 use mq::load::LoadReport;
 use serde::{Deserialize, Serialize};
@@ -50,25 +50,9 @@ struct Args {
     #[arg(long, value_name = "SECONDS", value_parser = seconds)]
     duration: Option<f64>,
 
-    /// Sender threads (connections) of the load generator
-    #[arg(long, default_value_t = 100,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    senders: u32,
-
-    /// Receiver threads (connections) of the load generator
-    #[arg(long, default_value_t = 100,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    receivers: u32,
-
-    /// Queues
-    #[arg(long, default_value_t = 4,
-          value_parser = clap::value_parser!(u16).range(1..=1000))]
-    queues: u16,
-
-    /// Bytes of data per message
-    #[arg(long, default_value_t = 1024,
-          value_parser = clap::value_parser!(u32).range(20..=(1 << 20) - 3))]
-    size: u32,
+    /// The load generator's senders, receivers, queues and message size
+    #[command(flatten)]
+    shape: mq::load::Shape,
 
     /// Messages/s the load generator offers, all senders together; 0 sends
     /// as fast as the broker takes them (saturation, as the article did)
@@ -145,7 +129,7 @@ struct Data {
     senders: u32,
     receivers: u32,
     queues: u16,
-    size: u32,
+    size: u64,
     /// Offered messages/s (0: saturation).
     rate: u32,
     switch_cost: SwitchCost,
@@ -154,9 +138,7 @@ struct Data {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    if args.receivers < u32::from(args.queues) {
-        return Err(Error::usage("--receivers must be at least --queues"));
-    }
+    args.shape.check()?;
     let out = args.common.start(EXPERIMENT.name)?;
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
@@ -190,10 +172,10 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         rounds: args.common.rounds,
         full: args.common.full,
         duration_s: duration,
-        senders: args.senders,
-        receivers: args.receivers,
-        queues: args.queues,
-        size: args.size,
+        senders: args.shape.senders,
+        receivers: args.shape.receivers,
+        queues: args.shape.queues,
+        size: args.shape.size,
         rate: args.rate,
         switch_cost,
         rows,

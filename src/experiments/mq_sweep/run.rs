@@ -40,7 +40,7 @@ pub(super) fn run_once(
             cmd.arg("--event-loop");
         }
     }
-    cmd.args(["--queues", &a.queues.to_string(), "--json"]);
+    cmd.args(["--queues", &a.shape.queues.to_string(), "--json"]);
     let what =
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
@@ -49,9 +49,7 @@ pub(super) fn run_once(
     let mut load_cmd = Command::new(load);
     load_cmd
         .args(["--addr", addr.trim(), "--json"])
-        .args(["--senders", &a.senders.to_string()])
-        .args(["--receivers", &a.receivers.to_string()])
-        .args(["--queues", &a.queues.to_string(), "--size", &a.size.to_string()])
+        .args(a.shape.args())
         .args(["--duration", &duration.to_string()])
         .args(["--rate", &a.rate.to_string()]);
     let output = labkit::cleanup::output(&mut load_cmd)
