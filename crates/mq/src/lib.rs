@@ -175,7 +175,7 @@ impl Throttle {
 
 /// How long the broker waits before it tries `accept` again after running
 /// out of file descriptors (or memory).
-pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The broker's running totals.
 #[derive(Debug, Default)]
