@@ -29,13 +29,7 @@ pub(super) fn acceptor(shared: &Shared, listener: &TcpListener) {
             Err(e) => {
                 // EMFILE and friends: back off, and say so once in a while
                 // rather than at every try.
-                no_fd.hit(|| {
-                    format!(
-                        "accept: {}; retrying every {} ms",
-                        describe_io(&e),
-                        ACCEPT_BACKOFF.as_millis()
-                    )
-                });
+                no_fd.accept_failed(&e);
                 std::thread::sleep(ACCEPT_BACKOFF);
             }
         }
