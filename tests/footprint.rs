@@ -10,16 +10,8 @@ use serial_test::serial;
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--rounds",
-        "2",
-        "--workers",
-        "2,5",
-        "--touch",
-        "256K",
-        "--cow-workers",
-        "3",
-    ];
+    let args: Vec<&str> =
+        "--rounds 2 --workers 2,5 --touch 256K --cow-workers 3".split(' ').collect();
     let saved = run_json("footprint", &args, dir.path());
     assert_eq!(saved["experiment"], "footprint");
 

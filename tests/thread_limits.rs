@@ -10,20 +10,10 @@ use serial_test::serial;
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--rounds",
-        "2",
-        "--as",
-        "512M",
-        "--stacks",
-        "8M,1M",
-        "--max",
-        "200",
-        "--threads",
-        "100",
-        "--nproc",
-        "16",
-    ];
+    let args: Vec<&str> =
+        "--rounds 2 --as 512M --stacks 8M,1M --max 200 --threads 100 --nproc 16"
+            .split(' ')
+            .collect();
     let saved = run_json("thread-limits", &args, dir.path());
     assert_eq!(saved["experiment"], "thread-limits");
     assert_eq!(saved["max"], 200);
