@@ -17,6 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::results::Header;
+use crate::stats::round_order;
 use clap::Parser;
 use labkit::Result;
 use labkit::limited::Limits;
@@ -165,8 +166,12 @@ fn main(argv: Vec<OsString>) -> Result<()> {
             pthread: Vec::new(),
             std: Vec::new(),
         };
-        for _ in 0..rounds {
-            for api in ["pthread", "std"] {
+        // The two APIs in the lab's round order: they alternate who goes
+        // first.
+        for round in 0..rounds as usize {
+            for api in
+                round_order(2, round).into_iter().map(|k| ["pthread", "std"][k])
+            {
                 let mut cmd = Command::new(stacklimit);
                 cmd.args(["threads", "--json", "--api", api, "--max"]);
                 cmd.arg(max.to_string()).arg("--stack-size").arg(stack.to_string());
