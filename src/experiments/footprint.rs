@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::chart::Chart;
 use crate::results::Header;
-use crate::stats::{Summary, round_order};
+use crate::stats::{Summary, paired_ratio, round_order};
 use crate::table::Table;
 use clap::Parser;
 use footprint::{Footprint, Kind, Snapshot};
@@ -212,13 +212,21 @@ fn total(p: &PerWorker) -> f64 {
 /// worker count, for processes and threads.
 fn headline(data: &Data) -> Headline {
     let most = data.idle.iter().map(|r| r.workers).max();
-    let pss = |kind| {
-        data.idle
-            .iter()
-            .find(|r| r.kind == kind && Some(r.workers) == most)
-            .map(|r| r.per_worker_kib.pss.median)
+    let find =
+        |kind| data.idle.iter().find(|r| r.kind == kind && Some(r.workers) == most);
+    let (p, t) = (find(Kind::Procs), find(Kind::Threads));
+    let (procs, threads) = (
+        p.map(|r| r.per_worker_kib.pss.median),
+        t.map(|r| r.per_worker_kib.pss.median),
+    );
+    // Round k of threads and of processes ran back to back: pair them.
+    let per_round = |r: &Row| -> Vec<f64> {
+        r.runs.iter().map(|f| f.per_worker(|s| s.pss_kib)).collect()
     };
-    let (procs, threads) = (pss(Kind::Procs), pss(Kind::Threads));
+    let ratio = p
+        .zip(t)
+        .and_then(|(p, t)| paired_ratio(&per_round(p), &per_round(t)))
+        .map(|s| s.median);
     let n = most.unwrap_or(0);
     crate::report::headline()
         .add(
@@ -235,8 +243,8 @@ fn headline(data: &Data) -> Headline {
         )
         .add(
             "process_over_thread",
-            "a process's PSS over a thread's",
-            procs.zip(threads).map(|(p, t)| p / t),
+            "a process's PSS over a thread's (median of the rounds' pairs)",
+            ratio,
             "x",
         )
         .build()
