@@ -241,6 +241,20 @@ mod tests {
     }
 
     #[test]
+    fn the_headline_pairs_rounds_for_ten_over_hundred() {
+        let mut d = data();
+        // Round 2: both twice as fast; the paired ratio stays 2.
+        d.rows[0] =
+            row(Some(10), vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
+        d.rows[1] =
+            row(Some(100), vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
+        let h = super::super::headline(&d);
+        assert_eq!(h["ten_over_hundred"]["value"], 2.0);
+        assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);
+        assert_eq!(h["best_pool"]["value"], 10.0);
+    }
+
+    #[test]
     fn the_charts_have_the_pools_the_event_loop_and_the_article() {
         let charts = charts(&data());
         let names: Vec<&str> = charts.iter().map(|(n, _)| n.as_str()).collect();
