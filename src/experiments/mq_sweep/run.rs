@@ -159,7 +159,10 @@ const ROUND_TRIPS: u64 = 20_000;
 /// kernel's switch count disagrees with the method, there is no figure:
 /// an error that says how to give one.
 fn measure_switch() -> Result<SwitchCost> {
-    let program = crate::bins::programs(&["ctxswitch"])?.remove(0);
+    measure_switch_with(&crate::bins::programs(&["ctxswitch"])?.remove(0))
+}
+
+fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
     let fail = |why: String| {
         Error::failed(format!(
             "cannot measure the cost of one switch: {why}; run `lab run \
@@ -167,7 +170,7 @@ fn measure_switch() -> Result<SwitchCost> {
         ))
     };
     let r = ctx_switch::ctxswitch_once(
-        &program,
+        program,
         Mode::Threads,
         Pin::Same,
         None,
@@ -190,7 +193,7 @@ fn measure_switch() -> Result<SwitchCost> {
         us,
         source: format!(
             "measured here: ctxswitch, two threads pinned to CPU {cpu}, {} round \
-             trips, {how} (no ctx-switch results found)",
+             trips, {how} (no usable ctx-switch results)",
             r.iterations
         ),
     })
@@ -256,6 +259,67 @@ mod tests {
         let d = data(vec![cell(Mode::Processes, Pin::Same, 3.0, 3.0)]);
         assert_eq!(switch_cost_of(&d), None);
         assert_eq!(switch_cost_of(&data(Vec::new())), None);
+    }
+
+    /// A stand-in for ctxswitch: a shell script that prints `stdout` and
+    /// `stderr` and exits with `code`.
+    fn fake_ctxswitch(dir: &Path, stdout: &str, stderr: &str, code: i32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("ctxswitch");
+        let script = format!(
+            "#!/bin/sh\ncat <<'EOF'\n{stdout}\nEOF\necho '{stderr}' >&2\nexit {code}\n"
+        );
+        std::fs::write(&path, script).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        path
+    }
+
+    #[test]
+    fn a_failed_measurement_is_an_error_never_a_zero_cost() {
+        let dir = tempfile::tempdir().unwrap();
+        let crashed = fake_ctxswitch(dir.path(), "", "ctxswitch: boom", 1);
+        let e = measure_switch_with(&crashed).unwrap_err();
+        assert!(e.message.starts_with("cannot measure the cost of one switch: "));
+        assert!(e.message.contains("ctxswitch: boom"), "{}", e.message);
+        assert!(e.message.ends_with("or give --switch-cost-us"), "{}", e.message);
+        // The kernel's count disagreed: ctxswitch printed figures and exit 1.
+        let mut report = ctxswitch::Report {
+            mode: Mode::Threads,
+            pin: Pin::Same,
+            cpus: Some([0, 0]),
+            last_cpus: [0, 0],
+            iterations: ROUND_TRIPS,
+            warmup: 1000,
+            elapsed_s: 0.1,
+            us_per_round_trip: 4.0,
+            us_per_switch: 2.0,
+            pipe_us: 0.5,
+            net_us_per_round_trip: 3.0,
+            net_us_per_switch: 1.5,
+            switches: ctxswitch::Switches {
+                expected: 42_000,
+                voluntary: 21_000,
+                involuntary: 0,
+                per_round_trip: 1.0,
+                holds: false,
+            },
+        };
+        let json = serde_json::to_string(&report).unwrap();
+        let off = fake_ctxswitch(dir.path(), &json, "ctxswitch: mismatch", 1);
+        let e = measure_switch_with(&off).unwrap_err();
+        assert!(e.message.contains("counted 1.00 switches per round trip"), "{e:?}");
+        // And when it holds, the net figure is the cost.
+        report.switches.holds = true;
+        let json = serde_json::to_string(&report).unwrap();
+        let good = fake_ctxswitch(dir.path(), &json, "", 0);
+        let cost = measure_switch_with(&good).unwrap();
+        assert_eq!(cost.us, 1.5);
+        assert!(
+            cost.source.starts_with("measured here: ctxswitch"),
+            "{}",
+            cost.source
+        );
     }
 
     #[test]
