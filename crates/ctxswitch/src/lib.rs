@@ -131,7 +131,8 @@ pub struct Report {
     pub pin: Pin,
     /// The CPUs task A and task B were pinned to (`null` for `--pin none`).
     pub cpus: Option<[usize; 2]>,
-    /// The CPUs A and B were on when they finished.
+    /// The CPUs A and B were on when they finished (`u32::MAX` if
+    /// `sched_getcpu` failed).
     pub last_cpus: [usize; 2],
     pub iterations: u64,
     pub warmup: u64,
