@@ -2,23 +2,16 @@
 
 mod common;
 
-use common::{lab, run_json};
+use common::run_json;
+use footprint::Footprint;
 use serial_test::serial;
 
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--rounds",
-        "2",
-        "--workers",
-        "2,5",
-        "--touch",
-        "256K",
-        "--cow-workers",
-        "3",
-    ];
+    let args: Vec<&str> =
+        "--rounds 2 --workers 2,5 --touch 256K --cow-workers 3".split(' ').collect();
     let saved = run_json("footprint", &args, dir.path());
     assert_eq!(saved["experiment"], "footprint");
 
@@ -38,11 +31,22 @@ fn a_tiny_run_writes_parseable_results() {
             ("procs".into(), 5)
         ]
     );
+    // The thread stack glibc gives footprint's workers (it inherits this
+    // process's RLIMIT_STACK), in KiB.
+    let stack_kib = labkit::limits::pthread_default_stack() as f64 / 1024.0;
     for r in idle {
-        assert_eq!(r["runs"].as_array().unwrap().len(), 2);
-        // Every thread reserves a stack: address space grows per worker.
+        let runs: Vec<Footprint> =
+            serde_json::from_value(r["runs"].clone()).unwrap();
+        assert_eq!(runs.len(), 2);
         let space = r["per_worker_kib"]["address_space"]["median"].as_f64().unwrap();
-        assert!(space > 16.0, "{r}");
+        if r["kind"] == "threads" {
+            // Every thread reserves a whole stack (and a guard page).
+            assert!(space >= stack_kib, "{space} KiB < a {stack_kib} KiB stack");
+        } else {
+            // Every child maps all the parent had when it forked.
+            let parent = runs[0].before.vm_size_kib as f64;
+            assert!(space >= 0.9 * parent, "{space} KiB, parent {parent} KiB");
+        }
     }
     // Copy-on-write: each process copied the 256 KiB it wrote.
     let cow = saved["cow"].as_array().unwrap();
@@ -57,12 +61,13 @@ fn a_tiny_run_writes_parseable_results() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["--workers", "0"][..],
-        &["--touch", "1"],
-        &["--cow-workers", "100"],
-        &["--timeout", "0"],
-    ] {
-        lab().args(["run", "footprint"]).args(args).assert().code(2);
-    }
+    common::bad_flags_exit_2(
+        "footprint",
+        &[
+            &["--workers", "0"],
+            &["--touch", "1"],
+            &["--cow-workers", "100"],
+            &["--timeout", "0"],
+        ],
+    );
 }

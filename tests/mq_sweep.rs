@@ -3,7 +3,10 @@
 
 mod common;
 
+use mq::Stats;
+use mq::load::LoadReport;
 use serde_json::Value;
+use serial_test::serial;
 
 #[test]
 fn tiny_sweep_writes_parsable_results() {
@@ -29,14 +32,21 @@ fn tiny_sweep_writes_parsable_results() {
     assert_eq!(modes, [("threads", 1), ("threads", 3), ("event-loop", 0)]);
     for r in rows {
         assert!(r["messages_per_s"]["median"].as_f64().unwrap() > 0.0, "{r}");
+        // Each run holds what the two programs printed, as their own types.
         let run = &r["runs"][0];
-        let sent = run["load"]["sent"].as_u64().unwrap();
-        assert!(sent > 0);
-        assert_eq!(run["load"]["received"], sent);
-        assert_eq!(run["load"]["lost"], 0);
-        assert_eq!(run["broker"]["messages_out"], sent);
+        let load: LoadReport = serde_json::from_value(run["load"].clone()).unwrap();
+        let broker: Stats = serde_json::from_value(run["broker"].clone()).unwrap();
+        assert!(load.sent > 0);
+        assert_eq!((load.received, load.lost), (load.sent, 0));
+        assert_eq!(
+            (broker.messages_in, broker.messages_out),
+            (load.sent, load.sent)
+        );
+        // The share is switches x 2 µs over the broker's CPU time.
+        let switches = broker.voluntary_switches + broker.involuntary_switches;
+        let want = 100.0 * switches as f64 * 2e-6 / (broker.user_s + broker.sys_s);
         let share = r["switch_share_pct"]["median"].as_f64().unwrap();
-        assert!(share.is_finite() && share >= 0.0);
+        assert!((share - want).abs() <= 1e-9 * want.max(1.0), "{share} vs {want}");
     }
     // acceptor + 3 pools of 3
     assert_eq!(rows[1]["runs"][0]["broker"]["threads_joined"], 10);
@@ -66,16 +76,71 @@ fn tiny_sweep_writes_parsable_results() {
     }
 }
 
+/// A real ctx-switch results file, from a tiny `lab run ctx-switch`, gives
+/// mq-sweep its cost of one switch: threads on one CPU, net of the pipe.
+#[test]
+#[serial(fork)]
+fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = dir.path().join("ctx-switch");
+    let out = common::lab()
+        .args(["run", "ctx-switch", "--rounds", "1", "-n", "500", "--no-perf"])
+        .args(["--pins", "same", "--modes", "threads", "--out"])
+        .arg(&ctx)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results = ctx.join("ctx-switch.json");
+    let ctx_doc: Value =
+        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
+    let cell = &ctx_doc["cells"][0];
+    let (net, raw) =
+        (cell["net_us_per_switch"].as_f64(), cell["us_per_switch"].as_f64());
+    let (want, key) = match net {
+        Some(net) if net > 0.0 => (net, "net_us_per_switch"),
+        _ => (raw.unwrap(), "us_per_switch"),
+    };
+    let sweep = dir.path().join("mq-sweep");
+    let out = common::lab()
+        .args(["run", "mq-sweep", "--threads", "1", "--rounds", "1"])
+        .args(["--duration", "0.2", "--senders", "2", "--receivers", "2"])
+        .args(["--queues", "1", "--size", "64", "--no-event-loop", "--json"])
+        .arg("--switch-cost-from")
+        .arg(&results)
+        .arg("--out")
+        .arg(&sweep)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["switch_cost"]["us"].as_f64(), Some(want));
+    assert_eq!(
+        doc["switch_cost"]["source"],
+        format!("from the ctx-switch results (threads, pin same, {key})")
+    );
+    // A file that is not ctx-switch results is an error, not a zero.
+    let out = common::lab()
+        .args(["run", "mq-sweep", "--threads", "1", "--switch-cost-from"])
+        .arg(sweep.join("mq-sweep.json"))
+        .arg("--out")
+        .arg(dir.path().join("never"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no cost of one switch in it"), "{stderr}");
+}
+
 #[test]
 fn bad_sweep_flags_exit_2() {
-    for args in [
-        &["--threads", "0"][..],
-        &["--threads", "x"],
-        &["--duration", "0"],
-        &["--receivers", "2", "--queues", "4"],
-    ] {
-        let out =
-            common::lab().args(["run", "mq-sweep"]).args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-    }
+    common::bad_flags_exit_2(
+        "mq-sweep",
+        &[
+            &["--threads", "0"],
+            &["--threads", "x"],
+            &["--duration", "0"],
+            &["--receivers", "2", "--queues", "4"],
+            &["--switch-cost-us", "2", "--switch-cost-from", "x.json"],
+        ],
+    );
 }

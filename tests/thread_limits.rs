@@ -3,27 +3,17 @@
 
 mod common;
 
-use common::{lab, run_json};
+use common::run_json;
 use serial_test::serial;
 
 #[test]
 #[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "--rounds",
-        "2",
-        "--as",
-        "512M",
-        "--stacks",
-        "8M,1M",
-        "--max",
-        "200",
-        "--threads",
-        "100",
-        "--nproc",
-        "16",
-    ];
+    let args: Vec<&str> =
+        "--rounds 2 --as 512M --stacks 8M,1M --max 200 --threads 100 --nproc 16"
+            .split(' ')
+            .collect();
     let saved = run_json("thread-limits", &args, dir.path());
     assert_eq!(saved["experiment"], "thread-limits");
     assert_eq!(saved["max"], 200);
@@ -73,13 +63,14 @@ fn a_tiny_run_writes_parseable_results() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["--as", "1K"][..],
-        &["--stacks", "8X"],
-        &["--max", "0"],
-        &["--nproc", "1"],
-        &["--bogus"],
-    ] {
-        lab().args(["run", "thread-limits"]).args(args).assert().code(2);
-    }
+    common::bad_flags_exit_2(
+        "thread-limits",
+        &[
+            &["--as", "1K"],
+            &["--stacks", "8X"],
+            &["--max", "0"],
+            &["--nproc", "1"],
+            &["--bogus"],
+        ],
+    );
 }

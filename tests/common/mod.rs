@@ -79,3 +79,16 @@ pub fn c_program(source: &str, name: &str) -> Option<PathBuf> {
     );
     Some(built.unwrap_or_else(|e| panic!("{e}")))
 }
+
+/// `lab run EXPERIMENT ARGS` for each of `cases`: a usage error, exit 2,
+/// one line on stderr and nothing on stdout.
+pub fn bad_flags_exit_2(experiment: &str, cases: &[&[&str]]) {
+    for args in cases {
+        let out = lab().args(["run", experiment]).args(*args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("lab"), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

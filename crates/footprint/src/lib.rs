@@ -39,13 +39,15 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::time::Instant;
 
-use labkit::error::{Error, Result, describe_errno};
+use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
 
@@ -153,9 +155,9 @@ struct Shared {
 /// for the gate to close. Only write(2), read(2) and stores: a forked child
 /// may run it.
 fn worker(s: &Shared) -> i32 {
-    // SAFETY: the values stored do not matter, only the page faults, so
-    // workers storing into the same pages at once is harmless.
-    unsafe { s.buffer.write_pages(2) };
+    // Atomic stores: threads writing the same pages at once do not race.
+    // What counts is the page faults (a copy for each forked child).
+    s.buffer.write_pages(2);
     let byte = 1u8;
     // SAFETY: a valid one-byte buffer and an open fd.
     if unsafe { libc::write(s.done.as_raw_fd(), (&raw const byte).cast(), 1) } != 1 {
@@ -266,6 +268,18 @@ fn await_reports(
     Ok(())
 }
 
+/// "was killed by SIGKILL", "exited with status 3", for a reaped worker.
+fn exit_status(status: std::process::ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => match Signal::try_from(sig) {
+            Ok(sig) => format!("was killed by {sig}"),
+            Err(_) => format!("was killed by signal {sig}"),
+        },
+        _ => format!("ended with {status}"),
+    }
+}
+
 /// "killed by SIGKILL", "exited with status 3".
 fn ended(status: WaitStatus) -> String {
     match status {
@@ -292,6 +306,22 @@ fn dead_worker(children: &[Pid]) -> Option<String> {
 
 type Measured = Result<(Snapshot, f64)>;
 
+/// Call `make` up to `n` times, until it fails or a signal came: what it
+/// made, and the error that stopped it, if any.
+fn create<T>(
+    n: u32,
+    mut make: impl FnMut() -> Result<T, Errno>,
+) -> (Vec<T>, Option<Errno>) {
+    let mut made = Vec::with_capacity(n as usize);
+    while made.len() < n as usize && labkit::relay::pending().is_none() {
+        match make() {
+            Ok(one) => made.push(one),
+            Err(e) => return (made, Some(e)),
+        }
+    }
+    (made, None)
+}
+
 fn threads(
     shared: &Shared,
     n: u32,
@@ -301,21 +331,8 @@ fn threads(
 ) -> Measured {
     let attr = Attr::default_stack();
     let job = Start { run: worker, data: shared };
-    let mut ids = Vec::with_capacity(n as usize);
-    let mut failed = None;
-    for _ in 0..n {
-        if labkit::relay::pending().is_some() {
-            break;
-        }
-        // SAFETY: `job` and `shared` outlive the threads, joined below.
-        match unsafe { pthread::spawn(&attr, &job) } {
-            Ok(id) => ids.push(id),
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        }
-    }
+    // SAFETY: `job` and `shared` outlive the threads, joined below.
+    let (ids, failed) = create(n, || unsafe { pthread::spawn(&attr, &job) });
     let created = ids.len() as u32;
     let measured = match failed {
         None => await_reports(reports, n, || None).map(|()| {
@@ -328,7 +345,7 @@ fn threads(
         ))),
     };
     drop(opener);
-    let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0)).count();
+    let bad = ids.into_iter().map(pthread::join).filter(|r| *r != Ok(0)).count();
     if let Some(sig) = labkit::relay::pending() {
         let done = format!("released and joined the {created} threads");
         return Err(labkit::relay::interrupted(sig, &done));
@@ -346,33 +363,25 @@ fn procs(
     reports: &OwnedFd,
     start: Instant,
 ) -> Measured {
-    let mut children: Vec<Pid> = Vec::with_capacity(n as usize);
-    let mut failed = None;
-    for _ in 0..n {
-        if labkit::relay::pending().is_some() {
-            break;
-        }
+    let (children, failed) = create(n, || {
         // SAFETY: this process has one thread; the child asks for its death
         // signal (relay::in_child: prctl, getppid), closes its copies
         // of the write ends it must not hold, runs `worker` (write, read,
         // stores) and leaves with _exit: all async-signal-safe.
-        match unsafe { fork() } {
-            Ok(ForkResult::Child) => unsafe {
+        match unsafe { fork() }? {
+            // SAFETY: as above: async-signal-safe calls only, then _exit.
+            ForkResult::Child => unsafe {
                 labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
                 libc::close(reports.as_raw_fd());
                 libc::_exit(worker(shared))
             },
-            Ok(ForkResult::Parent { child }) => {
+            ForkResult::Parent { child } => {
                 labkit::relay::add(child.as_raw());
-                children.push(child);
-            }
-            Err(e) => {
-                failed = Some(e);
-                break;
+                Ok(child)
             }
         }
-    }
+    });
     let created = children.len();
     let measured = match failed {
         None => await_reports(reports, n, || dead_worker(&children)).map(|()| {
@@ -387,23 +396,14 @@ fn procs(
     drop(opener); // every worker's read() now returns 0: they end
     let mut bad = Vec::new();
     for (i, &pid) in children.iter().enumerate() {
-        loop {
-            match waitpid(pid, None) {
-                Ok(WaitStatus::Exited(_, 0)) => break,
-                Err(Errno::EINTR) => labkit::relay::pass_on(),
-                Ok(status) => {
-                    bad.push(format!(
-                        "worker {} (pid {pid}) {}",
-                        i + 1,
-                        ended(status)
-                    ));
-                    break;
-                }
-                Err(e) => {
-                    bad.push(format!("waitpid({pid}): {}", describe_errno(e)));
-                    break;
-                }
+        let worker = || format!("worker {} (pid {pid})", i + 1);
+        match labkit::children::wait4(pid.as_raw(), 0) {
+            Ok(Some((status, _))) if status.code() == Some(0) => {}
+            Ok(Some((status, _))) => {
+                bad.push(format!("{} {}", worker(), exit_status(status)));
             }
+            Ok(None) => bad.push(format!("{}: wait4 gave no status", worker())),
+            Err(e) => bad.push(format!("wait4({pid}): {}", describe_io(&e))),
         }
         labkit::relay::reaped(i);
     }

@@ -2,10 +2,11 @@
 //! threads share, bad flags exit 2.
 
 use assert_cmd::Command;
-use serde_json::Value;
+use footprint::{Footprint, Kind, Snapshot};
 use serial_test::serial;
 
-fn footprint(args: &[&str]) -> Value {
+/// `footprint ARGS --json`: its report, as its own type.
+fn footprint(args: &[&str]) -> Footprint {
     let out = Command::cargo_bin("footprint")
         .unwrap()
         .args(args)
@@ -13,24 +14,25 @@ fn footprint(args: &[&str]) -> Value {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    labkit::testing::json(&out.stdout)
 }
 
-fn delta(v: &Value, field: &str) -> i64 {
-    v["during"][field].as_i64().unwrap() - v["before"][field].as_i64().unwrap()
+/// `during - before` of one figure, all workers together, KiB.
+fn delta(v: &Footprint, field: fn(&Snapshot) -> u64) -> i64 {
+    field(&v.during) as i64 - field(&v.before) as i64
 }
 
 #[test]
 #[serial(fork)]
 fn idle_threads_reserve_stacks_and_use_little() {
     let v = footprint(&["--kind", "threads", "--workers", "6"]);
-    assert_eq!(v["workers"], 6);
-    assert_eq!(v["kind"], "threads");
-    // Each thread reserves a whole stack (at least 16 KiB) but touches only
-    // a few pages of it.
-    assert!(delta(&v, "vm_size_kib") >= 6 * 16, "{v}");
-    let pss = delta(&v, "pss_anon_kib");
-    assert!(pss > 0 && pss < 6 * 1024, "{v}");
+    assert_eq!((v.workers, v.kind), (6, Kind::Threads));
+    // Each thread reserves a whole stack (glibc's default: this process's
+    // RLIMIT_STACK, which footprint inherits) but touches only a few pages.
+    let stack_kib = labkit::limits::pthread_default_stack() as i64 / 1024;
+    assert!(delta(&v, |s| s.vm_size_kib) >= 6 * stack_kib, "{v:?}");
+    let pss = delta(&v, |s| s.pss_anon_kib);
+    assert!(pss > 0 && pss < 6 * 1024, "{v:?}");
 }
 
 #[test]
@@ -38,10 +40,10 @@ fn idle_threads_reserve_stacks_and_use_little() {
 fn written_pages_are_copied_for_processes_only() {
     // 1 MiB filled by the parent, then written by every worker.
     let procs = footprint(&["--kind", "procs", "--workers", "4", "--touch", "1M"]);
-    assert!(delta(&procs, "pss_anon_kib") >= 4 * 1000, "{procs}");
+    assert!(delta(&procs, |s| s.pss_anon_kib) >= 4 * 1000, "{procs:?}");
     let threads =
         footprint(&["--kind", "threads", "--workers", "4", "--touch", "1M"]);
-    assert!(delta(&threads, "pss_anon_kib") < 1000, "{threads}");
+    assert!(delta(&threads, |s| s.pss_anon_kib) < 1000, "{threads:?}");
 }
 
 #[test]

@@ -11,8 +11,14 @@ const GLIBC_UNLIMITED_STACK: u64 = 2 << 20;
 /// it). Rust's `std::thread` uses 2 MiB instead, so a program that wants
 /// `ulimit -s 1024` to mean what it meant in the articles asks for this.
 pub fn pthread_default_stack() -> u64 {
-    match getrlimit(Resource::RLIMIT_STACK) {
-        Ok((soft, _)) if soft != libc::RLIM_INFINITY => soft,
+    stack_for(getrlimit(Resource::RLIMIT_STACK).ok().map(|(soft, _)| soft))
+}
+
+/// glibc's rule: the soft limit, or 2 MiB when it is unlimited (or
+/// unknown).
+fn stack_for(soft: Option<u64>) -> u64 {
+    match soft {
+        Some(soft) if soft != libc::RLIM_INFINITY => soft,
         _ => GLIBC_UNLIMITED_STACK,
     }
 }
@@ -127,7 +133,29 @@ mod tests {
 
     #[test]
     fn default_stack_follows_rlimit() {
-        let stack = pthread_default_stack();
-        assert!(stack >= 16 << 10, "{stack}");
+        let (soft, _) = getrlimit(Resource::RLIMIT_STACK).unwrap();
+        let want = if soft == libc::RLIM_INFINITY { 2 << 20 } else { soft };
+        assert_eq!(pthread_default_stack(), want);
+        assert_eq!(stack_for(Some(1 << 20)), 1 << 20);
+        assert_eq!(stack_for(Some(libc::RLIM_INFINITY)), 2 << 20);
+        assert_eq!(stack_for(None), 2 << 20);
+    }
+
+    #[test]
+    fn default_stack_is_what_glibc_gives_a_thread() {
+        unsafe extern "C" {
+            // glibc 2.18 and later.
+            fn pthread_getattr_default_np(attr: *mut libc::pthread_attr_t) -> i32;
+        }
+        // SAFETY: pthread_attr_t is plain data that the call fills in.
+        let mut attr: libc::pthread_attr_t = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to our attr.
+        assert_eq!(unsafe { pthread_getattr_default_np(&mut attr) }, 0);
+        let mut size = 0usize;
+        // SAFETY: attr was filled in above; a valid pointer to `size`.
+        assert_eq!(unsafe { libc::pthread_attr_getstacksize(&attr, &mut size) }, 0);
+        // SAFETY: initialised above, destroyed once.
+        unsafe { libc::pthread_attr_destroy(&mut attr) };
+        assert_eq!(pthread_default_stack(), size as u64);
     }
 }

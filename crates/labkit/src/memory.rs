@@ -4,6 +4,7 @@
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use nix::errno::Errno;
 
@@ -21,9 +22,12 @@ pub struct Touched {
     len: usize,
 }
 
-// SAFETY: the mapping is plain memory owned by this value; callers that
-// share it across threads only store bytes into it (see their own notes).
+// SAFETY: the mapping is plain memory owned by this value, unmapped only
+// when it is dropped; the only access through `&Touched` is
+// [`Touched::write_pages`], whose stores are atomic, so threads sharing it
+// never race.
 unsafe impl Send for Touched {}
+// SAFETY: as for Send.
 unsafe impl Sync for Touched {}
 
 impl Touched {
@@ -53,8 +57,7 @@ impl Touched {
         // SAFETY: advice on our own mapping; failure only leaves THP as is.
         unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
         let touched = Touched { addr: addr.cast(), len };
-        // SAFETY: the mapping is writable and exactly `len` bytes long.
-        unsafe { touched.write_pages(1) };
+        touched.write_pages(1);
         Ok(touched)
     }
 
@@ -66,16 +69,19 @@ impl Touched {
         self.len == 0
     }
 
-    /// Store `value` in the first byte of every page (a volatile store, so
-    /// the page fault happens). Async-signal-safe: a forked child may call it.
-    ///
-    /// # Safety
-    /// Other threads may store into the same pages at the same time only
-    /// because nobody reads the values; callers must not rely on them.
-    pub unsafe fn write_pages(&self, value: u8) {
+    /// Store `value` in the first byte of every page, so that each page is
+    /// faulted in (or, after `fork`, copied). The stores are atomic
+    /// (relaxed): several threads may write the same pages at once without
+    /// a data race. Async-signal-safe (plain stores): a forked child may
+    /// call it.
+    pub fn write_pages(&self, value: u8) {
         for off in (0..self.len).step_by(PAGE) {
-            // SAFETY: `off` < len, inside the writable mapping.
-            unsafe { self.addr.add(off).write_volatile(value) };
+            // SAFETY: `off` < len, so the byte is inside the writable
+            // mapping, which lives as long as `self`; every access to it
+            // is through an AtomicU8 (here), and u8 has AtomicU8's size
+            // and alignment.
+            let byte = unsafe { AtomicU8::from_ptr(self.addr.add(off)) };
+            byte.store(value, Ordering::Relaxed);
         }
     }
 }
@@ -107,6 +113,8 @@ pub struct PageAligned {
 
 // SAFETY: it owns its bytes, like a Box<[u8]>.
 unsafe impl Send for PageAligned {}
+// SAFETY: as Box<[u8]>: `&PageAligned` only reads them (Deref), and
+// writing needs `&mut`.
 unsafe impl Sync for PageAligned {}
 
 impl PageAligned {

@@ -68,6 +68,20 @@ extern "C" fn trampoline<T: Sync>(arg: *mut c_void) -> *mut c_void {
     (start.run)(start.data) as isize as *mut c_void
 }
 
+/// A started thread, until it is joined. Not `Copy` or `Clone`: [`join`]
+/// takes it by value, so safe code cannot join one thread twice (undefined
+/// behaviour in glibc) or join a thread that was never started.
+#[must_use = "a thread must be joined before what it borrows goes away"]
+#[derive(Debug)]
+pub struct Thread(libc::pthread_t);
+
+impl Thread {
+    /// `pthread_join`: wait for the thread and return its result.
+    pub fn join(self) -> Result<i32, Errno> {
+        join(self)
+    }
+}
+
 /// `pthread_create(&id, attr, run, data)`.
 ///
 /// # Safety
@@ -77,21 +91,24 @@ extern "C" fn trampoline<T: Sync>(arg: *mut c_void) -> *mut c_void {
 pub unsafe fn spawn<T: Sync>(
     attr: &Attr,
     start: &Start<'_, T>,
-) -> Result<libc::pthread_t, Errno> {
+) -> Result<Thread, Errno> {
     let mut id: libc::pthread_t = 0;
     let arg = start as *const Start<'_, T> as *mut c_void;
     // SAFETY: valid pointers; the contract above keeps `arg` alive.
     let rc = unsafe {
         libc::pthread_create(&mut id, attr.as_ptr(), trampoline::<T>, arg)
     };
-    if rc == 0 { Ok(id) } else { Err(Errno::from_raw(rc)) }
+    if rc == 0 { Ok(Thread(id)) } else { Err(Errno::from_raw(rc)) }
 }
 
-/// `pthread_join(id)`: wait for the thread and return its result.
-pub fn join(id: libc::pthread_t) -> Result<i32, Errno> {
+/// `pthread_join(thread)`: wait for the thread and return its result. The
+/// handle is consumed, so each thread is joined at most once.
+pub fn join(thread: Thread) -> Result<i32, Errno> {
     let mut ret: *mut c_void = std::ptr::null_mut();
-    // SAFETY: `id` came from `spawn` and is joined once (it is moved in).
-    let rc = unsafe { libc::pthread_join(id, &mut ret) };
+    // SAFETY: `thread.0` came from a successful pthread_create in `spawn`;
+    // `Thread` is neither Copy nor Clone and is moved in here, so this is
+    // the only join of that thread, and it was never detached.
+    let rc = unsafe { libc::pthread_join(thread.0, &mut ret) };
     if rc == 0 { Ok(ret as isize as i32) } else { Err(Errno::from_raw(rc)) }
 }
 
@@ -100,6 +117,7 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
 
+    /// Each thread returns the count it found: 0, 1, 2, ... once each.
     fn bump(n: &AtomicU32) -> i32 {
         n.fetch_add(1, Ordering::SeqCst) as i32
     }
@@ -108,14 +126,18 @@ mod tests {
     fn threads_run_and_return_their_results() {
         let count = AtomicU32::new(0);
         let start = Start { run: bump, data: &count };
-        for attr in [Attr::default_stack(), Attr::stack_size(64 << 10).unwrap()] {
+        let attrs = [Attr::default_stack(), Attr::stack_size(64 << 10).unwrap()];
+        for (round, attr) in attrs.iter().enumerate() {
             // SAFETY: `start` outlives the threads, which are joined here.
-            let ids: Vec<_> =
-                (0..4).map(|_| unsafe { spawn(&attr, &start) }.unwrap()).collect();
+            let threads: Vec<Thread> =
+                (0..4).map(|_| unsafe { spawn(attr, &start) }.unwrap()).collect();
+            let first = 4 * round as i32;
             let mut results: Vec<i32> =
-                ids.into_iter().map(|id| join(id).unwrap()).collect();
+                threads.into_iter().map(|t| t.join().unwrap()).collect();
             results.sort();
-            assert_eq!(results.len(), 4);
+            // Every thread ran once and its own return value came back.
+            let want: Vec<i32> = (first..first + 4).collect();
+            assert_eq!(results, want);
         }
         assert_eq!(count.load(Ordering::SeqCst), 8);
     }

@@ -138,13 +138,7 @@ pub fn run(
                             // EMFILE and friends: stop listening for a while
                             // rather than spin on a listener that stays
                             // readable; say so once in a while.
-                            no_fd.hit(|| {
-                                format!(
-                                    "accept: {}; retrying every {} ms",
-                                    describe_io(&e),
-                                    ACCEPT_BACKOFF.as_millis()
-                                )
-                            });
+                            no_fd.accept_failed(&e);
                             let _ = lp.epoll.delete(&listener);
                             listen_again = Some(Instant::now() + ACCEPT_BACKOFF);
                             break;

@@ -154,6 +154,18 @@ impl Throttle {
         Throttle { last: None, count: 0 }
     }
 
+    /// A failed `accept` (EMFILE and friends), after which the broker
+    /// waits [`ACCEPT_BACKOFF`] and tries again.
+    pub(crate) fn accept_failed(&mut self, e: &std::io::Error) {
+        self.hit(|| {
+            format!(
+                "accept: {}; retrying every {} ms",
+                labkit::error::describe_io(e),
+                ACCEPT_BACKOFF.as_millis()
+            )
+        });
+    }
+
     /// Count one failure; log `what` if the interval has passed.
     pub(crate) fn hit(&mut self, what: impl FnOnce() -> String) {
         self.count += 1;
@@ -175,7 +187,7 @@ impl Throttle {
 
 /// How long the broker waits before it tries `accept` again after running
 /// out of file descriptors (or memory).
-pub(crate) const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The broker's running totals.
 #[derive(Debug, Default)]

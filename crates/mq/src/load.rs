@@ -25,6 +25,57 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, HELLO_RECV, HELLO_SEND, LEN, Stamp};
 
+/// The shape of a load: senders, receivers, queues and message size.
+/// These are `load`'s flags, and `lab run mq-sweep` passes them on.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Shape {
+    /// Sender threads, each with its own connection
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub senders: u32,
+
+    /// Receiver threads, each with its own connection (at least --queues)
+    #[arg(long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub receivers: u32,
+
+    /// Queues; sender i publishes to and receiver i takes from queue i mod Q
+    #[arg(long, default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub queues: u16,
+
+    /// Bytes of data per message: at least 20 (sender, sequence, send
+    /// time), at most 1M - 3 (a frame within the broker's default --max-frame)
+    #[arg(long, value_name = "BYTES", default_value = "1024",
+          value_parser = labkit::limits::size_in(20, (1 << 20) - 3))]
+    pub size: u64,
+}
+
+impl Shape {
+    /// Every queue needs a receiver: a usage error otherwise.
+    pub fn check(&self) -> Result<()> {
+        if self.receivers < u32::from(self.queues) {
+            return Err(Error::usage(format!(
+                "--receivers {} leaves queues without a receiver; give at least \
+                 --queues ({})",
+                self.receivers, self.queues
+            )));
+        }
+        Ok(())
+    }
+
+    /// The same flags, for `load`'s command line.
+    pub fn args(&self) -> Vec<String> {
+        let flags = [
+            ("--senders", self.senders.to_string()),
+            ("--receivers", self.receivers.to_string()),
+            ("--queues", self.queues.to_string()),
+            ("--size", self.size.to_string()),
+        ];
+        flags.into_iter().flat_map(|(f, v)| [f.to_string(), v]).collect()
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     pub addr: SocketAddr,

@@ -24,17 +24,19 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
 use std::time::Instant;
 
 use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
-use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// How threads are made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Api {
     /// `pthread_create`, as the article's C did
@@ -45,10 +47,10 @@ pub enum Api {
 }
 
 /// What one count found.
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Count {
     /// `threads` or `forks`.
-    pub kind: &'static str,
+    pub kind: String,
     pub api: Option<Api>,
     /// Stack asked for, in bytes; `None` for glibc's default (the soft
     /// `RLIMIT_STACK`).
@@ -71,12 +73,12 @@ pub struct Count {
 impl Count {
     /// One line for people.
     pub fn summary(&self) -> String {
-        let what = match (self.kind, self.api) {
+        let what = match (self.kind.as_str(), self.api) {
             ("threads", Some(Api::Std)) => "threads (std::thread)",
             ("threads", _) => "threads (pthread_create)",
             _ => "processes (fork)",
         };
-        let stack = match (self.kind, self.stack_size) {
+        let stack = match (self.kind.as_str(), self.stack_size) {
             ("threads", Some(s)) => {
                 format!(" with {} stacks", labkit::limits::format_size(s))
             }
@@ -172,7 +174,7 @@ pub fn threads(api: Api, stack: Option<u64>, max: u32) -> Result<Count> {
             }
             let (created, peak) = (ids.len() as u32, vm_peak_kib());
             drop(opener); // every read() now returns 0: the threads end
-            let bad = ids.into_iter().filter(|&id| pthread::join(id) != Ok(0));
+            let bad = ids.into_iter().map(pthread::join).filter(|r| *r != Ok(0));
             (created, peak, bad.count() as u32, error)
         }
         // ANCHOR_END: pthread
@@ -205,7 +207,7 @@ pub fn threads(api: Api, stack: Option<u64>, max: u32) -> Result<Count> {
         }
     };
     Ok(Count {
-        kind: "threads",
+        kind: "threads".into(),
         api: Some(api),
         stack_size: stack,
         max,
@@ -233,6 +235,7 @@ pub fn forks(max: u32) -> Result<Count> {
         // end, blocks in read(2) and leaves with _exit(2), all
         // async-signal-safe.
         match unsafe { fork() } {
+            // SAFETY: as above: async-signal-safe calls only, then _exit.
             Ok(ForkResult::Child) => unsafe {
                 labkit::relay::in_child();
                 libc::close(opener.as_raw_fd());
@@ -253,20 +256,12 @@ pub fn forks(max: u32) -> Result<Count> {
     drop(opener);
     let mut bad_exits = 0;
     for (i, pid) in children.iter().enumerate() {
-        loop {
-            match waitpid(*pid, None) {
-                Ok(WaitStatus::Exited(_, 0)) => break,
-                Err(Errno::EINTR) => labkit::relay::pass_on(),
-                Ok(WaitStatus::Signaled(..))
-                    if labkit::relay::pending().is_some() =>
-                {
-                    break;
-                }
-                _ => {
-                    bad_exits += 1;
-                    break;
-                }
-            }
+        // A child killed by the signal relayed to it is not a bad exit.
+        let status = labkit::children::wait4(pid.as_raw(), 0).ok().flatten();
+        match status.map(|(s, _)| (s.code(), s.signal())) {
+            Some((Some(0), _)) => {}
+            Some((None, Some(_))) if labkit::relay::pending().is_some() => {}
+            _ => bad_exits += 1,
         }
         labkit::relay::reaped(i);
     }
@@ -280,7 +275,7 @@ pub fn forks(max: u32) -> Result<Count> {
         ));
     }
     Ok(Count {
-        kind: "forks",
+        kind: "forks".into(),
         api: None,
         stack_size: None,
         max,

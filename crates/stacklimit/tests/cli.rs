@@ -4,9 +4,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use labkit::limited::{Limits, Outcome, run};
-use serde_json::Value;
+use labkit::limited::{Limits, NOBODY, Outcome, run};
 use serial_test::serial;
+use stacklimit::Count;
 
 fn probe(args: &[&str], limits: Limits) -> Outcome {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacklimit"));
@@ -14,18 +14,19 @@ fn probe(args: &[&str], limits: Limits) -> Outcome {
     run(&mut cmd, limits, Duration::from_secs(60)).unwrap()
 }
 
-fn json(done: &Outcome) -> Value {
+/// The probe's report, as its own type.
+fn json(done: &Outcome) -> Count {
     assert_eq!(done.ended(), "exit 0", "{}", done.stderr);
-    serde_json::from_str(done.stdout.trim()).unwrap()
+    labkit::testing::json(done.stdout.as_bytes())
 }
 
 #[test]
 #[serial(fork)]
 fn threads_stop_at_the_cap_and_are_all_joined() {
     let v = json(&probe(&["threads", "--max", "50", "--json"], Limits::default()));
-    assert_eq!(v["created"], 50);
-    assert_eq!(v["stopped_by"], Value::Null);
-    assert_eq!(v["bad_exits"], 0);
+    assert_eq!(v.created, 50);
+    assert_eq!(v.stopped_by, None);
+    assert_eq!(v.bad_exits, 0);
 }
 
 #[test]
@@ -37,17 +38,17 @@ fn an_address_space_limit_stops_threads_near_space_over_stack() {
     for api in ["pthread", "std"] {
         let args = ["threads", "--api", api, "--stack-size", "8M", "--max", "1000"];
         let v = json(&probe(&[&args[..], &["--json"]].concat(), limits));
-        let created = v["created"].as_u64().unwrap();
+        let created = u64::from(v.created);
         assert!(created > 0 && created < 64, "{api}: {created}");
-        assert_eq!(v["stopped_by"], "EAGAIN", "{api}");
-        assert_eq!(v["bad_exits"], 0);
+        assert_eq!(v.stopped_by.as_deref(), Some("EAGAIN"), "{api}");
+        assert_eq!(v.bad_exits, 0);
     }
     // A smaller stack fits more, as `ulimit -s 1024` did in the article.
     let v = json(&probe(
         &["threads", "--stack-size", "1M", "--max", "1000", "--json"],
         limits,
     ));
-    assert!(v["created"].as_u64().unwrap() > 300, "{v}");
+    assert!(u64::from(v.created) > 300, "{v:?}");
 }
 
 #[test]
@@ -59,8 +60,8 @@ fn the_default_stack_follows_rlimit_stack() {
         ..Limits::default()
     };
     let v = json(&probe(&["threads", "--max", "2000", "--json"], limits));
-    assert!(v["created"].as_u64().unwrap() > 300, "{v}");
-    assert_eq!(v["stack_size"], Value::Null);
+    assert!(u64::from(v.created) > 300, "{v:?}");
+    assert_eq!(v.stack_size, None);
 }
 
 #[test]
@@ -68,25 +69,24 @@ fn the_default_stack_follows_rlimit_stack() {
 fn forks_are_not_bound_by_the_address_space_limit() {
     let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
     let v = json(&probe(&["forks", "--max", "40", "--json"], limits));
-    assert_eq!(v["created"], 40);
-    assert_eq!(v["bad_exits"], 0);
+    assert_eq!(v.created, 40);
+    assert_eq!(v.bad_exits, 0);
 }
 
 #[test]
 #[serial(fork)]
 fn nproc_limits_an_unprivileged_user() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        labkit::testing::skipped("needs root to run the probe as uid 65534");
-        return;
-    }
-    let limits = Limits { nproc: Some(12), user: Some(65534), ..Limits::default() };
+    labkit::require!(
+        labkit::testing::is_root(),
+        "needs root to run the probe as nobody"
+    );
+    let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
     let v = json(&probe(&["forks", "--max", "100", "--json"], limits));
-    let created = v["created"].as_u64().unwrap();
-    assert!(created < 12, "{v}");
-    assert_eq!(v["stopped_by"], "EAGAIN");
+    let created = u64::from(v.created);
+    assert!(created < 12, "{v:?}");
+    assert_eq!(v.stopped_by.as_deref(), Some("EAGAIN"));
     let v = json(&probe(&["threads", "--stack-size", "64K", "--json"], limits));
-    assert!(v["created"].as_u64().unwrap() < 12, "{v}");
+    assert!(u64::from(v.created) < 12, "{v:?}");
 }
 
 #[test]

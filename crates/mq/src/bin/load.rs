@@ -22,26 +22,8 @@ struct Cli {
     #[arg(long)]
     addr: SocketAddr,
 
-    /// Sender threads, each with its own connection
-    #[arg(long, default_value_t = 100,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    senders: u32,
-
-    /// Receiver threads, each with its own connection (at least --queues)
-    #[arg(long, default_value_t = 100,
-          value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    receivers: u32,
-
-    /// Queues; sender i publishes to and receiver i takes from queue i mod Q
-    #[arg(long, default_value_t = 4,
-          value_parser = clap::value_parser!(u16).range(1..))]
-    queues: u16,
-
-    /// Bytes of data per message: at least 20 (sender, sequence, send
-    /// time), at most 1M - 3 (a frame within the broker's default --max-frame)
-    #[arg(long, value_name = "BYTES", default_value = "1024",
-          value_parser = size_in(20, (1 << 20) - 3))]
-    size: u64,
+    #[command(flatten)]
+    shape: mq::load::Shape,
 
     /// Seconds of sending
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
@@ -96,19 +78,13 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run(cli: &Cli) -> labkit::Result<()> {
-    if cli.receivers < u32::from(cli.queues) {
-        return Err(Error::usage(format!(
-            "--receivers {} leaves queues without a receiver; give at least \
-             --queues ({})",
-            cli.receivers, cli.queues
-        )));
-    }
+    cli.shape.check()?;
     let cfg = mq::load::LoadConfig {
         addr: cli.addr,
-        senders: cli.senders,
-        receivers: cli.receivers,
-        queues: cli.queues,
-        size: cli.size as usize,
+        senders: cli.shape.senders,
+        receivers: cli.shape.receivers,
+        queues: cli.shape.queues,
+        size: cli.shape.size as usize,
         duration: Duration::from_secs_f64(cli.duration),
         batch: cli.batch as usize,
         rate: cli.rate,
@@ -116,14 +92,7 @@ fn run(cli: &Cli) -> labkit::Result<()> {
         socket_buffer: cli.socket_buffer as usize,
     };
     let report = mq::load::run(&cfg)?;
-    let text = if cli.json {
-        let json = serde_json::to_string_pretty(&report)
-            .map_err(|e| Error::failed(format!("cannot encode the report: {e}")))?;
-        format!("{json}\n")
-    } else {
-        report.human()
-    };
-    labkit::error::print(&text)?;
+    labkit::cli::emit(cli.json, &report, mq::load::LoadReport::human)?;
     if let Some(e) = &report.error {
         return Err(Error::failed(e.clone()));
     }

@@ -1,0 +1,171 @@
+//! The probes: `stacklimit threads|forks --json` (read as the program's
+//! own `stacklimit::Count`) and the article's `thread`, each in a limited
+//! child with a deadline.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use labkit::limited::{Limits, NOBODY, Outcome};
+use labkit::limits::format_size;
+use labkit::{Error, Result};
+
+use super::{Args, Probe, ProcRow, ProgramRun};
+
+pub(super) fn limited(
+    cmd: &mut Command,
+    limits: Limits,
+    timeout: Duration,
+) -> Result<Outcome> {
+    // A backtrace cannot be printed without memory, and trying can hang;
+    // the probes' failures are described by their exit and last line.
+    cmd.env_remove("RUST_BACKTRACE");
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    labkit::limited::run(cmd, limits, timeout)
+        .map_err(|e| Error::io(format!("cannot run {program}"), e))
+}
+
+// ANCHOR: probe
+/// Run one `stacklimit ... --json` probe under `limits` and read its count.
+pub(super) fn count(
+    cmd: &mut Command,
+    limits: Limits,
+    timeout: Duration,
+) -> Result<Probe> {
+    let done = limited(cmd, limits, timeout)?;
+    let counted: Option<stacklimit::Count> = done
+        .status
+        .success()
+        .then(|| serde_json::from_str(done.stdout.trim()).ok())
+        .flatten();
+    Ok(Probe {
+        created: counted.as_ref().map(|c| c.created),
+        stopped_by: counted.as_ref().and_then(|c| c.stopped_by.clone()),
+        ended: done.ended(),
+        said: if counted.is_some() { String::new() } else { done.last_words() },
+        vm_peak_kib: counted.map(|c| c.vm_peak_kib),
+        wall_s: done.wall_s,
+    })
+}
+// ANCHOR_END: probe
+
+/// The article's `./thread` with N threads under the address-space limit.
+pub(super) fn run_thread(
+    thread: &Path,
+    n: u32,
+    setting: &'static str,
+    space: Limits,
+    timeout: Duration,
+) -> Result<ProgramRun> {
+    let dir = labkit::cleanup::tempdir("lab-thread-limits-")
+        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
+    let log: PathBuf = dir.path().join("logFile.log");
+    let mut cmd = Command::new(thread);
+    cmd.args(["--threads", &n.to_string(), "--count", "1000", "--log"]).arg(&log);
+    let mut limits = space;
+    match setting {
+        "--stack-size 1M" => {
+            cmd.args(["--stack-size", "1M"]);
+        }
+        "ulimit -s 1024" => limits.stack = Some(1 << 20),
+        _ => limits.stack = Some(8 << 20),
+    }
+    let done = limited(&mut cmd, limits, timeout)?;
+    let mut log_checked = false;
+    if done.status.success() {
+        let data = std::fs::read(&log).map_err(|e| Error::io(log.display(), e))?;
+        let text = labkit::lines::payload(None);
+        labkit::lines::check_log(&data, &text, u64::from(n), 1000).map_err(|e| {
+            Error::failed(format!("thread --threads {n} ({setting}): bad log: {e}"))
+        })?;
+        log_checked = true;
+    }
+    Ok(ProgramRun {
+        threads: n,
+        setting,
+        ended: done.ended(),
+        said: done.last_words(),
+        wall_s: done.wall_s,
+        log_checked,
+    })
+}
+
+/// Forks (and threads) under the same address-space limit, and as an
+/// unprivileged user under RLIMIT_NPROC.
+pub(super) fn process_rows(
+    stacklimit: &Path,
+    args: &Args,
+    max: u32,
+    timeout: Duration,
+) -> Result<Vec<ProcRow>> {
+    let forks = |limits: Limits| {
+        let mut cmd = Command::new(stacklimit);
+        cmd.args(["forks", "--json", "--max", &max.to_string()]);
+        count(&mut cmd, limits, timeout)
+    };
+    let threads = |limits: Limits| {
+        let mut cmd = Command::new(stacklimit);
+        cmd.args(["threads", "--json", "--stack-size", "64K", "--max"]);
+        count(cmd.arg(max.to_string()), limits, timeout)
+    };
+    let space =
+        Limits { address_space: Some(args.address_space), ..Limits::default() };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let mut rows = vec![ProcRow {
+        limit: format!("RLIMIT_AS = {}", format_size(args.address_space)),
+        user: if euid == 0 { "root".into() } else { format!("uid {euid}") },
+        predicted: None,
+        forks: forks(space)?,
+        threads: threads(space)?,
+    }];
+    if euid != 0 {
+        let skipped = Probe {
+            created: None,
+            stopped_by: None,
+            ended: "not run".into(),
+            said: "switching to another user needs root".into(),
+            vm_peak_kib: None,
+            wall_s: 0.0,
+        };
+        rows.push(ProcRow {
+            limit: format!("RLIMIT_NPROC = {}", args.nproc),
+            user: format!("uid {NOBODY} (skipped: needs root)"),
+            predicted: None,
+            forks: skipped.clone(),
+            threads: skipped,
+        });
+        return Ok(rows);
+    }
+    let nproc = Limits { nproc: Some(args.nproc), user: Some(NOBODY), ..space };
+    let before = tasks_of(NOBODY);
+    rows.push(ProcRow {
+        limit: format!("RLIMIT_NPROC = {}", args.nproc),
+        user: format!("uid {NOBODY} ({before} tasks already)"),
+        // The probe itself is one of the user's tasks.
+        predicted: Some(args.nproc.saturating_sub(before + 1)),
+        forks: forks(nproc)?,
+        threads: threads(nproc)?,
+    });
+    Ok(rows)
+}
+
+/// Tasks (threads of every process) that `uid` owns now: RLIMIT_NPROC
+/// counts them all.
+fn tasks_of(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    let mut tasks = 0;
+    for entry in dir.flatten() {
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+        };
+        let real = field("Uid:").and_then(|u| u.split_whitespace().next());
+        if real == Some(&uid.to_string()) {
+            tasks += field("Threads:").and_then(|t| t.parse().ok()).unwrap_or(1);
+        }
+    }
+    tasks
+}
