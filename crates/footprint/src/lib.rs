@@ -397,15 +397,14 @@ fn procs(
     let mut bad = Vec::new();
     for (i, &pid) in children.iter().enumerate() {
         let worker = || format!("worker {} (pid {pid})", i + 1);
-        match labkit::children::wait4(pid.as_raw(), 0) {
-            Ok(Some((status, _))) if status.code() == Some(0) => {}
-            Ok(Some((status, _))) => {
-                bad.push(format!("{} {}", worker(), exit_status(status)));
+        // Its relay slot is cleared before it is reaped (relay::reap).
+        match labkit::relay::reap(i, pid.as_raw()) {
+            Ok(status) if status.code() == Some(0) => {}
+            Ok(status) => bad.push(format!("{} {}", worker(), exit_status(status))),
+            Err(e) => {
+                bad.push(format!("wait for {}: {}", worker(), describe_io(&e)))
             }
-            Ok(None) => bad.push(format!("{}: wait4 gave no status", worker())),
-            Err(e) => bad.push(format!("wait4({pid}): {}", describe_io(&e))),
         }
-        labkit::relay::reaped(i);
     }
     if let Some(sig) = labkit::relay::pending() {
         return Err(labkit::relay::interrupted(

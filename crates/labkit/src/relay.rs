@@ -122,8 +122,8 @@ pub fn add(pid: i32) -> usize {
     i
 }
 
-/// The child in `slot` has been reaped: never signal its pid again.
-pub fn reaped(slot: usize) {
+/// Never signal the child in `slot` again: it is about to be reaped.
+fn reaped(slot: usize) {
     if let Some(s) = slots().get(slot) {
         s.store(0, Ordering::Release);
     }

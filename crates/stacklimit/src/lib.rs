@@ -257,13 +257,13 @@ pub fn forks(max: u32) -> Result<Count> {
     let mut bad_exits = 0;
     for (i, pid) in children.iter().enumerate() {
         // A child killed by the signal relayed to it is not a bad exit.
-        let status = labkit::children::wait4(pid.as_raw(), 0).ok().flatten();
-        match status.map(|(s, _)| (s.code(), s.signal())) {
+        // Its relay slot is cleared before it is reaped (relay::reap).
+        let status = labkit::relay::reap(i, pid.as_raw()).ok();
+        match status.map(|s| (s.code(), s.signal())) {
             Some((Some(0), _)) => {}
             Some((None, Some(_))) if labkit::relay::pending().is_some() => {}
             _ => bad_exits += 1,
         }
-        labkit::relay::reaped(i);
     }
     if let Some(sig) = labkit::relay::pending() {
         return Err(labkit::relay::interrupted(
