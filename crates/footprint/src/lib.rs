@@ -364,10 +364,11 @@ fn procs(
     start: Instant,
 ) -> Measured {
     let (children, failed) = create(n, || {
-        // SAFETY: this process has one thread; the child asks for its death
-        // signal (relay::in_child: prctl, getppid), closes its copies
-        // of the write ends it must not hold, runs `worker` (write, read,
-        // stores) and leaves with _exit: all async-signal-safe.
+        // SAFETY: the child asks for its death signal (relay::in_child:
+        // prctl, getppid), closes its copies of the write ends it must not
+        // hold, runs `worker` (write, read, atomic stores) and leaves with
+        // _exit: all async-signal-safe, no allocation, so it is sound even
+        // with a second thread in the parent (enough_stack's).
         match unsafe { fork() }? {
             // SAFETY: as above: async-signal-safe calls only, then _exit.
             ForkResult::Child => unsafe {

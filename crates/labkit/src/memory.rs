@@ -176,7 +176,8 @@ impl std::ops::DerefMut for PageAligned {
 impl Drop for PageAligned {
     fn drop(&mut self) {
         if self.len > 0 {
-            // SAFETY: allocated in `zeroed` with this very layout.
+            // SAFETY: `ptr` came from alloc_zeroed in `zeroed` or
+            // `try_zeroed`, both with Self::layout(len), rebuilt here.
             unsafe {
                 std::alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len))
             };

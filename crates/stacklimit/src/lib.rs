@@ -230,10 +230,11 @@ pub fn forks(max: u32) -> Result<Count> {
     labkit::relay::install(max as usize);
     // ANCHOR: forks
     while children.len() < max as usize && labkit::relay::pending().is_none() {
-        // SAFETY: this process has one thread; the child only asks for its
-        // death signal (prctl, getppid), closes its copy of the write
-        // end, blocks in read(2) and leaves with _exit(2), all
-        // async-signal-safe.
+        // SAFETY: the child only asks for its death signal (prctl,
+        // getppid), closes its copy of the write end, blocks in read(2)
+        // and leaves with _exit(2): all async-signal-safe, no allocation,
+        // so it is sound whatever other thread the parent has (the one
+        // enough_stack starts under a tiny RLIMIT_STACK).
         match unsafe { fork() } {
             // SAFETY: as above: async-signal-safe calls only, then _exit.
             Ok(ForkResult::Child) => unsafe {

@@ -50,8 +50,10 @@ pub(super) fn register(
     let conn =
         Conn { stream, peer, buf: Vec::new(), start: 0, sender: false, _slot: slot };
     lock(&shared.conns).insert(id, Arc::new(Mutex::new(conn)));
-    // SAFETY: the fd belongs to the connection just stored in the map, which
-    // is only removed after it is deleted from the epoll set.
+    // SAFETY: the borrow ends with epoll.add below; until then no reader
+    // can get an event for `id`, so none removes the connection, and
+    // shutdown takes the map only after joining this acceptor thread, so
+    // the connection and its fd stay open.
     let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
     shared.epoll.add(fd, EpollEvent::new(interest(), id)).map_err(|e| {
         lock(&shared.conns).remove(&id);
