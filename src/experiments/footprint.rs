@@ -22,12 +22,11 @@ use serde::Serialize;
 use super::Experiment;
 use crate::report::{Common, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "footprint",
-    about: "Memory of N idle threads vs N idle processes; copy-on-write (article 000)",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "footprint",
+    "Memory of N idle threads vs N idle processes; copy-on-write (article 000)",
+    main,
+);
 
 /// N idle threads vs N idle processes: PSS, RSS, kernel stacks, page
 /// tables and slab per worker; then the cost of writing to a buffer after

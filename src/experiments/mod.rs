@@ -27,6 +27,22 @@ pub struct Experiment {
     pub run: fn(Vec<OsString>) -> labkit::Result<()>,
 }
 
+impl Experiment {
+    /// An experiment that runs under `lab run all` as it runs alone.
+    pub const fn new(
+        name: &'static str,
+        about: &'static str,
+        run: fn(Vec<OsString>) -> labkit::Result<()>,
+    ) -> Self {
+        Experiment { name, about, all_args: &[], run }
+    }
+
+    /// The lighter options it takes under `lab run all`.
+    pub const fn under_all(self, all_args: &'static [&'static str]) -> Self {
+        Experiment { all_args, ..self }
+    }
+}
+
 /// Every experiment, in the book's order.
 pub const ALL: &[Experiment] = &[
     fork_vs_thread::EXPERIMENT,

@@ -24,12 +24,11 @@ use super::Experiment;
 use crate::report::{Common, Report};
 use run::{Ct, Loop};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "create-destroy",
-    about: "forkcreat vs pthreadcreat, the lecture's loop, creattime (000, 001, 003)",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "create-destroy",
+    "forkcreat vs pthreadcreat, the lecture's loop, creattime (000, 001, 003)",
+    main,
+);
 
 /// forkcreat vs pthreadcreat (article 000), the lecture's 2000-iteration
 /// loops (001) and creattime at 20/128/255 samples (003), each table beside

@@ -30,12 +30,11 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Report};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "ctx-switch",
-    about: "ctxswitch vs perf bench sched pipe: one context switch (issue 6)",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "ctx-switch",
+    "ctxswitch vs perf bench sched pipe: the cost of one context switch",
+    main,
+);
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,

@@ -20,12 +20,11 @@ use serde::Serialize;
 use super::Experiment;
 use crate::report::{Common, Report};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "fork-vs-thread",
-    about: "fork.c vs thread.c: N workers print COUNT lines each (article 000)",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "fork-vs-thread",
+    "fork.c vs thread.c: N workers print COUNT lines each (article 000)",
+    main,
+);
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.

@@ -27,12 +27,7 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "mq-sweep",
-    about: "message-queue broker: throughput and switching vs threads per pool (article 004)",
-    all_args: &["--rounds", "3"],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004)", main).under_all(&["--rounds", "3"]);
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.

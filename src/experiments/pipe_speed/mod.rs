@@ -40,12 +40,12 @@ mod vs_c;
 use run::{run_once, spawn};
 pub use vs_c::c_twin;
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "pipe-speed",
-    about: "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
-    all_args: &["--ladder-blocks", "64k,1M", "--ladder-mib", "16"],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "pipe-speed",
+    "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
+    main,
+)
+.under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"]);
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair

@@ -28,15 +28,15 @@ use run::{Ctx, full_phases, ports};
 use tables::{bars, charts, tables};
 use verdict::{cpu, headline, row, verdict};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "server-designs",
-    about: concat!(
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "server-designs",
+    concat!(
         "Stevens' server designs and today's: CPU per connection above an ",
         "iterative baseline (article 000, UNP ch. 30)"
     ),
-    all_args: &["--quick"],
-    run: main,
-};
+    main,
+)
+.under_all(&["--quick"]);
 
 /// Every design, in Stevens' row order, then today's; the first is the
 /// baseline. `epoll-herd` is the runner's own: `server --design

@@ -29,12 +29,11 @@ use spawn_methods::Method;
 use super::Experiment;
 use crate::report::{Common, Report};
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "spawn-methods",
-    about: "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "spawn-methods",
+    "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
+    main,
+);
 
 /// Address space the program may use beyond what it touches: its own
 /// code and libraries, thread stacks (8 MiB each, reserved), malloc's

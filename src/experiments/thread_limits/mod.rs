@@ -31,12 +31,11 @@ use tables::{
     chart, headline, overflow_table, process_table, program_table, stack_table,
 };
 
-pub const EXPERIMENT: Experiment = Experiment {
-    name: "thread-limits",
-    about: "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (article 000)",
-    all_args: &[],
-    run: main,
-};
+pub const EXPERIMENT: Experiment = Experiment::new(
+    "thread-limits",
+    "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (article 000)",
+    main,
+);
 
 /// How many threads fit in an address space of the article's 32-bit size,
 /// at several stack sizes; what the `thread` program does at 500, 800 and
