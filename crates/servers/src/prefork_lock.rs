@@ -43,10 +43,11 @@ pub fn run(
     crate::shutdown_fd(listener.as_raw_fd());
     kids.wind_down(cfg.proto.timeout);
     if let Lock::Mutex(m) = lock {
-        // SAFETY: every child is reaped, nobody holds or waits for the
-        // mutex; the mapping made in `shared_mutex` is removed once.
+        // SAFETY: every child is reaped, so no other process maps the
+        // mutex any more; it is not destroyed (a child killed while holding
+        // it leaves it locked, and destroying a locked mutex is undefined),
+        // only unmapped, once.
         unsafe {
-            libc::pthread_mutex_destroy(m);
             libc::munmap(m.cast(), std::mem::size_of::<libc::pthread_mutex_t>());
         }
     }
