@@ -33,6 +33,16 @@ pub fn run(
 ) -> Result<Outcome> {
     let select = cfg.design == Design::PreforkSelect;
     if select {
+        // An fd_set holds descriptors below FD_SETSIZE only.
+        let fd = listener.as_raw_fd();
+        if fd >= libc::FD_SETSIZE as i32 {
+            return Err(Error::failed(format!(
+                "prefork-select: the listener is descriptor {fd}, and select(2) \
+                 takes only descriptors below {}; start the server with fewer \
+                 descriptors open",
+                libc::FD_SETSIZE
+            )));
+        }
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::io("O_NONBLOCK on the listener", e))?;
@@ -74,10 +84,13 @@ pub(crate) fn listener_closed(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }
 
-/// Block in `select(2)` until the listener is readable.
+/// Block in `select(2)` until the listener is readable; `fd` is below
+/// FD_SETSIZE (checked in [`run`] before any child is forked).
 fn wait_in_select(fd: i32) {
-    // SAFETY: an fd_set on the stack, cleared and given one descriptor
-    // below FD_SETSIZE (a new process's listener is a small number).
+    // SAFETY: an fd_set on the stack, cleared and given one descriptor,
+    // the listener, which `run` checked is below FD_SETSIZE before
+    // forking, so FD_SET writes inside the set; select(2) only reads and
+    // writes that set.
     unsafe {
         let mut set: libc::fd_set = std::mem::zeroed();
         libc::FD_ZERO(&mut set);
