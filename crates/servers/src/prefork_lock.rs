@@ -36,7 +36,12 @@ pub fn run(
     };
     let mut kids = Children::default();
     for i in 0..cfg.pool {
-        kids.fork_or_stop(|| child(i, &listener, &lock, cfg, meters))?;
+        // SAFETY: `child` is async-signal-safe and allocates nothing: the
+        // lock is fcntl(F_SETLKW) or the process-shared mutex (futex calls
+        // on the shared mapping; no parent thread ever locks it, so no
+        // child inherits it held by a thread that is gone), then accept4
+        // and `serve`, as in prefork's `child`.
+        unsafe { kids.fork_or_stop(|| child(i, &listener, &lock, cfg, meters)) }?;
     }
     let stopped = crate::wait_for_stop();
     // Every child finishes its connection, then finds accept failing.

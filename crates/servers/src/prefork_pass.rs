@@ -40,7 +40,7 @@ pub fn run(
     for i in 0..cfg.pool {
         let (parent_end, child_end) =
             UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-        let started = kids.fork_or_stop(|| {
+        let body = || {
             // SAFETY: close(2) (async-signal-safe, no allocation) of the
             // child's copies of what only the parent uses: the listener,
             // the parent's end of this pair and of every earlier child's
@@ -55,8 +55,12 @@ pub fn run(
                 }
             }
             child(i, &child_end, cfg, meters)
-        });
-        started?;
+        };
+        // SAFETY: `body` is async-signal-safe and allocates nothing: close,
+        // then `child`: recvmsg into stack buffers, `serve` (setsockopt,
+        // recv, send, close, atomics in the shared meters, fixed error
+        // strings), and one write of a static byte.
+        unsafe { kids.fork_or_stop(body) }?;
         drop(child_end);
         members.push(Member { pipe: parent_end, busy: false, alive: true });
     }
