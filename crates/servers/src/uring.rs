@@ -363,3 +363,37 @@ fn close(conns: &mut HashMap<u64, Box<Conn>>, token: u64, m: MetersRef) {
         crate::account(m.get(), 0, &c.served);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring made disabled (`IORING_SETUP_R_DISABLED`) refuses
+    /// `io_uring_enter` with EBADFD, so the loop fails at its first wait
+    /// with its three requests queued: it must return that error (taking
+    /// the path that leaks its buffers) instead of spinning or crashing.
+    /// The queued requests never reach the kernel, so this cannot show a
+    /// completion landing in the leaked memory.
+    #[test]
+    fn a_failing_loop_returns_its_error() {
+        let ring = IoUring::builder().setup_r_disabled().build(8);
+        labkit::require!(ring.is_ok(), "io_uring refused: {:?}", ring.err());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stop = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC).unwrap();
+        let proto = Proto {
+            max_bytes: 100,
+            byte_reads: false,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let meters = MetersRef::new(Meters::new(1).unwrap());
+        let err = ring_loop(
+            ring.unwrap(),
+            listener.as_raw_fd(),
+            stop.as_raw_fd(),
+            &proto,
+            meters,
+        )
+        .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADFD), "{err}");
+    }
+}
