@@ -183,6 +183,11 @@ pub fn run(opts: &Options) -> Result<Report> {
             opts.count, opts.block
         )));
     };
+    // The reader (a forked child with --processes) must not panic: it
+    // takes stream offsets modulo the block length.
+    if opts.block == 0 {
+        return Err(Error::usage("a block needs at least one byte"));
+    }
     if opts.vmsplice && opts.transport == Transport::Socketpair {
         return Err(Error::usage(
             "vmsplice needs a pipe or a fifo, not a socket pair",
@@ -362,10 +367,10 @@ fn with_process(job: Job<'_>) -> Result<Outcome> {
     }
     .map_err(|errno| Error::failed(format!("mmap: {}", describe_errno(errno))))?;
     let shared = page.cast::<Shared>();
-    // SAFETY: this process has one thread here; the child only reads,
-    // compares memory, stores into the shared page, closes descriptors and
-    // leaves with _exit, all async-signal-safe, and allocates nothing
-    // (`buf` exists already).
+    // SAFETY: the child only closes descriptors, reads, compares memory,
+    // stores into the shared page and leaves with _exit, all
+    // async-signal-safe, and allocates nothing (`buf` exists already), so
+    // it is sound even if the parent has a second thread.
     let child = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(tx);
@@ -394,29 +399,35 @@ fn with_process(job: Job<'_>) -> Result<Outcome> {
     drop(rx);
     let written = write_blocks(tx, block, count, gift);
     let status = labkit::children::wait4(child.as_raw(), 0);
-    // SAFETY: the child has ended (or cannot be waited for, in which case
-    // the page is only read); nobody else writes it.
-    let report = unsafe { shared.as_ptr().read_volatile() };
-    // SAFETY: the mapping made above; `report` is a copy.
-    let _ = unsafe { munmap(page, len.get()) };
     let received = match status {
-        Ok(Some((status, _))) if status.success() && report.errno != 0 => {
-            Err(Error::failed(format!(
-                "reader process: read: {}",
-                describe_errno(Errno::from_raw(report.errno))
-            )))
+        Ok(Some((status, _))) if status.success() => {
+            // SAFETY: the child exited and was reaped, so nobody writes the
+            // page any more; it wrote the whole `Shared` before `_exit`,
+            // and the page is mapped and aligned.
+            let report = unsafe { shared.as_ptr().read_volatile() };
+            if report.errno != 0 {
+                Err(Error::failed(format!(
+                    "reader process: read: {}",
+                    describe_errno(Errno::from_raw(report.errno))
+                )))
+            } else {
+                Ok(Received {
+                    bytes: report.bytes,
+                    mismatch_at: (report.mismatch_at != u64::MAX)
+                        .then_some(report.mismatch_at),
+                })
+            }
         }
-        Ok(Some((status, _))) if status.success() => Ok(Received {
-            bytes: report.bytes,
-            mismatch_at: (report.mismatch_at != u64::MAX)
-                .then_some(report.mismatch_at),
-        }),
         Ok(Some((status, _))) => Err(Error::failed(format!(
             "the reader process ended unexpectedly: {status}"
         ))),
         Ok(None) => Err(Error::failed("wait4 found the reader process running")),
         Err(e) => Err(Error::io(format!("wait4({child})"), e)),
     };
+    // SAFETY: the mapping made above, unmapped once; the page was only read
+    // (into a copy) if the child had been reaped. A child that could not be
+    // reaped keeps its own mapping of the page.
+    let _ = unsafe { munmap(page, len.get()) };
     Ok((written, received))
 }
 
@@ -463,6 +474,22 @@ mod tests {
         drop(tx);
         let got = read_all(rx, &block, &mut buf, u64::MAX).unwrap();
         assert_eq!(got, Received { bytes: 100, mismatch_at: None });
+    }
+
+    #[test]
+    fn a_zero_byte_block_is_refused_before_any_reader_starts() {
+        for processes in [false, true] {
+            let err = run(&opts(0, Transport::Pipe, processes)).unwrap_err();
+            assert!(matches!(err.code, labkit::error::ExitCode::Usage), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_reader_process_moves_every_byte() {
+        for transport in [Transport::Pipe, Transport::Socketpair] {
+            let r = run(&opts(4097, transport, true)).unwrap();
+            assert_eq!(r.bytes, 7 * 4097);
+        }
     }
 
     #[test]

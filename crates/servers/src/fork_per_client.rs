@@ -64,13 +64,17 @@ fn serve_until_stopped(
             }
         };
         meters.accepted(0);
-        let forked = kids.fork(|| {
+        let body = || {
             // The child: close the listener, serve, exit.
             // SAFETY: close(2) of the child's copy of the listener, which
             // the child never uses again.
             unsafe { libc::close(listener.as_raw_fd()) };
             serve(&stream, cfg, meters, 0);
-        });
+        };
+        // SAFETY: `body` is async-signal-safe and allocates nothing: close,
+        // then `serve` (setsockopt, recv, send, close, atomics in the
+        // shared meters, `say`'s one write from a stack buffer).
+        let forked = unsafe { kids.fork(body) };
         drop(stream); // the parent's copy
         // ANCHOR_END: accept_fork
         if let Err(e) = forked {

@@ -33,13 +33,29 @@ pub fn run(
 ) -> Result<Outcome> {
     let select = cfg.design == Design::PreforkSelect;
     if select {
+        // An fd_set holds descriptors below FD_SETSIZE only.
+        let fd = listener.as_raw_fd();
+        if fd >= libc::FD_SETSIZE as i32 {
+            return Err(Error::failed(format!(
+                "prefork-select: the listener is descriptor {fd}, and select(2) \
+                 takes only descriptors below {}; start the server with fewer \
+                 descriptors open",
+                libc::FD_SETSIZE
+            )));
+        }
         listener
             .set_nonblocking(true)
             .map_err(|e| Error::io("O_NONBLOCK on the listener", e))?;
     }
     let mut kids = Children::default();
     for i in 0..cfg.pool {
-        kids.fork_or_stop(|| child(i, &listener, cfg, meters, select))?;
+        // SAFETY: `child` is async-signal-safe and allocates nothing: it
+        // keeps to select (prefork-select; the listener is below
+        // FD_SETSIZE, checked above), accept4, and `serve` (setsockopt,
+        // recv, send, close, atomics in the shared meters, `say`'s one
+        // write from a stack buffer, fixed error strings), and after a
+        // failed accept `accept_failed` (`say`, nanosleep).
+        unsafe { kids.fork_or_stop(|| child(i, &listener, cfg, meters, select)) }?;
     }
     let stopped = crate::wait_for_stop();
     crate::shutdown_fd(listener.as_raw_fd());
@@ -74,10 +90,13 @@ pub(crate) fn listener_closed(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(libc::EINVAL)
 }
 
-/// Block in `select(2)` until the listener is readable.
+/// Block in `select(2)` until the listener is readable; `fd` is below
+/// FD_SETSIZE (checked in [`run`] before any child is forked).
 fn wait_in_select(fd: i32) {
-    // SAFETY: an fd_set on the stack, cleared and given one descriptor
-    // below FD_SETSIZE (a new process's listener is a small number).
+    // SAFETY: an fd_set on the stack, cleared and given one descriptor,
+    // the listener, which `run` checked is below FD_SETSIZE before
+    // forking, so FD_SET writes inside the set; select(2) only reads and
+    // writes that set.
     unsafe {
         let mut set: libc::fd_set = std::mem::zeroed();
         libc::FD_ZERO(&mut set);
@@ -112,11 +131,19 @@ pub(crate) struct Children {
 
 impl Children {
     /// Fork a child that runs `body` and leaves with `_exit`.
-    pub(crate) fn fork(&mut self, body: impl FnOnce()) -> Result<Pid> {
-        // SAFETY: the server is single-threaded when it forks (the process
-        // designs start no thread), so the child may run ordinary code;
-        // still, `body` sticks to system calls on fixed buffers and atomics
-        // and never returns: it leaves through `_exit`.
+    ///
+    /// # Safety
+    /// `body` must be async-signal-safe, as the parent may have a second
+    /// thread (`labkit::limits::enough_stack` runs main on one under a
+    /// small RLIMIT_STACK) whose locks the child inherits held: system
+    /// calls on buffers that exist already, atomics, no allocation, no
+    /// lock a parent thread may hold, no std I/O that locks (`println!`),
+    /// no panic.
+    pub(crate) unsafe fn fork(&mut self, body: impl FnOnce()) -> Result<Pid> {
+        // SAFETY: the child stays async-signal-safe: it runs `in_child`
+        // (signal, sigprocmask), then `body`, which the caller guarantees
+        // is async-signal-safe and allocates nothing, then `exit_child`,
+        // which leaves with _exit. The parent only records the pid.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => {
                 in_child();
@@ -133,8 +160,15 @@ impl Children {
 
     /// [`Children::fork`] for a pool: on failure the children already
     /// started are stopped and reaped.
-    pub(crate) fn fork_or_stop(&mut self, body: impl FnOnce()) -> Result<Pid> {
-        self.fork(body).map_err(|e| {
+    ///
+    /// # Safety
+    /// As for [`Children::fork`]: `body` must be async-signal-safe.
+    pub(crate) unsafe fn fork_or_stop(
+        &mut self,
+        body: impl FnOnce(),
+    ) -> Result<Pid> {
+        // SAFETY: the caller's guarantee for `body`, passed on.
+        unsafe { self.fork(body) }.map_err(|e| {
             let started = self.pids.len();
             self.stop();
             Error::failed(format!(

@@ -36,17 +36,23 @@ pub fn run(
     };
     let mut kids = Children::default();
     for i in 0..cfg.pool {
-        kids.fork_or_stop(|| child(i, &listener, &lock, cfg, meters))?;
+        // SAFETY: `child` is async-signal-safe and allocates nothing: the
+        // lock is fcntl(F_SETLKW) or the process-shared mutex (futex calls
+        // on the shared mapping; no parent thread ever locks it, so no
+        // child inherits it held by a thread that is gone), then accept4
+        // and `serve`, as in prefork's `child`.
+        unsafe { kids.fork_or_stop(|| child(i, &listener, &lock, cfg, meters)) }?;
     }
     let stopped = crate::wait_for_stop();
     // Every child finishes its connection, then finds accept failing.
     crate::shutdown_fd(listener.as_raw_fd());
     kids.wind_down(cfg.proto.timeout);
     if let Lock::Mutex(m) = lock {
-        // SAFETY: every child is reaped, nobody holds or waits for the
-        // mutex; the mapping made in `shared_mutex` is removed once.
+        // SAFETY: every child is reaped, so no other process maps the
+        // mutex any more; it is not destroyed (a child killed while holding
+        // it leaves it locked, and destroying a locked mutex is undefined),
+        // only unmapped, once.
         unsafe {
-            libc::pthread_mutex_destroy(m);
             libc::munmap(m.cast(), std::mem::size_of::<libc::pthread_mutex_t>());
         }
     }

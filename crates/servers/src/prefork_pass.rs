@@ -36,20 +36,31 @@ pub fn run(
                 Error::failed(format!("signalfd: {}", describe_errno(e)))
             })?;
     let mut kids = Children::default();
-    let mut members = Vec::new();
+    let mut members: Vec<Member> = Vec::new();
     for i in 0..cfg.pool {
         let (parent_end, child_end) =
             UnixStream::pair().map_err(|e| Error::io("socketpair", e))?;
-        let started = kids.fork_or_stop(|| {
-            // SAFETY: close(2) of the child's copies of what only the
-            // parent uses: the listener and the parent's end of the pair.
+        let body = || {
+            // SAFETY: close(2) (async-signal-safe, no allocation) of the
+            // child's copies of what only the parent uses: the listener,
+            // the parent's end of this pair and of every earlier child's
+            // pair (so that when the parent closes them, every child reads
+            // end of file at once, not only after the later children have
+            // exited). The child never uses these descriptors again.
             unsafe {
                 libc::close(listener.as_raw_fd());
                 libc::close(parent_end.as_raw_fd());
+                for m in &members {
+                    libc::close(m.pipe.as_raw_fd());
+                }
             }
             child(i, &child_end, cfg, meters)
-        });
-        started?;
+        };
+        // SAFETY: `body` is async-signal-safe and allocates nothing: close,
+        // then `child`: recvmsg into stack buffers, `serve` (setsockopt,
+        // recv, send, close, atomics in the shared meters, fixed error
+        // strings), and one write of a static byte.
+        unsafe { kids.fork_or_stop(body) }?;
         drop(child_end);
         members.push(Member { pipe: parent_end, busy: false, alive: true });
     }
@@ -158,8 +169,13 @@ fn send_fd(pipe: &UnixStream, fd: BorrowedFd<'_>) -> std::io::Result<()> {
 /// in the child): `None` at end of file (the parent closed the pair).
 fn recv_fd(pipe: &UnixStream) -> Option<std::net::TcpStream> {
     // SAFETY: msghdr, iovec and a control buffer on the stack, sized with
-    // CMSG_SPACE for one descriptor; recvmsg fills them in, and the cmsg
-    // is only read after checking its level, type and length.
+    // CMSG_SPACE for one descriptor and aligned for a cmsghdr; recvmsg
+    // fills them in, and the cmsg is only read after checking its level,
+    // type and length (exactly one descriptor). `stream_from_fd` needs an
+    // open socket nothing else will close: the SCM_RIGHTS descriptor was
+    // just installed in this process by recvmsg, so no one else owns it,
+    // and it is an accepted TCP socket, as the parent (`send_fd`, the only
+    // sender on this socket pair) sends only those.
     unsafe {
         let mut byte = [0u8; 1];
         let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };

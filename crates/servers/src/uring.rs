@@ -102,10 +102,12 @@ pub fn run(
 /// Queue `entry`, submitting what is queued first if the queue is full.
 fn push(ring: &mut IoUring, entry: &squeue::Entry) -> std::io::Result<()> {
     loop {
-        // SAFETY: every buffer an entry points to outlives its request: the
-        // stop counter and the timespec live in `ring_loop` until no request
-        // is in flight, connection buffers are boxed and only dropped after
-        // their request completed, replies are static.
+        // SAFETY: every buffer an entry points to stays valid until its
+        // request has completed: the stop counter and the timespec are heap
+        // allocations that `ring_loop` frees only once no request is in
+        // flight, and leaks if the loop fails; a connection's receive buffer
+        // is inside its boxed `Conn`, dropped only after its request
+        // completed, or leaked if the loop fails; replies are static.
         if unsafe { ring.submission().push(entry) }.is_ok() {
             return Ok(());
         }
@@ -113,18 +115,66 @@ fn push(ring: &mut IoUring, entry: &squeue::Entry) -> std::io::Result<()> {
     }
 }
 
-// ANCHOR: ring_loop
+/// Run the loop until no request is in flight. The kernel writes the stop
+/// counter and reads the timespec and the connections' buffers while their
+/// requests are in flight, so if the loop fails (with requests still in
+/// flight) they are leaked rather than freed; the connections are shut
+/// down first so their clients are not left waiting, and the ring is then
+/// dropped, which cancels what is left (the kernel may still complete
+/// those requests into the leaked memory).
 fn ring_loop(
-    mut ring: IoUring,
+    ring: IoUring,
     listener: i32,
     stop_fd: i32,
     proto: &Proto,
     m: MetersRef,
 ) -> std::io::Result<()> {
-    let mut conns: HashMap<u64, Box<Conn>> = HashMap::new();
+    let stop_value = Box::into_raw(Box::new(0u64));
+    let tick = Box::into_raw(Box::new(types::Timespec::new().nsec(100_000_000)));
+    let mut conns = HashMap::new();
+    let run = Run { listener, stop_fd, stop_value, tick, proto, m };
+    let result = drive(&run, ring, &mut conns);
+    match result {
+        Ok(()) => {
+            // SAFETY: both were made by `Box::into_raw` above and are freed
+            // once, here; `drive` returned Ok only with no request in
+            // flight, so the kernel no longer refers to them.
+            unsafe {
+                drop(Box::from_raw(stop_value));
+                drop(Box::from_raw(tick));
+            }
+        }
+        Err(_) => {
+            for c in conns.values() {
+                crate::shutdown_fd(c.stream.as_raw_fd());
+            }
+            std::mem::forget(conns);
+        }
+    }
+    result
+}
+
+/// What [`drive`] works with; `stop_value` and `tick` are owned by
+/// `ring_loop`, which frees or leaks them.
+struct Run<'a> {
+    listener: i32,
+    stop_fd: i32,
+    stop_value: *mut u64,
+    tick: *mut types::Timespec,
+    proto: &'a Proto,
+    m: MetersRef,
+}
+
+// ANCHOR: ring_loop
+/// The loop: submit, wait, handle completions; `Ok` only once no request
+/// is in flight.
+fn drive(
+    run: &Run<'_>,
+    mut ring: IoUring,
+    conns: &mut HashMap<u64, Box<Conn>>,
+) -> std::io::Result<()> {
+    let Run { listener, stop_fd, stop_value, tick, proto, m } = *run;
     let mut next_token = 1u64;
-    let mut stop_value = 0u64;
-    let tick = types::Timespec::new().nsec(100_000_000);
     let accept = || {
         opcode::Accept::new(
             types::Fd(listener),
@@ -135,17 +185,19 @@ fn ring_loop(
         .build()
         .user_data(ACCEPT)
     };
-    let read_stop =
-        opcode::Read::new(types::Fd(stop_fd), (&raw mut stop_value).cast(), 8)
-            .build()
-            .user_data(STOP);
+    let read_stop = opcode::Read::new(types::Fd(stop_fd), stop_value.cast(), 8)
+        .build()
+        .user_data(STOP);
     push(&mut ring, &accept())?;
     push(&mut ring, &read_stop)?;
-    push(&mut ring, &opcode::Timeout::new(&tick).build().user_data(TICK))?;
+    push(&mut ring, &opcode::Timeout::new(tick).build().user_data(TICK))?;
     let mut in_flight = 3usize;
     let mut stopping = false;
     while in_flight > 0 {
-        ring.submit_and_wait(1)?;
+        match ring.submit_and_wait(1) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r?,
+        };
         let done: Vec<(u64, i32)> =
             ring.completion().map(|c| (c.user_data(), c.result())).collect();
         for (data, res) in done {
@@ -173,8 +225,7 @@ fn ring_loop(
                             last: Instant::now(),
                         });
                         conns.insert(token, c);
-                        in_flight +=
-                            advance(&mut ring, &mut conns, token, proto, m)?;
+                        in_flight += advance(&mut ring, conns, token, proto, m)?;
                     } else {
                         crate::accept_failed(&std::io::Error::from_raw_os_error(
                             -res,
@@ -205,17 +256,16 @@ fn ring_loop(
                             crate::shutdown_fd(c.stream.as_raw_fd());
                         }
                     }
-                    let tick = opcode::Timeout::new(&tick).build().user_data(TICK);
-                    push(&mut ring, &tick)?;
+                    let again = opcode::Timeout::new(tick).build().user_data(TICK);
+                    push(&mut ring, &again)?;
                     in_flight += 1;
                 }
                 RECV | SEND => {
                     let Some(c) = conns.get_mut(&token) else { continue };
                     if finish(c, kind, res) {
-                        in_flight +=
-                            advance(&mut ring, &mut conns, token, proto, m)?;
+                        in_flight += advance(&mut ring, conns, token, proto, m)?;
                     } else {
-                        close(&mut conns, token, m);
+                        close(conns, token, m);
                     }
                 }
                 _ => {} // CANCEL, and TICK while stopping
@@ -311,5 +361,39 @@ fn advance(
 fn close(conns: &mut HashMap<u64, Box<Conn>>, token: u64, m: MetersRef) {
     if let Some(c) = conns.remove(&token) {
         crate::account(m.get(), 0, &c.served);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ring made disabled (`IORING_SETUP_R_DISABLED`) refuses
+    /// `io_uring_enter` with EBADFD, so the loop fails at its first wait
+    /// with its three requests queued: it must return that error (taking
+    /// the path that leaks its buffers) instead of spinning or crashing.
+    /// The queued requests never reach the kernel, so this cannot show a
+    /// completion landing in the leaked memory.
+    #[test]
+    fn a_failing_loop_returns_its_error() {
+        let ring = IoUring::builder().setup_r_disabled().build(8);
+        labkit::require!(ring.is_ok(), "io_uring refused: {:?}", ring.err());
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let stop = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC).unwrap();
+        let proto = Proto {
+            max_bytes: 100,
+            byte_reads: false,
+            timeout: std::time::Duration::from_secs(1),
+        };
+        let meters = MetersRef::new(Meters::new(1).unwrap());
+        let err = ring_loop(
+            ring.unwrap(),
+            listener.as_raw_fd(),
+            stop.as_raw_fd(),
+            &proto,
+            meters,
+        )
+        .unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EBADFD), "{err}");
     }
 }

@@ -93,8 +93,15 @@ pub(super) fn send_by_vmsplice(
                 iov_len: block.len(),
             };
             calls += 1;
-            // SAFETY: one valid iovec over the slot, which lives as long as
-            // the ring (until the reader has ended); vmsplice only reads it.
+            // SAFETY: one valid iovec over the slot, alive until the reader
+            // has ended (the ring outlives it); vmsplice only reads it. The
+            // pipe reads the slot's pages only while it holds references
+            // to them, which keep the pages themselves alive, and `run`
+            // makes the ring at least min_ring(pipe_bytes, block) slots,
+            // so stamp() cannot rewrite a slot whose pages the pipe still
+            // holds. (The pitfall test passes fewer slots on purpose: the
+            // reader then gets the later block's bytes, a wrong result but
+            // no access to freed memory.)
             let n = unsafe { libc::vmsplice(tx.as_raw_fd(), &iov, 1, flags) };
             match Errno::result(n) {
                 Ok(n) => block = &block[n as usize..],
