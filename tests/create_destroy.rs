@@ -5,7 +5,6 @@ mod common;
 
 use predicates::prelude::*;
 use serde_json::Value;
-use serial_test::serial;
 
 fn results(dir: &std::path::Path, name: &str) -> Value {
     let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
@@ -13,8 +12,8 @@ fn results(dir: &std::path::Path, name: &str) -> Value {
 }
 
 #[test]
-#[serial(fork)]
 fn create_destroy_smoke_run_writes_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     common::lab()
         .args(["run", "create-destroy", "--rounds", "2", "--iterations", "30"])
@@ -51,8 +50,8 @@ fn create_destroy_smoke_run_writes_results() {
 }
 
 #[test]
-#[serial(fork)]
 fn create_destroy_pairs_rust_with_c() {
+    let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
     let dir = tempfile::tempdir().unwrap();
     common::lab()
@@ -108,8 +107,8 @@ fn run_c<T: serde::de::DeserializeOwned>(
 }
 
 #[test]
-#[serial(fork)]
 fn forkcreat_c_prints_forkcreats_report() {
+    let _serial = labkit::testing::serial();
     let Some(c) = common::c_program("crates/forkcreat/c/forkcreat.c", "forkcreat-c")
     else {
         return;
@@ -147,8 +146,8 @@ fn pthreadcreat_c_prints_pthreadcreats_report() {
 }
 
 #[test]
-#[serial(fork)]
 fn creattime_c_prints_creattimes_report_and_reaps_everything() {
+    let _serial = labkit::testing::serial();
     let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
     else {
         return;
@@ -168,8 +167,8 @@ fn creattime_c_prints_creattimes_report_and_reaps_everything() {
 }
 
 #[test]
-#[serial(fork)]
 fn creattime_c_reports_failed_forks_in_the_same_json() {
+    let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
     let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
     else {
@@ -193,8 +192,8 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
 }
 
 #[test]
-#[serial(fork)]
 fn spawn_methods_smoke_run_writes_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     common::lab()
         .args(["run", "spawn-methods", "--rounds", "1", "--budget", "0.002"])

@@ -7,7 +7,6 @@ use ctxswitch::{Mode, Pin};
 use lab::experiments::ctx_switch::Data;
 use predicates::prelude::*;
 use serde_json::Value;
-use serial_test::serial;
 
 fn two_cpus() -> bool {
     labkit::affinity::allowed_cpus().unwrap().len() >= 2
@@ -39,8 +38,8 @@ fn run(args: &[&str]) -> Data {
 }
 
 #[test]
-#[serial(fork)]
 fn a_tiny_run_gives_a_per_switch_cost_for_every_mode_and_placement() {
+    let _serial = labkit::testing::serial();
     let saved = run(&["--rounds", "2", "-n", "300", "--no-perf"]);
     assert_eq!((saved.iterations, saved.rounds), (300, 2));
     assert!(!saved.perf.used);
@@ -77,8 +76,8 @@ fn a_tiny_run_gives_a_per_switch_cost_for_every_mode_and_placement() {
 }
 
 #[test]
-#[serial(fork)]
 fn perf_runs_beside_it_in_the_same_mode_and_placement() {
+    let _serial = labkit::testing::serial();
     labkit::require!(perf_works(), "`perf bench sched pipe` does not run here");
     let saved = run(&["--rounds", "1", "-n", "10000"]);
     assert!(saved.perf.used, "{:?}", saved.perf);
@@ -95,8 +94,8 @@ fn perf_runs_beside_it_in_the_same_mode_and_placement() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
+    let _serial = labkit::testing::serial();
     // No `perf` on the PATH: the default falls back, with a note.
     let dir = tempfile::tempdir().unwrap();
     let out = lab()

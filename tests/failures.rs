@@ -10,8 +10,6 @@ use std::os::unix::process::ExitStatusExt;
 use labkit::limited::Limits;
 use std::process::{Command, Output, Stdio};
 
-use serial_test::serial;
-
 /// `name` (a program of the workspace, or `lab`) under `limits`, in the
 /// child only ([`labkit::limited::apply`]). The environment is emptied:
 /// with a 16 KiB stack limit the dynamic loader itself, before any code of
@@ -71,8 +69,8 @@ fn every_binary_starts_under_a_16_kib_stack_limit() {
 }
 
 #[test]
-#[serial(fork)]
 fn fork_and_thread_run_under_a_16_kib_stack_limit() {
+    let _serial = labkit::testing::serial();
     // thread's workers get glibc's default stack: the 16 KiB limit itself.
     for (name, flag) in [("fork", "--procs"), ("thread", "--threads")] {
         let out = limited(name, TINY_STACK)
@@ -86,8 +84,8 @@ fn fork_and_thread_run_under_a_16_kib_stack_limit() {
 }
 
 #[test]
-#[serial(fork)]
 fn thread_with_the_smallest_stack_it_accepts_works() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let out = plain("thread")
@@ -125,8 +123,8 @@ fn pipespeed2t_names_the_size_it_could_not_allocate() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_full_stdout_or_log_names_which_one_failed() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let full = || std::fs::File::options().write(true).open("/dev/full").unwrap();
@@ -228,8 +226,8 @@ fn an_out_that_is_not_a_directory_says_so() {
 }
 
 #[test]
-#[serial(fork)]
 fn spawn_methods_says_why_exec_failed() {
+    let _serial = labkit::testing::serial();
     let out_dir = tempfile::tempdir().unwrap();
     let run = |exec: &std::path::Path| {
         plain("lab")
@@ -261,8 +259,8 @@ fn spawn_methods_says_why_exec_failed() {
 }
 
 #[test]
-#[serial(fork)]
 fn ctx_switch_perf_given_must_run_and_cpu_pairs_are_separated() {
+    let _serial = labkit::testing::serial();
     let out_dir = tempfile::tempdir().unwrap();
     let out = plain("lab")
         .args(["run", "ctx-switch", "--perf", "/nonexistent/perf", "--out"])

@@ -4,11 +4,10 @@ mod common;
 
 use common::run_json;
 use footprint::Footprint;
-use serial_test::serial;
 
 #[test]
-#[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let args: Vec<&str> =
         "--rounds 2 --workers 2,5 --touch 256K --cow-workers 3".split(' ').collect();

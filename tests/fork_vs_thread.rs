@@ -4,11 +4,10 @@ mod common;
 
 use common::{lab, run_json};
 use predicates::prelude::*;
-use serial_test::serial;
 
 #[test]
-#[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let args = ["--procs", "3", "--counts", "5,20", "--rounds", "2"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
@@ -54,8 +53,8 @@ fn a_tiny_run_writes_parseable_results() {
 }
 
 #[test]
-#[serial(fork)]
 fn the_table_is_printed_by_default() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     lab()
         .args([
@@ -92,8 +91,8 @@ fn an_unwritable_results_directory_fails_before_measuring() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_failing_program_fails_the_experiment_with_its_reason() {
+    let _serial = labkit::testing::serial();
     // A program that cannot run its setting: fork under a tiny process limit
     // would need another user, so use a bad binary directory instead.
     let dir = tempfile::tempdir().unwrap();
@@ -134,8 +133,8 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
 }
 
 #[test]
-#[serial(fork)]
 fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
+    let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
     let dir = tempfile::tempdir().unwrap();
     let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
@@ -157,8 +156,8 @@ fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
 }
 
 #[test]
-#[serial(fork)]
 fn fork_c_and_thread_c_print_the_rust_programs_report() {
+    let _serial = labkit::testing::serial();
     for (source, name) in [
         ("crates/fork/c/fork.c", "fork-c"),
         ("crates/thread/c/thread.c", "thread-c"),

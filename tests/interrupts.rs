@@ -19,7 +19,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use labkit::children;
-use serial_test::serial;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -272,8 +271,8 @@ fn interrupt_lab(
 }
 
 #[test]
-#[serial(fork)]
 fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
+    let _serial = labkit::testing::serial();
     let (status, stderr, tmp) = interrupt_lab(
         "fork-vs-thread",
         &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
@@ -295,8 +294,8 @@ fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
+    let _serial = labkit::testing::serial();
     let args = [
         "--no-perf",
         "--modes",
@@ -326,8 +325,8 @@ fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
 }
 
 #[test]
-#[serial(fork)]
 fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
+    let _serial = labkit::testing::serial();
     let args = ["--blocks", "1", "--count", "100000000", "--rounds", "1"];
     let (status, stderr, tmp) = interrupt_lab(
         "pipe-speed",
@@ -348,8 +347,8 @@ fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
+    let _serial = labkit::testing::serial();
     let args = [
         "--threads",
         "1",
@@ -415,8 +414,8 @@ fn interrupt_program(
 }
 
 #[test]
-#[serial(fork)]
 fn sigterm_to_fork_is_passed_on_to_its_children() {
+    let _serial = labkit::testing::serial();
     let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
     let (status, stderr) =
         interrupt_program("fork", &args, 4, libc::SIGTERM, false, false);
@@ -428,8 +427,8 @@ fn sigterm_to_fork_is_passed_on_to_its_children() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigint_to_the_fork_group_is_one_line_and_exit_130() {
+    let _serial = labkit::testing::serial();
     let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
     let (status, stderr) =
         interrupt_program("fork", &args, 4, libc::SIGINT, true, false);
@@ -441,8 +440,8 @@ fn sigint_to_the_fork_group_is_one_line_and_exit_130() {
 }
 
 #[test]
-#[serial(fork)]
 fn sighup_to_stacklimit_forks_reaps_the_children() {
+    let _serial = labkit::testing::serial();
     let args = ["forks", "--max", "100000"];
     let (status, stderr) =
         interrupt_program("stacklimit", &args, 2, libc::SIGHUP, false, true);
@@ -456,8 +455,8 @@ fn sighup_to_stacklimit_forks_reaps_the_children() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigterm_to_footprint_procs_reaps_the_workers() {
+    let _serial = labkit::testing::serial();
     // Enough workers that the signal lands while they are still being
     // made, long before the last check for it.
     let args = ["--kind", "procs", "--workers", "1000"];
@@ -473,8 +472,8 @@ fn sigterm_to_footprint_procs_reaps_the_workers() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigint_to_forkcreat_and_creattime_reaps_every_child() {
+    let _serial = labkit::testing::serial();
     for (name, args) in [
         ("forkcreat", ["-n", "100000000", "--reap", "sigchld"]),
         ("forkcreat", ["-n", "100000000", "--reap", "wait"]),
@@ -497,8 +496,8 @@ fn sigint_to_forkcreat_and_creattime_reaps_every_child() {
 }
 
 #[test]
-#[serial(fork)]
 fn children_of_a_parent_killed_outright_die_with_it() {
+    let _serial = labkit::testing::serial();
     become_subreaper();
     let path = common::bin_dir().join("fork");
     let args = ["--procs", "3", "--count", "100000000", "--log", "/dev/null"];
@@ -527,8 +526,8 @@ fn children_of_a_parent_killed_outright_die_with_it() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_footprint_worker_killed_mid_run_is_named_and_the_rest_reaped() {
+    let _serial = labkit::testing::serial();
     become_subreaper();
     let path = common::bin_dir().join("footprint");
     let args = ["--kind", "procs", "--workers", "4", "--touch", "64M"];

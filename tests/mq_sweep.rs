@@ -6,7 +6,6 @@ mod common;
 use mq::Stats;
 use mq::load::LoadReport;
 use serde_json::Value;
-use serial_test::serial;
 
 #[test]
 fn tiny_sweep_writes_parsable_results() {
@@ -79,8 +78,8 @@ fn tiny_sweep_writes_parsable_results() {
 /// A real ctx-switch results file, from a tiny `lab run ctx-switch`, gives
 /// mq-sweep its cost of one switch: threads on one CPU, net of the pipe.
 #[test]
-#[serial(fork)]
 fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let ctx = dir.path().join("ctx-switch");
     let out = common::lab()

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 
 use common::{lab, program, run_json};
 use predicates::prelude::*;
-use serial_test::serial;
 
 /// The points of a run with `--blocks 1,65537` are at those sizes, but
 /// for pipespeed2: 65537 bytes does not fit a default pipe, so it skips it.
@@ -26,8 +25,8 @@ fn check_blocks(points: &serde_json::Value, program: &serde_json::Value) {
 const TINY: &[&str] = &["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
 
 #[test]
-#[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let args = [TINY, &["--ladder-blocks", "4095,65537"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
@@ -159,8 +158,8 @@ fn the_c_twins_print_the_rust_programs_report() {
 }
 
 #[test]
-#[serial(fork)]
 fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
+    let _serial = labkit::testing::serial();
     labkit::require!(
         labkit::testing::have_tool("cc"),
         "no C compiler (cc) for the C references"

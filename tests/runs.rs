@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
 use common::{bin_dir, lab};
-use serial_test::serial;
 
 const TINY: [&str; 6] = ["--procs", "2", "--counts", "3", "--rounds", "1"];
 
@@ -54,8 +53,8 @@ fn entries(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-#[serial(fork)]
 fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
+    let _serial = labkit::testing::serial();
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
     let before = git(checkout, &["status", "--porcelain"]);
     let out = lab().args(["run", "fork-vs-thread"]).args(TINY).output().unwrap();
@@ -72,8 +71,8 @@ fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
 }
 
 #[test]
-#[serial(fork)]
 fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
+    let _serial = labkit::testing::serial();
     let checkout = tempfile::tempdir().unwrap();
     let start = || {
         Std::new(env!("CARGO_BIN_EXE_lab"))
@@ -107,8 +106,8 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_failed_run_leaves_no_run_folder() {
+    let _serial = labkit::testing::serial();
     let checkout = tempfile::tempdir().unwrap();
     // Programs that fail at once, in place of the real ones.
     let bins = tempfile::tempdir().unwrap();
@@ -134,8 +133,8 @@ fn a_failed_run_leaves_no_run_folder() {
 }
 
 #[test]
-#[serial(fork)]
 fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
+    let _serial = labkit::testing::serial();
     let checkout = scratch_checkout();
     let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
     std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
@@ -312,8 +311,8 @@ fn compare_without_runs_says_what_is_missing() {
 }
 
 #[test]
-#[serial(fork)]
 fn cpus_confines_the_programs_and_is_recorded() {
+    let _serial = labkit::testing::serial();
     // Stand-ins that record the CPUs they may use, then run the real
     // program: what `--cpus` gave the runner's children.
     let bins = tempfile::tempdir().unwrap();
@@ -412,8 +411,8 @@ fn the_reference_judges_every_claim_from_clean_commits() {
 /// The recorded commit is the lab checkout's own, whatever directory `lab`
 /// was started in: here another repository, whose commit it must not take.
 #[test]
-#[serial(fork)]
 fn the_recorded_commit_is_the_checkouts_from_another_directory() {
+    let _serial = labkit::testing::serial();
     let checkout = scratch_checkout();
     let elsewhere = scratch_checkout();
     std::fs::write(elsewhere.path().join("other"), "a second commit\n").unwrap();

@@ -4,11 +4,10 @@
 mod common;
 
 use common::run_json;
-use serial_test::serial;
 
 #[test]
-#[serial(fork)]
 fn a_tiny_run_writes_parseable_results() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let args: Vec<&str> =
         "--rounds 2 --as 512M --stacks 8M,1M --max 200 --threads 100 --nproc 16"

@@ -6,37 +6,34 @@ use creattime::Report;
 use labkit::limited::{Limits, NOBODY};
 use labkit::testing::json;
 use predicates::prelude::*;
-use serial_test::serial;
 
 fn creattime() -> Command {
     Command::cargo_bin("creattime").unwrap()
 }
 
 #[test]
-#[serial(fork)]
 fn prints_the_original_layout() {
+    let _serial = labkit::testing::serial();
     let lines = [
-        r"Fork failures: 0 \(success: 20\)",
-        r"Average fork time: [0-9]+\.[0-9]{6} msecs",
-        r"Total fork time: [0-9]+\.[0-9]{6} msecs",
-        r"Thread failures: 0 \(success: 20\)",
-        r"Average thread time: [0-9]+\.[0-9]{6} msecs",
-        r"Total thread time: [0-9]+\.[0-9]{6} msecs",
-        r"Average fork/thread ratio: [0-9]+\.[0-9]{6}",
-        r"Total fork/thread ratio: [0-9]+\.[0-9]{6}",
-        r"Zombies before reaping: [0-9]+ of 20 children \(reaped 20, joined 20 threads\)",
+        "Fork failures: 0 (success: 20)",
+        "Average fork time: # msecs",
+        "Total fork time: # msecs",
+        "Thread failures: 0 (success: 20)",
+        "Average thread time: # msecs",
+        "Total thread time: # msecs",
+        "Average fork/thread ratio: #",
+        "Total fork/thread ratio: #",
+        "Zombies before reaping: # of 20 children (reaped 20, joined 20 threads)",
     ];
-    let pattern = format!("^{}\n$", lines.join("\n"));
-    creattime()
-        .arg("20")
-        .assert()
-        .success()
-        .stdout(predicate::str::is_match(pattern).unwrap());
+    let pattern = format!("{}\n", lines.join("\n"));
+    creattime().arg("20").assert().success().stdout(predicate::function(
+        move |out: &str| labkit::testing::shape(out, &pattern),
+    ));
 }
 
 #[test]
-#[serial(fork)]
 fn children_pile_up_as_zombies_then_all_are_reaped() {
+    let _serial = labkit::testing::serial();
     let out = creattime().args(["64", "--json"]).assert().success();
     let r: Report = json(&out.get_output().stdout);
     assert_eq!((r.fork.successes, r.thread.successes), (64, 64), "{r:?}");
@@ -46,8 +43,8 @@ fn children_pile_up_as_zombies_then_all_are_reaped() {
 }
 
 #[test]
-#[serial(fork)]
 fn fork_failures_are_counted_and_exit_1() {
+    let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
     // nobody may own one process, itself: every fork fails with EAGAIN.
     let mut cmd =

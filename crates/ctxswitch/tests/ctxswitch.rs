@@ -4,7 +4,6 @@ use assert_cmd::Command;
 use ctxswitch::{Mode, Pin, Report};
 use predicates::prelude::*;
 use serde_json::Value;
-use serial_test::serial;
 
 fn ctxswitch() -> Command {
     Command::cargo_bin("ctxswitch").unwrap()
@@ -39,8 +38,8 @@ fn report(args: &[&str]) -> Report {
 }
 
 #[test]
-#[serial(fork)]
 fn the_figures_add_up_in_every_mode_and_placement() {
+    let _serial = labkit::testing::serial();
     let mut pins = vec![Pin::Same, Pin::None];
     if allowed_cpus().len() >= 2 {
         pins.push(Pin::Cross);
@@ -69,8 +68,8 @@ fn the_figures_add_up_in_every_mode_and_placement() {
 }
 
 #[test]
-#[serial(fork)]
 fn the_tasks_run_where_they_were_pinned() {
+    let _serial = labkit::testing::serial();
     let cpus = allowed_cpus();
     let last = *cpus.last().unwrap();
     for mode in ["threads", "processes"] {
@@ -183,8 +182,8 @@ fn help_documents_every_flag_and_default() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_killed_child_is_reported_not_waited_for_forever() {
+    let _serial = labkit::testing::serial();
     // Long enough (seconds) that the child is still bouncing when killed.
     let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_ctxswitch"))
         .args(["-m", "processes", "-p", "none", "-n", "500000"])

@@ -3,7 +3,6 @@
 
 use assert_cmd::Command;
 use footprint::{Footprint, Kind, Snapshot};
-use serial_test::serial;
 
 /// `footprint ARGS --json`: its report, as its own type.
 fn footprint(args: &[&str]) -> Footprint {
@@ -23,8 +22,8 @@ fn delta(v: &Footprint, field: fn(&Snapshot) -> u64) -> i64 {
 }
 
 #[test]
-#[serial(fork)]
 fn idle_threads_reserve_stacks_and_use_little() {
+    let _serial = labkit::testing::serial();
     let v = footprint(&["--kind", "threads", "--workers", "6"]);
     assert_eq!((v.workers, v.kind), (6, Kind::Threads));
     // Each thread reserves a whole stack (glibc's default: this process's
@@ -36,8 +35,8 @@ fn idle_threads_reserve_stacks_and_use_little() {
 }
 
 #[test]
-#[serial(fork)]
 fn written_pages_are_copied_for_processes_only() {
+    let _serial = labkit::testing::serial();
     // 1 MiB filled by the parent, then written by every worker.
     let procs = footprint(&["--kind", "procs", "--workers", "4", "--touch", "1M"]);
     assert!(delta(&procs, |s| s.pss_anon_kib) >= 4 * 1000, "{procs:?}");
@@ -47,8 +46,8 @@ fn written_pages_are_copied_for_processes_only() {
 }
 
 #[test]
-#[serial(fork)]
 fn bad_flags_exit_2() {
+    let _serial = labkit::testing::serial();
     for args in [
         &["--workers", "0"][..],
         &["--kind", "fibers"],

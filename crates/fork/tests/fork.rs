@@ -3,15 +3,14 @@
 use assert_cmd::Command;
 use labkit::lines::{check_log, payload};
 use predicates::prelude::*;
-use serial_test::serial;
 
 fn fork() -> Command {
     Command::cargo_bin("fork").unwrap()
 }
 
 #[test]
-#[serial(fork)]
 fn every_child_prints_every_line_to_stdout_and_log() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("logFile.log");
     let out = fork()
@@ -27,8 +26,8 @@ fn every_child_prints_every_line_to_stdout_and_log() {
 }
 
 #[test]
-#[serial(fork)]
 fn long_lines_from_many_children_are_never_torn() {
+    let _serial = labkit::testing::serial();
     // 150 children appending 2000-byte lines at once: stdio would flush
     // every 4 KiB mid-line and the children's halves would interleave.
     let dir = tempfile::tempdir().unwrap();
@@ -46,8 +45,8 @@ fn long_lines_from_many_children_are_never_torn() {
 }
 
 #[test]
-#[serial(fork)]
 fn the_log_is_appended_to_and_json_replaces_okay() {
+    let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     std::fs::write(&log, "[0]hello linux\n").unwrap();

@@ -8,7 +8,6 @@ use labkit::limited::{Limits, NOBODY};
 use labkit::lines::{check_log, payload};
 use nix::errno::Errno;
 use nix::sys::wait::{WaitPidFlag, waitpid};
-use serial_test::serial;
 
 fn become_subreaper() {
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
@@ -24,8 +23,8 @@ fn assert_no_children_left() {
 }
 
 #[test]
-#[serial(fork)]
 fn children_are_reaped() {
+    let _serial = labkit::testing::serial();
     become_subreaper();
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new(env!("CARGO_BIN_EXE_fork"))
@@ -39,8 +38,8 @@ fn children_are_reaped() {
 }
 
 #[test]
-#[serial(fork)]
 fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
+    let _serial = labkit::testing::serial();
     // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
     // with a limit of 12 processes for that user.
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");

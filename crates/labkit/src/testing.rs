@@ -44,6 +44,37 @@ macro_rules! require {
     };
 }
 
+/// Run the calling test alone among those of its test binary that call
+/// this too: tests that fork, count children or take the CPUs hold it for
+/// their whole run (`let _serial = labkit::testing::serial();`). A test
+/// that panicked while holding it does not block the others.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Does `text` have the shape `pattern`, where each `#` in the pattern
+/// stands for a number (`12`, `0.25`) and everything else is literal?
+/// `shape("20 forks in 0.013 s\n", "20 forks in # s\n")` is true.
+pub fn shape(text: &str, pattern: &str) -> bool {
+    let mut rest = text;
+    for (i, part) in pattern.split('#').enumerate() {
+        if i > 0 {
+            let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.');
+            let end = digits.unwrap_or(rest.len());
+            if end == 0 || !rest[..end].chars().any(|c| c.is_ascii_digit()) {
+                return false;
+            }
+            rest = &rest[end..];
+        }
+        match rest.strip_prefix(part) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
 /// Is this test running as root (needed to become [`crate::limited::NOBODY`]
 /// or to raise a limit)?
 pub fn is_root() -> bool {
@@ -79,5 +110,15 @@ mod tests {
         assert_eq!(v, [1, 2]);
         let bad = std::panic::catch_unwind(|| super::json::<Vec<u32>>(b"oops"));
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn shapes_match_numbers_where_the_pattern_says_so() {
+        use super::shape;
+        assert!(shape("7 in 0.25 s: 3 us\n", "# in # s: # us\n"));
+        assert!(!shape("7 in x s: 3 us\n", "# in # s: # us\n"));
+        assert!(!shape("7 in 0.25 s: 3 us\nmore", "# in # s: # us\n"));
+        assert!(!shape("in . s", "in # s"), "a number has a digit");
+        assert!(shape("created: 20, failed: 0", "created: 20, failed: 0"));
     }
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
-use serial_test::serial;
 
 fn pipespeed2t() -> Command {
     let mut cmd = Command::cargo_bin("pipespeed2t").unwrap();
@@ -66,8 +65,8 @@ fn threads_move_odd_blocks_byte_for_byte() {
 }
 
 #[test]
-#[serial(fork)]
 fn processes_move_odd_blocks_byte_for_byte() {
+    let _serial = labkit::testing::serial();
     check(&["--processes"]);
 }
 
@@ -83,8 +82,8 @@ fn a_bigger_pipe_is_granted_and_reported() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_reader_that_goes_away_gives_the_writer_epipe() {
+    let _serial = labkit::testing::serial();
     for mode in [&[][..], &["--processes"], &["--socketpair"], &["--fifo"]] {
         let out = pipespeed2t()
             .args(["100000", "4096", "--reader-stops-after", "1"])

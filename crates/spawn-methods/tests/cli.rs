@@ -6,7 +6,6 @@ use assert_cmd::Command;
 use labkit::limited::Limits;
 use labkit::testing::json;
 use predicates::prelude::*;
-use serial_test::serial;
 use spawn_methods::{Method, Report};
 
 fn spawn_methods() -> Command {
@@ -14,8 +13,8 @@ fn spawn_methods() -> Command {
 }
 
 #[test]
-#[serial(fork)]
 fn methods_run_in_the_order_given() {
+    let _serial = labkit::testing::serial();
     let out = spawn_methods()
         .args(["--method", "pool,fork-wait", "--method", "posix-spawn"])
         .args(["--iterations", "4,5,3", "--cpus", "0", "--json"])
@@ -34,8 +33,8 @@ fn methods_run_in_the_order_given() {
 }
 
 #[test]
-#[serial(fork)]
 fn a_budget_calibrates_and_rss_is_resident() {
+    let _serial = labkit::testing::serial();
     let out = spawn_methods()
         .args(["--method", "vfork", "--budget", "0.001", "--rss", "8M", "--json"])
         .assert()
@@ -101,8 +100,8 @@ fn bad_usage_exits_2() {
 }
 
 #[test]
-#[serial(fork)]
 fn sigint_stops_a_loop_with_every_child_reaped_and_exit_130() {
+    let _serial = labkit::testing::serial();
     let bin = assert_cmd::cargo::cargo_bin("spawn-methods");
     let child = std::process::Command::new(bin)
         .args(["--method", "fork-wait", "--iterations", "100000000"])

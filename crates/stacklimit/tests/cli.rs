@@ -5,7 +5,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use labkit::limited::{Limits, NOBODY, Outcome, run};
-use serial_test::serial;
 use stacklimit::Count;
 
 fn probe(args: &[&str], limits: Limits) -> Outcome {
@@ -21,8 +20,8 @@ fn json(done: &Outcome) -> Count {
 }
 
 #[test]
-#[serial(fork)]
 fn threads_stop_at_the_cap_and_are_all_joined() {
+    let _serial = labkit::testing::serial();
     let v = json(&probe(&["threads", "--max", "50", "--json"], Limits::default()));
     assert_eq!(v.created, 50);
     assert_eq!(v.stopped_by, None);
@@ -30,8 +29,8 @@ fn threads_stop_at_the_cap_and_are_all_joined() {
 }
 
 #[test]
-#[serial(fork)]
 fn an_address_space_limit_stops_threads_near_space_over_stack() {
+    let _serial = labkit::testing::serial();
     // 512 MiB / 8 MiB = 64: the article's arithmetic, minus what the
     // program itself maps.
     let limits = Limits { address_space: Some(512 << 20), ..Limits::default() };
@@ -52,8 +51,8 @@ fn an_address_space_limit_stops_threads_near_space_over_stack() {
 }
 
 #[test]
-#[serial(fork)]
 fn the_default_stack_follows_rlimit_stack() {
+    let _serial = labkit::testing::serial();
     let limits = Limits {
         address_space: Some(512 << 20),
         stack: Some(1 << 20),
@@ -65,8 +64,8 @@ fn the_default_stack_follows_rlimit_stack() {
 }
 
 #[test]
-#[serial(fork)]
 fn forks_are_not_bound_by_the_address_space_limit() {
+    let _serial = labkit::testing::serial();
     let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
     let v = json(&probe(&["forks", "--max", "40", "--json"], limits));
     assert_eq!(v.created, 40);
@@ -74,8 +73,8 @@ fn forks_are_not_bound_by_the_address_space_limit() {
 }
 
 #[test]
-#[serial(fork)]
 fn nproc_limits_an_unprivileged_user() {
+    let _serial = labkit::testing::serial();
     labkit::require!(
         labkit::testing::is_root(),
         "needs root to run the probe as nobody"
@@ -90,8 +89,8 @@ fn nproc_limits_an_unprivileged_user() {
 }
 
 #[test]
-#[serial(fork)]
 fn overflows_die_in_the_documented_way() {
+    let _serial = labkit::testing::serial();
     let seg = probe(&["overflow", "--stack-size", "64K"], Limits::default());
     assert_eq!(seg.ended(), "SIGSEGV", "{}", seg.stderr);
     let std = probe(&["overflow", "--api", "std"], Limits::default());
