@@ -437,7 +437,7 @@ fn a_broker_killed_mid_run_fails_the_load_cleanly() {
     let before = fds();
     let mut load = Command::new(env!("CARGO_BIN_EXE_load"))
         .args(["--addr", &b.addr, "--senders", "4", "--receivers", "4"])
-        .args(["--size", "64", "--duration", "3", "--drain", "1"])
+        .args(["--size", "64", "--duration", "2", "--drain", "0.5"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -537,7 +537,7 @@ fn hostile_consumers_beside_normal_traffic(mode: &[&str]) {
             &b.addr,
             &["--senders", "4", "--receivers", "2", "--queues", "2"]
                 .into_iter()
-                .chain(["--drain", "3", "--duration", "0.6"])
+                .chain(["--drain", "3", "--duration", "0.3"])
                 .collect::<Vec<_>>(),
         );
         let err = String::from_utf8_lossy(&out.stderr);
@@ -585,7 +585,7 @@ fn successive_loads(mode: &[&str], runs: usize) {
                 "--queues",
                 "3",
                 "--duration",
-                "0.6",
+                "0.3",
             ],
         );
         let err = String::from_utf8_lossy(&out.stderr);
@@ -613,13 +613,13 @@ fn two_and_three_loads_against_one_event_loop_broker() {
     successive_loads(&["--event-loop"], 3);
 }
 
-/// Run `load` (2 s + 1 s drain) against `addr`. The deadline only guards
-/// the test run against a hang (load gives up by itself after 3 s).
+/// Run `load` (0.5 s + 0.5 s drain) against `addr`. The deadline only
+/// guards the test run against a hang (load gives up by itself after 1 s).
 fn load_must_end(addr: &str) -> (Option<i32>, String, Option<LoadReport>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_load"));
     cmd.args(["--addr", addr, "--json", "--senders", "2", "--receivers", "2"])
         .args(["--queues", "2"])
-        .args(["--size", "4096", "--duration", "2", "--drain", "1"]);
+        .args(["--size", "4096", "--duration", "0.5", "--drain", "0.5"]);
     let hang = Duration::from_secs(120);
     let out = labkit::limited::run(&mut cmd, Limits::default(), hang).unwrap();
     assert!(!out.timed_out, "load hung: {}", out.stderr);
@@ -652,7 +652,8 @@ fn load_gives_up_on_a_broker_that_never_reads() {
 
 #[test]
 fn load_gives_up_on_a_stopped_broker() {
-    let b = broker(&["-r", "1", "-w", "1", "-d", "1"]);
+    // --drain: what load left unfinished need not be waited for at the end.
+    let b = broker(&["-r", "1", "-w", "1", "-d", "1", "--drain", "0.2"]);
     let pid = b.child.id().to_string();
     assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
     let (code, err, _) = load_must_end(&b.addr);
