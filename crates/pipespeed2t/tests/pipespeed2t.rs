@@ -15,6 +15,22 @@ fn pipespeed2t() -> Command {
     cmd
 }
 
+/// Run `pipespeed2t ARGS --json`, check that it succeeded (`what` names the
+/// case in a failure) and return its report.
+fn report<I, S>(args: I, what: &str) -> Value
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let out = pipespeed2t().args(args).arg("--json").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    labkit::testing::json(&out.stdout)
+}
+
 const TRANSPORTS: [(&str, &[&str]); 6] = [
     ("pipe", &[]),
     ("fifo", &["--fifo"]),
@@ -34,19 +50,10 @@ const SIZES: [(u64, u64); 4] =
 fn check(mode: &[&str]) {
     for (transport, flags) in TRANSPORTS {
         for (count, bytes) in SIZES {
-            let out = pipespeed2t()
-                .args([count.to_string(), bytes.to_string(), "--json".into()])
-                .args(flags)
-                .args(mode)
-                .output()
-                .unwrap();
             let what = format!("{count} x {bytes} {flags:?} {mode:?}");
-            assert!(
-                out.status.success(),
-                "{what}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let v: Value = labkit::testing::json(&out.stdout);
+            let args = [count.to_string(), bytes.to_string()];
+            let args = args.iter().map(String::as_str).chain(flags.iter().copied());
+            let v = report(args.chain(mode.iter().copied()), &what);
             assert_eq!(v["bytes"], count * bytes, "{what}");
             assert_eq!(v["verified"], true, "{what}");
             assert_eq!(v["transport"], transport, "{what}");
@@ -200,19 +207,11 @@ fn every_rung_moves_every_block_byte_exact() {
         // `--check bytes` compares every byte; the default, a checksum.
         for check in ["bytes", "checksum"] {
             for (count, bytes) in SIZES {
-                let out = pipespeed2t()
-                    .args([count.to_string(), bytes.to_string(), "--json".into()])
-                    .args(rung)
-                    .args(["--check", check])
-                    .output()
-                    .unwrap();
                 let what = format!("{count} x {bytes} {rung:?} --check {check}");
-                assert!(
-                    out.status.success(),
-                    "{what}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let v: Value = labkit::testing::json(&out.stdout);
+                let args = [count.to_string(), bytes.to_string()];
+                let args =
+                    args.iter().map(String::as_str).chain(rung.iter().copied());
+                let v = report(args.chain(["--check", check]), &what);
                 assert_eq!(v["bytes"], count * bytes, "{what}");
                 assert_eq!(v["verified"], !unverified, "{what}");
                 let expected = if unverified {
@@ -233,13 +232,13 @@ fn every_rung_moves_every_block_byte_exact() {
 #[test]
 fn busy_polling_moves_every_block_too() {
     for method in ["write", "vmsplice", "splice-null"] {
-        let out = pipespeed2t()
-            .args(["3", "65537", "--json", "--busy-poll", "--method", method])
-            .args(["--pipe-size", "1M", "--check", "bytes"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let v: Value = labkit::testing::json(&out.stdout);
+        let v =
+            report(
+                ["3", "65537", "--busy-poll", "--method", method]
+                    .into_iter()
+                    .chain(["--pipe-size", "1M", "--check", "bytes"]),
+                method,
+            );
         assert_eq!(v["bytes"], 3 * 65537, "{method}");
         assert_eq!(v["verified"], method != "splice-null", "{method}");
         assert!(v["mode"].as_str().unwrap().contains("busy-polling"), "{v}");
@@ -280,17 +279,20 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
                     predicate::str::contains("too small for vmsplice")
                         .and(predicate::str::contains(format!("at least {need} "))),
                 );
-            let out = pipespeed2t()
-                .args(["100", "4096", "--method", method, "--pipe-size", pipe])
-                .args(["--ring", &need.to_string(), "--json"])
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
+            let ring = need.to_string();
+            let v = report(
+                [
+                    "100",
+                    "4096",
+                    "--method",
+                    method,
+                    "--pipe-size",
+                    pipe,
+                    "--ring",
+                    &ring,
+                ],
+                method,
             );
-            let v: Value = labkit::testing::json(&out.stdout);
             assert_eq!(v["ring_slots"], need);
         }
     }
