@@ -91,31 +91,37 @@ extern "C" fn vfork_child(_: *mut c_void) -> c_int {
 /// vfork without its pitfalls: clone with CLONE_VM | CLONE_VFORK, as
 /// glibc's posix_spawn does, so the child shares the parent's memory (no
 /// page tables copied) and the parent sleeps until it exits; the child runs
-/// on a stack of its own. Signals are blocked across the clone, as
-/// posix_spawn blocks them, so that no handler runs in the child on the
-/// memory it shares with the parent.
+/// on a stack of its own. Signals are blocked for the whole loop, as
+/// posix_spawn blocks them across its clone, so that no handler runs in a
+/// child on the memory it shares with the parent; a signal that comes
+/// meanwhile takes effect when the loop ends (the program stops between
+/// loops). Blocked once, not per clone: the mask is not part of the timed
+/// work.
 pub fn vfork_exit(n: u64) -> Result<()> {
-    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    use nix::sys::signal::{SigSet, SigmaskHow::SIG_SETMASK, pthread_sigmask};
+    let failed = |e| create_failed("pthread_sigmask", e);
+    let mut saved = SigSet::empty();
+    pthread_sigmask(SIG_SETMASK, Some(&SigSet::all()), Some(&mut saved))
+        .map_err(failed)?;
+    let result = vfork_loop(n);
+    pthread_sigmask(SIG_SETMASK, Some(&saved), None).map_err(failed)?;
+    result
+}
+
+fn vfork_loop(n: u64) -> Result<()> {
     let mut stack = vec![0u128; 4096]; // 64 KiB, 16-byte aligned
     let top = stack.as_mut_ptr_range().end.cast::<c_void>();
-    let mut saved = SigSet::empty();
     for _ in 0..n {
         stop_if_interrupted()?;
         let flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
-        let all = SigSet::all();
-        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&all), Some(&mut saved))
-            .map_err(|e| create_failed("pthread_sigmask", e))?;
         // SAFETY: the child runs `vfork_child` on `stack`, which outlives
         // it (CLONE_VFORK: clone returns once the child has exited), and
-        // only calls _exit; every signal is blocked, so no handler runs in
-        // the child on the memory it shares with us.
+        // only calls _exit; every signal is blocked (vfork_exit), so no
+        // handler runs in the child on the memory it shares with us.
         let pid =
             unsafe { libc::clone(vfork_child, top, flags, std::ptr::null_mut()) };
-        let clone_errno = Errno::last();
-        pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&saved), None)
-            .map_err(|e| create_failed("pthread_sigmask", e))?;
         if pid == -1 {
-            return Err(create_failed("clone(CLONE_VM|CLONE_VFORK)", clone_errno));
+            return Err(create_failed("clone(CLONE_VM|CLONE_VFORK)", Errno::last()));
         }
         wait_ok(Pid::from_raw(pid), "vfork child")?;
     }
