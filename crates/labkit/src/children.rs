@@ -15,6 +15,24 @@ pub fn wait4(
     pid: i32,
     options: libc::c_int,
 ) -> std::io::Result<Option<(ExitStatus, libc::rusage)>> {
+    Ok(wait4_any(pid, options)?.map(|(_, status, ru)| (status, ru)))
+}
+
+/// The next child of ours that has ended, reaped, without blocking: its
+/// pid; `None` when none has ended (or none is left). One `wait4` per
+/// ended child, as Stevens' `sig_chld` loop does.
+pub fn reap_ended() -> Option<i32> {
+    match wait4_any(-1, libc::WNOHANG) {
+        Ok(Some((pid, _, _))) => Some(pid),
+        _ => None,
+    }
+}
+
+/// [`wait4`], with the pid the kernel reports (`pid` may be -1: any child).
+fn wait4_any(
+    pid: i32,
+    options: libc::c_int,
+) -> std::io::Result<Option<(i32, ExitStatus, libc::rusage)>> {
     let mut status = 0;
     // SAFETY: rusage is plain old data, for wait4 to fill in.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -22,7 +40,7 @@ pub fn wait4(
         // SAFETY: valid pointers to our locals.
         let r = unsafe { libc::wait4(pid, &mut status, options, &mut ru) };
         if r > 0 {
-            return Ok(Some((ExitStatus::from_raw(status), ru)));
+            return Ok(Some((r, ExitStatus::from_raw(status), ru)));
         }
         if r == 0 {
             return Ok(None);

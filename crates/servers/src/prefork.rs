@@ -177,14 +177,16 @@ impl Children {
         })
     }
 
-    /// Reap the children that have exited, as Stevens' `sig_chld` does
-    /// (`wait4(pid, WNOHANG)` for each, labkit's one wait loop); how many.
+    /// Reap the children that have exited, as Stevens' `sig_chld` does: one
+    /// `wait4(-1, WNOHANG)` per ended child, not one per child alive; how
+    /// many.
     pub(crate) fn reap_finished(&mut self) -> usize {
-        let before = self.pids.len();
-        self.pids.retain(|pid| {
-            matches!(labkit::children::wait4(pid.as_raw(), libc::WNOHANG), Ok(None))
-        });
-        before - self.pids.len()
+        let mut n = 0;
+        while let Some(pid) = labkit::children::reap_ended() {
+            self.pids.retain(|p| p.as_raw() != pid);
+            n += 1;
+        }
+        n
     }
 
     /// Reap the children as they finish; after `timeout` and a second, send
