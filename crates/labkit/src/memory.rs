@@ -185,6 +185,16 @@ impl Drop for PageAligned {
     }
 }
 
+/// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel thinks
+/// can be allocated without swapping. The lab's one reader of it, for the
+/// programs and the runner that must never touch more.
+pub fn mem_available() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

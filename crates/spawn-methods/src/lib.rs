@@ -290,14 +290,7 @@ pub fn calibrate(method: Method, budget: f64, setup: &Setup<'_>) -> Result<u64> 
 }
 // ANCHOR_END: calibrate
 
-/// `MemAvailable` from `/proc/meminfo`, in bytes: what the kernel thinks
-/// can be allocated without swapping.
-pub fn mem_available() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
+pub use labkit::memory::mem_available;
 
 /// Refuse to touch more than the memory available: `--rss` above
 /// `available` bytes is a usage error, not an out-of-memory kill.

@@ -187,7 +187,9 @@ pub fn run(o: &Options) -> Result<LadderReport> {
     };
     let need_bytes =
         (slots + 1).saturating_mul(block.div_ceil(PAGE) as u64 * PAGE as u64);
-    if let Some(free) = available_bytes().filter(|&free| need_bytes > free / 2) {
+    if let Some(free) =
+        labkit::memory::mem_available().filter(|&free| need_bytes > free / 2)
+    {
         return Err(Error::usage(format!(
             "the ring ({slots} slots of {block} bytes) and the reader's buffer need {} MiB, \
              more than half of the {} MiB available; use smaller blocks",
@@ -312,14 +314,6 @@ pub fn run(o: &Options) -> Result<LadderReport> {
         writer,
         reader,
     })
-}
-
-/// `MemAvailable` from /proc/meminfo, in bytes.
-fn available_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib << 10)
 }
 
 #[cfg(test)]

@@ -404,12 +404,8 @@ fn dram_rates(
     rounds: usize,
     scratch: &Path,
 ) -> Result<Option<Summary>> {
-    let available_kib =
-        std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemAvailable:"))?;
-            line.split_whitespace().nth(1)?.parse::<u64>().ok()
-        });
-    if available_kib.is_none_or(|kib| kib < 3 * (DRAM_BYTES >> 10)) {
+    let available = labkit::memory::mem_available();
+    if available.is_none_or(|bytes| bytes < 3 * DRAM_BYTES) {
         return Ok(None);
     }
     let flags = ["--copies", "1", "--iterations", "1"].map(String::from);
