@@ -42,22 +42,11 @@ pub(super) fn headline(data: &Data) -> Headline {
         crate::stats::r_squared(&points)
     };
     crate::report::headline()
-        .add(
+        .add_range(
             "fork_over_thread",
             "fork's time over thread's, median over every setting",
-            all.map(|s| s.median),
-            "x",
-        )
-        .add(
-            "fork_over_thread_min",
-            "the same, lowest setting",
-            all.map(|s| s.min),
-            "x",
-        )
-        .add(
-            "fork_over_thread_max",
-            "the same, highest setting",
-            all.map(|s| s.max),
+            "setting",
+            all,
             "x",
         )
         .add(
