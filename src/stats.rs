@@ -29,11 +29,6 @@ impl Summary {
         let trimmed_mean = kept.iter().sum::<f64>() / kept.len() as f64;
         Some(Summary { n, median, min: v[0], max: v[n - 1], trimmed_mean })
     }
-
-    /// The spread as a fraction of the median, `(max - min) / median`.
-    pub fn spread(&self) -> f64 {
-        if self.median == 0.0 { 0.0 } else { (self.max - self.min) / self.median }
-    }
 }
 
 /// The lab's one round schedule: the order in which `n` programs (or
@@ -117,7 +112,7 @@ mod tests {
     fn small_and_even_counts() {
         assert_eq!(Summary::of(&[]), None);
         let one = Summary::of(&[2.0]).unwrap();
-        assert_eq!((one.median, one.trimmed_mean, one.spread()), (2.0, 2.0, 0.0));
+        assert_eq!((one.median, one.trimmed_mean), (2.0, 2.0));
         let two = Summary::of(&[2.0, 4.0]).unwrap();
         assert_eq!((two.median, two.trimmed_mean), (3.0, 3.0));
         let four = Summary::of(&[1.0, 2.0, 4.0, 9.0]).unwrap();

@@ -122,11 +122,6 @@ pub fn or_dash(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// Seconds with three significant decimals, like `time` prints them.
-pub fn secs(s: f64) -> String {
-    format!("{s:.3}")
-}
-
 /// A median with its range: `0.412 (0.398-0.430)`.
 pub fn with_range(median: f64, min: f64, max: f64, digits: usize) -> String {
     format!("{median:.digits$} ({min:.digits$}-{max:.digits$})")
@@ -172,6 +167,5 @@ mod tests {
         let mut narrow = Table::new("", &["P"]);
         narrow.row(vec!["3".into()]);
         assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");
-        assert_eq!(secs(0.12345), "0.123");
     }
 }

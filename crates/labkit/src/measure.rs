@@ -82,7 +82,7 @@ fn seconds(tv: libc::timeval) -> f64 {
 }
 
 /// What `ru` (from `wait4` or `getrusage`) says, with `wall` beside it.
-pub fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
+fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
     Usage {
         wall_s: wall.as_secs_f64(),
         user_s: seconds(ru.ru_utime),

@@ -96,7 +96,7 @@ pub struct LoadConfig {
     pub socket_buffer: usize,
 }
 
-pub use labkit::latency::Latency;
+use labkit::latency::Latency;
 
 /// What a run saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

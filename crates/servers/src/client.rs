@@ -69,7 +69,7 @@ impl Errors {
     }
 }
 
-pub use labkit::latency::Latency;
+use labkit::latency::Latency;
 
 /// What `client --json` prints.
 #[derive(Clone, Debug, Serialize, Deserialize)]
