@@ -19,7 +19,6 @@ pub(super) fn programs() -> Result<Vec<PathBuf>> {
     crate::bins::package_programs("mq", &["broker", "load"])
 }
 
-/// The broker process; killed and reaped if a run fails half-way.
 // ANCHOR: run_once
 /// One run: start the broker, run the load generator against it, stop the
 /// broker with SIGTERM and read its final stats (CPU time, switches).
@@ -45,10 +44,9 @@ pub(super) fn run_once(
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
     let broker = crate::service::Service::start(&mut cmd, &what)?;
-    let addr = broker.addr.clone();
     let mut load_cmd = Command::new(load);
     load_cmd
-        .args(["--addr", addr.trim(), "--json"])
+        .args(["--addr", &broker.addr, "--json"])
         .args(a.shape.args())
         .args(["--duration", &duration.to_string()])
         .args(["--rate", &a.rate.to_string()]);

@@ -20,7 +20,6 @@ pub(super) struct Ctx {
     pub(super) byte_reads: bool,
 }
 
-/// A running server; killed and reaped if a run fails half-way.
 impl Ctx {
     fn pool_of(&self, design: &str) -> usize {
         if MODERN_POOLED.contains(&design) {
@@ -30,8 +29,9 @@ impl Ctx {
         }
     }
 
-    /// Start `server --design D` and read the address it prints.
-    fn start(&self, design: &str) -> Result<(Service, String)> {
+    /// Start `server --design D` and read the address it prints: a
+    /// running server, killed and reaped if a run fails half-way.
+    fn start(&self, design: &str) -> Result<Service> {
         let mut cmd = Command::new(&self.server);
         // epoll-herd: epoll-exclusive without EPOLLEXCLUSIVE.
         match design {
@@ -44,9 +44,7 @@ impl Ctx {
         if self.byte_reads {
             cmd.arg("--byte-reads");
         }
-        let server = Service::start(&mut cmd, &format!("server --design {design}"))?;
-        let addr = server.addr.clone();
-        Ok((server, addr))
+        Service::start(&mut cmd, &format!("server --design {design}"))
     }
 
     /// Can this design start here? `Err(reason)` for one the kernel
@@ -56,7 +54,7 @@ impl Ctx {
             return Ok(());
         }
         match self.start(design) {
-            Ok((server, _)) => {
+            Ok(server) => {
                 drop(server); // killed and reaped
                 Ok(())
             }
@@ -69,9 +67,9 @@ impl Ctx {
     /// server with SIGTERM and read what it printed (CPU, meter).
     pub(super) fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
         let start = Instant::now();
-        let (server, addr) = self.start(design)?;
+        let server = self.start(design)?;
         let mut cmd = Command::new(&self.client);
-        cmd.args(["--addr", &addr, "--json"])
+        cmd.args(["--addr", &server.addr, "--json"])
             .args(["--children", &load.children.to_string()])
             .args(["--loops", &load.loops.to_string()])
             .args(["--bytes", &load.bytes.to_string()]);
