@@ -191,6 +191,28 @@ impl HeadlineBuilder {
     }
 }
 
+/// Tables as Markdown under the line that says where and how they were
+/// measured: `tables.md`, and the side files an experiment adds to
+/// [`Report::files`] (with `header.settings` filled, [`Common::settings`]).
+pub fn markdown(header: &Header, tables: &[Table]) -> String {
+    let mut md = format!(
+        "Measured with `{}` on {} ({}), commit {}{}.\n",
+        header.command,
+        header.machine.summary(),
+        header.machine.date,
+        header.machine.commit,
+        match &header.settings.cpus {
+            Some(list) => format!(", confined to CPUs {list}"),
+            None => String::new(),
+        }
+    );
+    for table in tables {
+        md.push('\n');
+        md.push_str(&table.render());
+    }
+    md
+}
+
 /// A finished experiment, ready to be shown and saved.
 pub struct Report<T> {
     pub header: Header,
@@ -265,21 +287,7 @@ impl<T: Serialize> Report<T> {
         let doc =
             Document { header: &header, headline: &self.headline, data: &self.data };
         write_json(&out.join(format!("{name}.json")), &doc)?;
-        let mut md = format!(
-            "Measured with `{}` on {} ({}), commit {}{}.\n",
-            header.command,
-            header.machine.summary(),
-            header.machine.date,
-            header.machine.commit,
-            match &header.settings.cpus {
-                Some(list) => format!(", confined to CPUs {list}"),
-                None => String::new(),
-            }
-        );
-        for table in &self.tables {
-            md.push('\n');
-            md.push_str(&table.render());
-        }
+        let md = markdown(&header, &self.tables);
         write_file(&out.join("tables.md"), &md)?;
         for (stem, chart) in &self.charts {
             let svg = chart.to_svg().map_err(Error::failed)?;
@@ -300,5 +308,24 @@ impl<T: Serialize> Report<T> {
             eprintln!("lab: results written to {}", out.display());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_markdown_file_says_commit_and_cpus() {
+        let mut header = crate::results::Header::new("demo");
+        header.settings.cpus = Some("0".into());
+        let mut t = crate::table::Table::new("1. Demo", &["a"]);
+        t.row(vec!["1".into()]);
+        let md = super::markdown(&header, &[t]);
+        let first = md.lines().next().unwrap();
+        assert!(
+            first.contains(&format!("commit {}", header.machine.commit)),
+            "{md}"
+        );
+        assert!(first.ends_with(", confined to CPUs 0."), "{md}");
+        assert!(md.contains("1. Demo"), "{md}");
     }
 }

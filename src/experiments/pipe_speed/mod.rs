@@ -366,13 +366,18 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         vs_c,
         ladder,
     };
-    let header = Header::new(EXPERIMENT.name);
+    let mut header = Header::new(EXPERIMENT.name);
+    // The side files are written from this header: the settings now, as
+    // publish fills them for tables.md.
+    header.settings = args.common.settings();
     let mut files = Vec::new();
     let mut tables = tables::tables(&data);
     if !data.vs_c.is_empty() {
         let pairs = vs_c::pairs_tables(&data);
         tables.extend(pairs.iter().cloned());
-        files.push(("vs-c.md".to_string(), vs_c::markdown(&header, &pairs)));
+        // vs-c.md: the comparison's tables on their own, for the book.
+        let md = crate::report::markdown(&header, &pairs);
+        files.push(("vs-c.md".to_string(), md));
     }
     let ladder_md = data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
     files.extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
-use crate::results::Header;
 use crate::stats::{Summary, paired_ratio, round_order};
 use crate::table::{Table, with_range};
 use labkit::limits::format_size;
@@ -212,18 +211,6 @@ pub fn c_twin(program: &str) -> Result<PathBuf> {
     let source = root.join(format!("{program}/c/{program}.c"));
     let shared = root.join("pipespeed2/c/pipespeed.c");
     crate::bins::compile_c_with(&[&source, &shared], &[], &format!("{program}-c"))
-}
-
-/// `vs-c.md`: the comparison's tables on their own, for the book.
-pub(super) fn markdown(header: &Header, pairs: &[Table]) -> String {
-    let text: Vec<String> = pairs.iter().map(Table::render).collect();
-    format!(
-        "Measured with `{}` on {} ({}).\n\n{}",
-        header.command,
-        header.machine.summary(),
-        header.machine.date,
-        text.join("\n")
-    )
 }
 
 /// The ratios by block size, with "equal" and the 5% band the notes count

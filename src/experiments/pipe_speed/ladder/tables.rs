@@ -207,16 +207,5 @@ pub(in crate::experiments::pipe_speed) fn markdown(
     l: &Ladder,
     header: &Header,
 ) -> String {
-    let mut md = format!(
-        "Measured with `{}` on {} ({}), commit {}.\n",
-        header.command,
-        header.machine.summary(),
-        header.machine.date,
-        header.machine.commit
-    );
-    for table in tables(l) {
-        md.push('\n');
-        md.push_str(&table.render());
-    }
-    md
+    crate::report::markdown(header, &tables(l))
 }
