@@ -83,12 +83,12 @@ fn build(cargo: &std::ffi::OsStr, dir: &Path, packages: &[&str]) -> Result<()> {
 
 /// Run `cmd` (a lab program or a C reference with `--json`) as a whole
 /// process, timed from outside, with stdout in a temporary file; check that
-/// it exited 0 and return its wall seconds and its report, parsed into the
-/// program's own type `T`.
+/// it exited 0 and return its report, parsed into the program's own type
+/// `T`, and what the run cost (wall seconds, CPU, switches: `wait4`).
 pub fn run_json<T: serde::de::DeserializeOwned>(
     mut cmd: Command,
     what: &str,
-) -> Result<(f64, T)> {
+) -> Result<(T, labkit::measure::Usage)> {
     use std::io::{Read, Seek};
     let mut file = tempfile::tempfile()
         .map_err(|e| Error::io("cannot create a temporary file", e))?;
@@ -104,7 +104,7 @@ pub fn run_json<T: serde::de::DeserializeOwned>(
     let report = serde_json::from_str(&text).map_err(|e| {
         Error::failed(format!("{what}: not its --json report ({e}): {text:?}"))
     })?;
-    Ok((done.usage.wall_s, report))
+    Ok((report, done.usage))
 }
 
 /// How the C references are built: `cc -O2`, linked the way `rustc` links

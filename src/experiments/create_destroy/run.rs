@@ -146,13 +146,13 @@ pub(super) fn run_loop(l: &Loop) -> Result<(f64, f64)> {
     let what = format!("{} {}", l.label, l.args.join(" "));
     let (wall, (failed, us)) = match l.kind {
         Kind::Fork => {
-            run_json(cmd, &what).map(|(wall, r): (_, forkcreat::Report)| {
-                (wall, (r.failed, r.us_per_create))
+            run_json(cmd, &what).map(|(r, cost): (forkcreat::Report, _)| {
+                (cost.wall_s, (r.failed, r.us_per_create))
             })?
         }
         Kind::Thread => {
-            run_json(cmd, &what).map(|(wall, r): (_, pthreadcreat::Report)| {
-                (wall, (r.failed, r.us_per_create))
+            run_json(cmd, &what).map(|(r, cost): (pthreadcreat::Report, _)| {
+                (cost.wall_s, (r.failed, r.us_per_create))
             })?
         }
     };
@@ -176,7 +176,7 @@ pub(super) fn run_creattime(path: &Path, samples: u64) -> Result<Ct> {
     let mut cmd = Command::new(path);
     cmd.args([samples.to_string(), "--json".into()]);
     let what = format!("{} {samples}", path.display());
-    let (_, r): (_, creattime::Report) = run_json(cmd, &what)?;
+    let (r, _): (creattime::Report, _) = run_json(cmd, &what)?;
     match (r.fork.average_ms, r.thread.average_ms) {
         (Some(fork_ms), Some(thread_ms)) => {
             Ok(Ct { fork_ms, thread_ms, zombies: r.zombies_before_reaping as f64 })

@@ -257,14 +257,12 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         ));
     }
     let out = args.common.start(EXPERIMENT.name)?;
-    let scratch = labkit::cleanup::tempdir("lab-pipe-speed-")
-        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let mut bins = crate::bins::programs(&["pipespeed2"])?;
     bins.extend(crate::bins::package_programs(
         "pipespeed2t",
         &["pipespeed2t", "copylimit"],
     )?);
-    let facts = pipe_facts(&bins[0], scratch.path())?;
+    let facts = pipe_facts(&bins[0])?;
     let variants = variants(&args, &bins, facts.default_buffer_bytes)?;
 
     let mut blocks: Vec<u64> =
@@ -290,15 +288,10 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         let (mut copies, mut loops) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             for i in round_order(here.len(), round).into_iter().map(|k| here[k]) {
-                records[i].push(run_once(
-                    &variants[i],
-                    count,
-                    block,
-                    scratch.path(),
-                )?);
+                records[i].push(run_once(&variants[i], count, block)?);
                 bar.inc(1);
             }
-            let limit = run::copy_limit(&bins[2], block, &[], scratch.path())?;
+            let limit = run::copy_limit(&bins[2], block, &[])?;
             copies.push(limit.memcpy_mb_per_s);
             loops.push(limit.vector_loop_mb_per_s);
         }
@@ -347,7 +340,6 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         args.count,
         &bins[1..],
         &facts,
-        scratch.path(),
     )?;
     let vs_c = if args.vs_c {
         vs_c::compare_with_c(&args, &bins, &variants)?
@@ -406,7 +398,7 @@ fn loadavg() -> String {
 }
 
 /// The pipe as this kernel makes it, asked of pipespeed2 itself.
-fn pipe_facts(pipespeed2: &Path, scratch: &Path) -> Result<PipeFacts> {
+fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
     let probe = Variant {
         key: "probe",
         label: "probe",
@@ -414,7 +406,7 @@ fn pipe_facts(pipespeed2: &Path, scratch: &Path) -> Result<PipeFacts> {
         flags: Vec::new(),
         blocks: Vec::new(),
     };
-    let (printed, _) = spawn(&probe, probe.command(1, 1), 1, 1, scratch)?;
+    let (printed, _) = spawn(&probe, probe.command(1, 1), 1, 1)?;
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
         .and_then(|s| s.trim().parse().ok());

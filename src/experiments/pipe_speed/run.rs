@@ -1,29 +1,27 @@
 //! Running the programs: one pipe program run, one copy-limit run, and
 //! what a point of the results keeps of them.
 
-use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use crate::bins::run_json;
 use crate::stats::Summary;
-use labkit::measure::{Usage, run};
+use labkit::measure::Usage;
 use labkit::{Error, Result};
 use pipespeed2::Report;
 use pipespeed2t::copy::CopyReport;
 
 use super::{Point, RunRecord, Variant};
 
-/// Run a pipe program once with its stdout in a file; return what it
-/// printed and what it cost.
+/// Run a pipe program once; return what it printed and what it cost.
 pub(super) fn spawn(
     v: &Variant,
     cmd: Command,
     count: u64,
     block: u64,
-    scratch: &Path,
 ) -> Result<(Report, Usage)> {
     let what = format!("{} {count} {block}", v.key);
-    let (report, usage) = run_json::<Report>(&what, cmd, scratch)?;
+    let (report, usage) = run_json::<Report>(cmd, &what)?;
     moved(&what, report.bytes, count * block)?;
     Ok((report, usage))
 }
@@ -39,39 +37,9 @@ pub(super) fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
     }
 }
 
-/// Run a program once with its stdout (one JSON object) in a file in
-/// `scratch`, and return what it printed, read as the program's own report
-/// type, and what the run cost.
-pub(super) fn run_json<T: serde::de::DeserializeOwned>(
-    what: &str,
-    mut cmd: Command,
-    scratch: &Path,
-) -> Result<(T, Usage)> {
-    let path = scratch.join("stdout.json");
-    let file = File::create(&path).map_err(|e| Error::io(path.display(), e))?;
-    cmd.stdin(Stdio::null()).stdout(file);
-    let done =
-        run(&mut cmd).map_err(|e| Error::io(format!("cannot run {what}"), e))?;
-    done.check(what).map_err(Error::failed)?;
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
-    let printed: T = serde_json::from_str(text.trim()).map_err(|e| {
-        Error::failed(format!(
-            "{what}: cannot read its output '{}': {e}",
-            text.trim()
-        ))
-    })?;
-    Ok((printed, done.usage))
-}
-
 // ANCHOR: run_once
-pub(super) fn run_once(
-    v: &Variant,
-    count: u64,
-    block: u64,
-    scratch: &Path,
-) -> Result<RunRecord> {
-    let (printed, usage) = spawn(v, v.command(count, block), count, block, scratch)?;
+pub(super) fn run_once(v: &Variant, count: u64, block: u64) -> Result<RunRecord> {
+    let (printed, usage) = spawn(v, v.command(count, block), count, block)?;
     Ok(RunRecord { elapsed_s: printed.elapsed_s, mb_per_s: printed.mb_per_s, usage })
 }
 // ANCHOR_END: run_once
@@ -82,12 +50,11 @@ pub(super) fn copy_limit(
     copylimit: &Path,
     block: u64,
     flags: &[String],
-    scratch: &Path,
 ) -> Result<CopyReport> {
     let mut cmd = Command::new(copylimit);
     cmd.args([block.to_string(), "--json".into()]).args(flags);
     let what = format!("copylimit {block} {}", flags.join(" "));
-    Ok(run_json::<CopyReport>(what.trim_end(), cmd, scratch)?.0)
+    Ok(run_json::<CopyReport>(cmd, what.trim_end())?.0)
 }
 
 /// One block size of one variant: its runs, summed up, beside the copy

@@ -61,8 +61,6 @@ pub(super) fn compare_with_c(
         jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
     let bar =
         crate::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
-    let scratch = labkit::cleanup::tempdir("lab-pipe-speed-c-")
-        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let mut out = Vec::new();
     for placement in placements {
         for (first, second) in &jobs {
@@ -83,8 +81,7 @@ pub(super) fn compare_with_c(
                         if let Some(cpu) = placement.cpu {
                             labkit::affinity::pin_command(&mut cmd, cpu)?;
                         }
-                        let (printed, _) =
-                            spawn(v, cmd, count, block, scratch.path())?;
+                        let (printed, _) = spawn(v, cmd, count, block)?;
                         rates[i].push(printed.mb_per_s);
                         bar.inc(1);
                     }

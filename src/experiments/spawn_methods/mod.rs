@@ -167,7 +167,7 @@ impl Program<'_> {
         counts: Option<&[u64]>,
     ) -> Result<spawn_methods::Report> {
         let what = format!("spawn-methods ({} touched)", format_size(s.rss));
-        let (_, report) =
+        let (report, _) =
             crate::bins::run_json(self.command(s, methods, counts), &what)?;
         Ok(report)
     }

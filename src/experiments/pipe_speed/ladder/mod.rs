@@ -224,7 +224,6 @@ pub(super) fn run_ladder(
     count: Option<u64>,
     bins: &[PathBuf],
     facts: &PipeFacts,
-    scratch: &Path,
 ) -> Result<Option<Ladder>> {
     if flags.no_ladder {
         return Ok(None);
@@ -244,7 +243,7 @@ pub(super) fn run_ladder(
         "pipe-speed ladder",
     );
     let (pipespeed2t, copylimit) = (&bins[0], &bins[1]);
-    let dram = dram_rates(copylimit, rounds, scratch)?;
+    let dram = dram_rates(copylimit, rounds)?;
     let mut rows = Vec::new();
     for &block in &blocks {
         bar.set_message(format!("ladder, {} bytes", format_size(block)));
@@ -257,7 +256,7 @@ pub(super) fn run_ladder(
                 let mut cmd = Command::new(pipespeed2t);
                 cmd.args([count.to_string(), block.to_string(), "--json".into()]);
                 cmd.args(flags_of(&rungs[i], big));
-                runs[i].push(spawn(cmd, count, block, scratch)?);
+                runs[i].push(spawn(cmd, count, block)?);
                 bar.inc(1);
             }
             // The limit, in the same round: each rung's own working set.
@@ -265,8 +264,7 @@ pub(super) fn run_ladder(
                 let ring = ["--copies", "1", "--ring"].map(String::from);
                 let slots = rung_runs[round].0.ring_slots.to_string();
                 let flags = [&ring[..], &[slots]].concat();
-                let copy =
-                    super::run::copy_limit(copylimit, block, &flags, scratch)?;
+                let copy = super::run::copy_limit(copylimit, block, &flags)?;
                 copies[i].push(copy.mb_per_s);
             }
         }
@@ -312,17 +310,12 @@ fn flags_of(r: &Rung, big: u64) -> Vec<String> {
     flags
 }
 
-fn spawn(
-    cmd: Command,
-    count: u64,
-    block: u64,
-    scratch: &Path,
-) -> Result<(LadderReport, Usage)> {
+fn spawn(cmd: Command, count: u64, block: u64) -> Result<(LadderReport, Usage)> {
     let what = format!(
         "pipespeed2t {count} {block} {:?}",
         cmd.get_args().skip(3).collect::<Vec<_>>()
     );
-    let (report, usage) = super::run::run_json::<LadderReport>(&what, cmd, scratch)?;
+    let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
     super::run::moved(&what, report.report.bytes, count * block)?;
     Ok((report, usage))
 }
@@ -399,11 +392,7 @@ fn cpu_s(c: &Cost) -> f64 {
 /// DRAM bandwidth: MB/s of one copy of 256 MiB into another (`copylimit
 /// 256M --copies 1 --iterations 1`, every page written first), once per
 /// round. None if 768 MiB are not available.
-fn dram_rates(
-    copylimit: &Path,
-    rounds: usize,
-    scratch: &Path,
-) -> Result<Option<Summary>> {
+fn dram_rates(copylimit: &Path, rounds: usize) -> Result<Option<Summary>> {
     let available = labkit::memory::mem_available();
     if available.is_none_or(|bytes| bytes < 3 * DRAM_BYTES) {
         return Ok(None);
@@ -411,7 +400,7 @@ fn dram_rates(
     let flags = ["--copies", "1", "--iterations", "1"].map(String::from);
     let mut rates = Vec::new();
     for _ in 0..rounds {
-        let copy = super::run::copy_limit(copylimit, DRAM_BYTES, &flags, scratch)?;
+        let copy = super::run::copy_limit(copylimit, DRAM_BYTES, &flags)?;
         rates.push(copy.mb_per_s);
     }
     Ok(Summary::of(&rates))
