@@ -1,6 +1,8 @@
 //! Article-style tables, rendered as Markdown so that the same text reads in
 //! a terminal and in the book.
 
+use crate::stats::Summary;
+
 /// A table with a title, column headers, rows and footnotes.
 #[derive(Clone, Debug, Default)]
 pub struct Table {
@@ -122,8 +124,9 @@ pub fn or_dash(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-/// A median with its range: `0.412 (0.398-0.430)`.
-pub fn with_range(median: f64, min: f64, max: f64, digits: usize) -> String {
+/// A summary's median with its range: `0.412 (0.398-0.430)`.
+pub fn range(s: &Summary, digits: usize) -> String {
+    let Summary { median, min, max, .. } = s;
     format!("{median:.digits$} ({min:.digits$}-{max:.digits$})")
 }
 
@@ -163,7 +166,8 @@ mod tests {
              | P=1000  |   12.25 |\n\
              \nmeasured here\n"
         );
-        assert_eq!(with_range(1.0, 0.5, 2.0, 2), "1.00 (0.50-2.00)");
+        let s = Summary::of(&[2.0, 0.5, 1.0]).unwrap();
+        assert_eq!(range(&s, 2), "1.00 (0.50-2.00)");
         let mut narrow = Table::new("", &["P"]);
         narrow.row(vec!["3".into()]);
         assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");

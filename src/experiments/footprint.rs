@@ -360,12 +360,7 @@ fn cow_table(d: &Data) -> Table {
             r.workers.to_string(),
             kib(&p.pss),
             format!("{:.1}", p.pss.median * f64::from(r.workers) / 1024.0),
-            crate::table::with_range(
-                p.ready_s.median,
-                p.ready_s.min,
-                p.ready_s.max,
-                3,
-            ),
+            crate::table::range(&p.ready_s, 3),
         ]);
     }
     t.note(

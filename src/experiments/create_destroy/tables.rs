@@ -5,7 +5,7 @@ use crate::bars::{Bars, Row};
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 
 use super::{CreattimeRow, Data, LoopRow};
 
@@ -92,10 +92,6 @@ pub(super) fn headline(data: &Data) -> Headline {
     .build()
 }
 
-fn us(s: &Summary) -> String {
-    with_range(s.median, s.min, s.max, 1)
-}
-
 fn find<'a>(rows: &'a [LoopRow], program: &str) -> Option<&'a LoopRow> {
     rows.iter().find(|r| r.program == program)
 }
@@ -121,8 +117,8 @@ fn article_table(d: &Data) -> Table {
         };
         t.row(vec![
             r.program.clone(),
-            us(&r.us_per_create),
-            with_range(r.wall_s.median, r.wall_s.min, r.wall_s.max, 3),
+            range(&r.us_per_create, 1),
+            range(&r.wall_s, 3),
             then.into(),
         ]);
     }
@@ -159,7 +155,7 @@ fn lecture_table(d: &Data) -> Table {
     if let Some(r) = thread {
         t.row(vec![
             "Threads".into(),
-            us(&r.us_per_create),
+            range(&r.us_per_create, 1),
             "12".into(),
             "138".into(),
         ]);
@@ -167,7 +163,7 @@ fn lecture_table(d: &Data) -> Table {
     if let Some(r) = fork {
         t.row(vec![
             "Processes".into(),
-            us(&r.us_per_create),
+            range(&r.us_per_create, 1),
             "722".into(),
             "9077".into(),
         ]);
@@ -207,8 +203,8 @@ fn creattime_table(d: &Data) -> Table {
         let (a, b) = then(r.samples);
         t.row(vec![
             r.samples.to_string(),
-            with_range(r.fork_ms.median, r.fork_ms.min, r.fork_ms.max, 4),
-            with_range(r.thread_ms.median, r.thread_ms.min, r.thread_ms.max, 4),
+            range(&r.fork_ms, 4),
+            range(&r.thread_ms, 4),
             format!("{:.2}", r.ratio.median),
             format!("{:.0}", r.zombies_before_reaping.median),
             a.into(),

@@ -2,7 +2,7 @@
 
 use crate::bars::{Bars, Row};
 use crate::report::Headline;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 use ctxswitch::{Mode, Pin};
 
 use super::{Cell, Data, round_trips};
@@ -49,7 +49,7 @@ pub(super) fn cost_table(d: &Data) -> Table {
             c.mode.name().into(),
             c.pin.name().into(),
             cpus_text(c),
-            with_range(r.median, r.min, r.max, 2),
+            range(r, 2),
             format!("{:.2}", c.us_per_switch),
             format!("{:.2}", c.pipe_us.median),
             format!("{:.2}", c.net_us_per_switch),
@@ -93,8 +93,8 @@ pub(super) fn perf_table(d: &Data) -> Table {
         t.row(vec![
             c.mode.name().into(),
             c.pin.name().into(),
-            with_range(r.median, r.min, r.max, 2),
-            with_range(q.median, q.min, q.max, 2),
+            range(r, 2),
+            range(q, 2),
             format!("{ratio:.2}"),
             if (ratio - 1.0).abs() <= 0.15 { "yes" } else { "no" }.into(),
         ]);
@@ -254,7 +254,7 @@ mod tests {
         assert_eq!(t.rows.len(), 2);
         let same = &t.rows[0];
         assert_eq!(same[..3], ["threads", "same", "0"]);
-        assert_eq!(same[3], with_range(5.0, 4.0, 6.0, 2));
+        assert_eq!(same[3], "5.00 (4.00-6.00)");
         assert_eq!(same[4], "2.50"); // half the median round trip
         assert_eq!(same[7], "2.000");
         let none = &t.rows[1];

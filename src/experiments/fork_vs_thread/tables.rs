@@ -4,7 +4,7 @@
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 
 use super::{Axis, Data, GridResult, Row};
 
@@ -106,10 +106,7 @@ pub(super) fn tables(g: &GridResult) -> Vec<Table> {
             .collect()
     };
     let time_cells = |r: &Row| -> Vec<String> {
-        r.programs
-            .iter()
-            .map(|p| with_range(p.wall_s.median, p.wall_s.min, p.wall_s.max, 3))
-            .collect()
+        r.programs.iter().map(|p| range(&p.wall_s, 3)).collect()
     };
     let ratio_note = "Ratios: median over the rounds of one program's time over the \
                       other's in the same round.";
@@ -219,7 +216,7 @@ mod tests {
         );
         let ratios: Vec<&str> = t[0].rows.iter().map(|r| r[2].as_str()).collect();
         assert_eq!(ratios, ["2.00", "3.00", "2.00"]);
-        assert_eq!(t[0].rows[1][3], with_range(3.0, 2.0, 4.0, 3));
+        assert_eq!(t[0].rows[1][3], "3.000 (2.000-4.000)");
     }
 
     #[test]

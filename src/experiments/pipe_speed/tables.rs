@@ -3,7 +3,7 @@
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 
 use super::{
     ARTICLE_PEAK_2T_MB_S, ARTICLE_PIPE_BUFFER, ARTICLE_PLATEAU_2T_MB_S, Data, Point,
@@ -23,6 +23,36 @@ fn at(v: Option<&VariantResult>, block: u64) -> Option<&Point> {
     v?.points.iter().find(|p| p.block_bytes == block)
 }
 
+/// The two-thread pipe's figures the then-and-now table and the headline
+/// both give.
+struct Figures<'a> {
+    /// The point of the best median rate.
+    peak: Option<&'a Point>,
+    /// The point of the largest block.
+    largest: Option<&'a Point>,
+    /// Named over unnamed pipe, at every block size both measured.
+    fifo_over_pipe: Option<Summary>,
+}
+
+fn figures(data: &Data) -> Figures<'_> {
+    let pipe = variant(data, "pipe");
+    let points = pipe.map_or(&[][..], |v| &v.points);
+    let ratios: Vec<f64> = variant(data, "fifo")
+        .map_or(&[][..], |v| &v.points)
+        .iter()
+        .filter_map(|f| {
+            at(pipe, f.block_bytes).map(|p| f.mb_per_s.median / p.mb_per_s.median)
+        })
+        .collect();
+    Figures {
+        peak: points
+            .iter()
+            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median)),
+        largest: points.iter().max_by_key(|p| p.block_bytes),
+        fifo_over_pipe: Summary::of(&ratios),
+    }
+}
+
 fn then_and_now(data: &Data) -> Table {
     let mut t = Table::new(
         "Then and now: the article's Linux 2.4.2 figures beside this machine's",
@@ -37,12 +67,8 @@ fn then_and_now(data: &Data) -> Table {
             data.pipe.default_buffer_bytes
         ),
     ]);
-    let pipe = variant(data, "pipe");
-    if let Some(peak) = pipe.and_then(|v| {
-        v.points
-            .iter()
-            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
-    }) {
+    let f = figures(data);
+    if let Some(peak) = f.peak {
         t.row(vec![
             "two threads, peak MB/s".into(),
             format!("about {ARTICLE_PEAK_2T_MB_S:.0}"),
@@ -53,7 +79,7 @@ fn then_and_now(data: &Data) -> Table {
             ),
         ]);
     }
-    if let Some(largest) = pipe.and_then(|v| v.points.last()) {
+    if let Some(largest) = f.largest {
         let big = at(variant(data, "pipe-1M"), largest.block_bytes).map_or(
             String::new(),
             |p| {
@@ -73,18 +99,7 @@ fn then_and_now(data: &Data) -> Table {
             ),
         ]);
     }
-    let ratios: Vec<f64> = variant(data, "fifo")
-        .map(|f| {
-            f.points
-                .iter()
-                .filter_map(|p| {
-                    at(pipe, p.block_bytes)
-                        .map(|q| p.mb_per_s.median / q.mb_per_s.median)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(r) = Summary::of(&ratios) {
+    if let Some(r) = f.fifo_over_pipe {
         t.row(vec![
             "named / unnamed pipe".into(),
             "no difference".into(),
@@ -120,7 +135,7 @@ fn one_thread_table(data: &Data) -> Table {
         t.row(vec![
             p.block_bytes.to_string(),
             p.count.to_string(),
-            with_range(p.mb_per_s.median, p.mb_per_s.min, p.mb_per_s.max, 1),
+            range(&p.mb_per_s, 1),
             crate::table::sig(p.copy_limit_mb_per_s),
             of_limit(p),
         ]);
@@ -171,34 +186,10 @@ fn two_thread_table(data: &Data) -> Table {
 /// The figures the claims are judged on: the pipe's buffer, the two-thread
 /// pipe's peak and its rate at the largest block, named against unnamed.
 pub(super) fn headline(data: &Data) -> Headline {
-    let variant = |key| data.variants.iter().find(|v| v.key == key);
-    let pipe = variant("pipe");
-    let peak = pipe.and_then(|v| {
-        v.points
-            .iter()
-            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
-    });
-    let largest = pipe.and_then(|v| v.points.iter().max_by_key(|p| p.block_bytes));
-    let one = variant("pipespeed2").and_then(|v| {
+    let Figures { peak, largest, fifo_over_pipe } = figures(data);
+    let one = variant(data, "pipespeed2").and_then(|v| {
         v.points.iter().map(|p| p.mb_per_s.median).max_by(f64::total_cmp)
     });
-    // Named over unnamed at every block size both measured.
-    let fifo_ratios: Vec<f64> = variant("fifo")
-        .zip(pipe)
-        .map(|(fifo, pipe)| {
-            fifo.points
-                .iter()
-                .filter_map(|f| {
-                    let p = pipe
-                        .points
-                        .iter()
-                        .find(|p| p.block_bytes == f.block_bytes)?;
-                    Some(f.mb_per_s.median / p.mb_per_s.median)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let fifo = Summary::of(&fifo_ratios);
     crate::report::headline()
         .add(
             "pipe_buffer_bytes",
@@ -243,7 +234,7 @@ pub(super) fn headline(data: &Data) -> Headline {
             "fifo_over_pipe",
             "named pipe's rate over the unnamed pipe's, median over block sizes",
             "block size",
-            fifo,
+            fifo_over_pipe,
             "x",
         )
         .build()

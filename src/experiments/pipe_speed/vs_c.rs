@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
 use crate::stats::{Summary, paired_ratio, round_order};
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
 
@@ -146,9 +146,7 @@ pub(super) fn pairs_tables(data: &Data) -> Vec<Table> {
                     c.points
                         .iter()
                         .find(|p| p.block_bytes == block)
-                        .map_or("-".into(), |p| {
-                            with_range(p.ratio.median, p.ratio.min, p.ratio.max, 3)
-                        }),
+                        .map_or("-".into(), |p| range(&p.ratio, 3)),
                 );
             }
             t.row(cells);

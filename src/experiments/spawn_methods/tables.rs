@@ -5,7 +5,7 @@ use crate::bars::{self, Bars};
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 use labkit::limits::format_size;
 use spawn_methods::Method;
 
@@ -30,7 +30,7 @@ fn us_cell(s: &Summary) -> String {
     } else {
         1
     };
-    with_range(s.median, s.min, s.max, digits)
+    range(s, digits)
 }
 
 /// Each method's cost, keyed by its short name.

@@ -2,7 +2,7 @@
 
 use crate::chart::Chart;
 use crate::results::Header;
-use crate::table::{Table, with_range};
+use crate::table::{Table, range};
 use labkit::limits::format_size;
 
 use super::{KIB_64, Ladder};
@@ -122,7 +122,7 @@ pub(super) fn tables(l: &Ladder) -> Vec<Table> {
              A verified transfer copies each byte once and reads it once, so one copy is \
              its ceiling.",
             format_size(l.dram_bytes),
-            with_range(d.median, d.min, d.max, 0),
+            range(&d, 0),
             d.n
         ),
         None => "DRAM: not measured (less than 768 MiB of memory available).".into(),
