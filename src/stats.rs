@@ -29,6 +29,14 @@ impl Summary {
         let trimmed_mean = kept.iter().sum::<f64>() / kept.len() as f64;
         Some(Summary { n, median, min: v[0], max: v[n - 1], trimmed_mean })
     }
+
+    /// Summarise one quantity over an experiment's rounds. There is always
+    /// at least one: `--rounds` is 1 or more, and every round records every
+    /// setting or fails the run.
+    pub fn of_rounds(values: impl IntoIterator<Item = f64>) -> Summary {
+        let v: Vec<f64> = values.into_iter().collect();
+        Summary::of(&v).expect("at least one round")
+    }
 }
 
 /// The lab's one round schedule: the order in which `n` programs (or

@@ -171,10 +171,8 @@ fn run_once(
 
 fn row(kind: Kind, workers: u32, touch: u64, runs: Vec<Footprint>) -> Row {
     let per = |f: fn(&Snapshot) -> u64| {
-        let v: Vec<f64> = runs.iter().map(|r| r.per_worker(f)).collect();
-        Summary::of(&v).expect("at least one round")
+        Summary::of_rounds(runs.iter().map(|r| r.per_worker(f)))
     };
-    let ready: Vec<f64> = runs.iter().map(|r| r.ready_s).collect();
     Row {
         kind,
         workers,
@@ -187,7 +185,7 @@ fn row(kind: Kind, workers: u32, touch: u64, runs: Vec<Footprint>) -> Row {
             page_tables: per(|s| s.vm_pte_kib),
             slab: per(|s| s.slab_unreclaimable_kib),
             address_space: per(|s| s.vm_size_kib),
-            ready_s: Summary::of(&ready).expect("at least one round"),
+            ready_s: Summary::of_rounds(runs.iter().map(|r| r.ready_s)),
         },
         runs,
     }

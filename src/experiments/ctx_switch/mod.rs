@@ -262,11 +262,6 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     report.publish(&args.common, &out)
 }
 
-fn summary(values: impl Iterator<Item = f64>) -> Summary {
-    let v: Vec<f64> = values.collect();
-    Summary::of(&v).expect("at least one round")
-}
-
 /// A mode and placement's rounds, summarised.
 fn cell(
     mode: Mode,
@@ -276,10 +271,10 @@ fn cell(
     runs: Vec<ctxswitch::Report>,
     perf_runs: Vec<PerfRun>,
 ) -> Cell {
-    let round_trip = summary(runs.iter().map(|r| r.us_per_round_trip));
-    let net = summary(runs.iter().map(|r| r.net_us_per_switch));
+    let round_trip = Summary::of_rounds(runs.iter().map(|r| r.us_per_round_trip));
+    let net = Summary::of_rounds(runs.iter().map(|r| r.net_us_per_switch));
     let perf = (!perf_runs.is_empty()).then(|| {
-        let s = summary(perf_runs.iter().map(|r| r.us_per_round_trip));
+        let s = Summary::of_rounds(perf_runs.iter().map(|r| r.us_per_round_trip));
         PerfCell {
             us_per_round_trip: s,
             us_per_switch: s.median / 2.0,
@@ -300,8 +295,8 @@ fn cell(
         us_per_switch: round_trip.median / 2.0,
         net_us_per_switch: net.median,
         us_per_round_trip: round_trip,
-        pipe_us: summary(runs.iter().map(|r| r.pipe_us)),
-        kernel_switches_per_round_trip: summary(
+        pipe_us: Summary::of_rounds(runs.iter().map(|r| r.pipe_us)),
+        kernel_switches_per_round_trip: Summary::of_rounds(
             runs.iter().map(|r| r.switches.per_round_trip),
         ),
         counts_hold: runs.iter().all(|r| r.switches.holds),

@@ -335,15 +335,11 @@ fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
     let programs = programs
         .iter()
         .zip(runs)
-        .map(|(p, runs)| {
-            let wall: Vec<f64> = runs.iter().map(|u| u.wall_s).collect();
-            let cpu: Vec<f64> = runs.iter().map(|u| u.user_s + u.sys_s).collect();
-            ProgramRuns {
-                program: p.label,
-                wall_s: Summary::of(&wall).expect("at least one round"),
-                cpu_s: Summary::of(&cpu).expect("at least one round"),
-                runs,
-            }
+        .map(|(p, runs)| ProgramRuns {
+            program: p.label,
+            wall_s: Summary::of_rounds(runs.iter().map(|u| u.wall_s)),
+            cpu_s: Summary::of_rounds(runs.iter().map(|u| u.user_s + u.sys_s)),
+            runs,
         })
         .collect();
     Row { setting: *s, programs }

@@ -187,10 +187,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
 }
 
 fn row(threads: Option<u32>, runs: Vec<Run>, cost_us: f64) -> Row {
-    let of = |f: &dyn Fn(&Run) -> f64| {
-        let v: Vec<f64> = runs.iter().map(f).collect();
-        Summary::of(&v).expect("at least one round")
-    };
+    let of = |f: &dyn Fn(&Run) -> f64| Summary::of_rounds(runs.iter().map(f));
     let cpu = |r: &Run| r.broker.user_s + r.broker.sys_s;
     let switches = |r: &Run| {
         (r.broker.voluntary_switches + r.broker.involuntary_switches) as f64

@@ -298,8 +298,8 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         for i in here {
             runs[i].push((block, count, std::mem::take(&mut records[i])));
         }
-        let memcpy = Summary::of(&copies).expect("at least one round");
-        let vector_loop = Summary::of(&loops).expect("at least one round");
+        let memcpy = Summary::of_rounds(copies);
+        let vector_loop = Summary::of_rounds(loops);
         copy_limit.push(CopyPoint {
             block_bytes: block,
             mb_per_s: memcpy.median.max(vector_loop.median),

@@ -65,22 +65,16 @@ pub(super) fn point(
     runs: Vec<RunRecord>,
     limit: f64,
 ) -> Point {
-    let rates: Vec<f64> = runs.iter().map(|r| r.mb_per_s).collect();
-    let switches: Vec<f64> = runs
-        .iter()
-        .map(|r| {
-            (r.usage.voluntary_switches + r.usage.involuntary_switches) as f64
-                / count as f64
-        })
-        .collect();
+    let switches = runs.iter().map(|r| {
+        (r.usage.voluntary_switches + r.usage.involuntary_switches) as f64
+            / count as f64
+    });
     Point {
         block_bytes: block,
         count,
-        mb_per_s: Summary::of(&rates).expect("at least one round"),
+        mb_per_s: Summary::of_rounds(runs.iter().map(|r| r.mb_per_s)),
         copy_limit_mb_per_s: limit,
-        switches_per_block: Summary::of(&switches)
-            .expect("at least one round")
-            .median,
+        switches_per_block: Summary::of_rounds(switches).median,
         runs,
     }
 }

@@ -69,7 +69,6 @@ pub(super) fn cpu(r: &Run) -> f64 {
 }
 
 pub(super) fn row(design: &str, runs: Vec<Run>, base_cpu: &[f64]) -> Row {
-    let of = |v: Vec<f64>| Summary::of(&v).expect("at least one round");
     let conns = |r: &Run| r.client.connections_ok.max(1) as f64;
     let above: Vec<f64> =
         runs.iter().zip(base_cpu).map(|(r, b)| cpu(r) - b).collect();
@@ -81,23 +80,23 @@ pub(super) fn row(design: &str, runs: Vec<Run>, base_cpu: &[f64]) -> Row {
         design: design.to_string(),
         stevens: stevens(design),
         pool: runs[0].server.pool,
-        cpu_s: of(runs.iter().map(cpu).collect()),
-        cpu_s_above_baseline: of(above),
-        cpu_us_per_connection_above_baseline: of(per_conn),
-        connections_per_s: of(runs
-            .iter()
-            .map(|r| r.client.connections_per_s)
-            .collect()),
-        p50_ms: of(runs.iter().map(|r| r.client.latency.p50_us / 1e3).collect()),
-        p99_ms: of(runs.iter().map(|r| r.client.latency.p99_us / 1e3).collect()),
+        cpu_s: Summary::of_rounds(runs.iter().map(cpu)),
+        cpu_s_above_baseline: Summary::of_rounds(above),
+        cpu_us_per_connection_above_baseline: Summary::of_rounds(per_conn),
+        connections_per_s: Summary::of_rounds(
+            runs.iter().map(|r| r.client.connections_per_s),
+        ),
+        p50_ms: Summary::of_rounds(
+            runs.iter().map(|r| r.client.latency.p50_us / 1e3),
+        ),
+        p99_ms: Summary::of_rounds(
+            runs.iter().map(|r| r.client.latency.p99_us / 1e3),
+        ),
         wakeups_per_connection: Summary::of(&wakes),
-        switches_per_connection: of(runs
-            .iter()
-            .map(|r| {
-                (r.server.voluntary_switches + r.server.involuntary_switches) as f64
-                    / conns(r)
-            })
-            .collect()),
+        switches_per_connection: Summary::of_rounds(runs.iter().map(|r| {
+            (r.server.voluntary_switches + r.server.involuntary_switches) as f64
+                / conns(r)
+        })),
         per_member_first_round: runs[0].server.per_member.clone(),
         runs,
     }

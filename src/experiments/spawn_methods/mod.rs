@@ -218,7 +218,7 @@ impl Program<'_> {
                 method: label,
                 kind: Some(m),
                 iterations: n,
-                us: Summary::of(&runs).expect("at least one round"),
+                us: Summary::of_rounds(runs.iter().copied()),
                 runs_us: runs,
             })
             .collect();

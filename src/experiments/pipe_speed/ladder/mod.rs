@@ -333,10 +333,7 @@ fn row(
         Summary::of(&v).map_or(f64::NAN, |s| s.median)
     };
     let per = |n: u64| n as f64 / count as f64;
-    let range = Summary::of(
-        &runs.iter().map(|(p, _)| p.report.mb_per_s).collect::<Vec<_>>(),
-    )
-    .expect("at least one round");
+    let range = Summary::of_rounds(runs.iter().map(|(p, _)| p.report.mb_per_s));
     let copy = Summary::of(copies).map_or(f64::NAN, |s| s.median);
     let bytes = (count * block) as f64;
     let first = &runs[0].0;
