@@ -205,13 +205,18 @@ fn total(p: &PerWorker) -> f64 {
     p.pss.median + p.kernel_stack.median + p.page_tables.median + p.slab.median
 }
 
+/// The largest worker count and its idle rows, processes then threads:
+/// what the headline and the verdict judge (0 and none without rows).
+fn largest(d: &Data) -> (u32, Option<&Row>, Option<&Row>) {
+    let n = d.idle.iter().map(|r| r.workers).max().unwrap_or(0);
+    let find = |kind| d.idle.iter().find(|r| r.kind == kind && r.workers == n);
+    (n, find(Kind::Procs), find(Kind::Threads))
+}
+
 /// The figures the claims are judged on: PSS per idle worker at the largest
 /// worker count, for processes and threads.
 fn headline(data: &Data) -> Headline {
-    let most = data.idle.iter().map(|r| r.workers).max();
-    let find =
-        |kind| data.idle.iter().find(|r| r.kind == kind && Some(r.workers) == most);
-    let (p, t) = (find(Kind::Procs), find(Kind::Threads));
+    let (n, p, t) = largest(data);
     let (procs, threads) = (
         p.map(|r| r.per_worker_kib.pss.median),
         t.map(|r| r.per_worker_kib.pss.median),
@@ -224,7 +229,6 @@ fn headline(data: &Data) -> Headline {
         .zip(t)
         .and_then(|(p, t)| paired_ratio(&per_round(p), &per_round(t)))
         .map(|s| s.median);
-    let n = most.unwrap_or(0);
     crate::report::headline()
         .add(
             "process_pss_kib",
@@ -297,9 +301,8 @@ fn idle_table(d: &Data) -> Table {
 /// The article's claim, checked against the largest worker count: the
 /// words follow the figures, whichever way a run comes out.
 fn verdict(d: &Data) -> Option<String> {
-    let n = d.idle.iter().map(|r| r.workers).max()?;
-    let find = |k: Kind| d.idle.iter().find(|r| r.workers == n && r.kind == k);
-    let (t, p) = (find(Kind::Threads)?, find(Kind::Procs)?);
+    let (n, p, t) = largest(d);
+    let (p, t) = (p?, t?);
     let (tt, pt) = (total(&t.per_worker_kib), total(&p.per_worker_kib));
     let mib = |kib: f64| kib * f64::from(n) / 1024.0;
     let times = |a: f64, b: f64| {
