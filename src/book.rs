@@ -194,35 +194,25 @@ pub fn edit_url_template(web: &str) -> Option<String> {
     }
 }
 
-/// The web address of the `origin` remote of the checkout `dir`, if any.
-fn origin_url(dir: &Path) -> Option<String> {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["remote", "get-url", "origin"])
-        .output()
-        .ok()?;
-    web_url(std::str::from_utf8(&out.stdout).ok()?)
+/// The book's two addresses for `book/build`, one a line: the web address
+/// of the checkout's `origin` remote and its page-editing template; an
+/// empty line for each it does not have.
+fn addresses() -> String {
+    let remote = ["remote", "get-url", "origin"];
+    let web = crate::machine::git(&crate::results::checkout(), &remote)
+        .and_then(|remote| web_url(&remote));
+    let edit = web.as_deref().and_then(edit_url_template);
+    format!("{}\n{}\n", web.unwrap_or_default(), edit.unwrap_or_default())
 }
 
 /// The preprocessor's protocol: `mdbook-lab supports RENDERER` answers yes;
 /// otherwise read `[context, book]` on stdin and write the book on stdout.
-/// `mdbook-lab repository-url` and `mdbook-lab edit-url` print the
-/// checkout's addresses for `book/build` (nothing when it has none).
+/// `mdbook-lab addresses` prints the checkout's addresses for `book/build`
+/// ([`addresses`]).
 pub fn main(args: Vec<String>) -> Result<()> {
     match args.get(1).map(String::as_str) {
         Some("supports") => return Ok(()),
-        Some(what @ ("repository-url" | "edit-url")) => {
-            let web = origin_url(&crate::results::checkout());
-            let text = match what {
-                "edit-url" => web.as_deref().and_then(edit_url_template),
-                _ => web,
-            };
-            return match text {
-                Some(text) => labkit::error::print(&format!("{text}\n")),
-                None => Ok(()),
-            };
-        }
+        Some("addresses") => return labkit::error::print(&addresses()),
         _ => {}
     }
     let input: Value = serde_json::from_reader(std::io::stdin())

@@ -120,7 +120,9 @@ pub fn uncommitted(dir: &std::path::Path) -> Option<Vec<String>> {
     Some(text.lines().map(str::to_string).collect())
 }
 
-fn git(dir: &std::path::Path, args: &[&str]) -> Option<String> {
+/// `git -C dir ARGS`'s trimmed stdout; `None` if git failed or printed
+/// nothing.
+pub(crate) fn git(dir: &std::path::Path, args: &[&str]) -> Option<String> {
     let out = Command::new("git").arg("-C").arg(dir).args(args).output().ok()?;
     if !out.status.success() {
         return None;
