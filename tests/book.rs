@@ -42,18 +42,12 @@ fn anchored<'a>(text: &'a str, anchor: &str) -> Result<Vec<&'a str>, String> {
             name.trim().trim_end_matches("*/").trim() == anchor
         })
     };
-    let opens: Vec<usize> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| is(l, "ANCHOR:"))
-        .map(|(i, _)| i)
-        .collect();
-    let closes: Vec<usize> = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| is(l, "ANCHOR_END:"))
-        .map(|(i, _)| i)
-        .collect();
+    // The numbers of the lines that name the anchor after `what`.
+    let marks = |what: &str| -> Vec<usize> {
+        let lines = text.lines().enumerate();
+        lines.filter(|(_, l)| is(l, what)).map(|(i, _)| i).collect()
+    };
+    let (opens, closes) = (marks("ANCHOR:"), marks("ANCHOR_END:"));
     match (opens.as_slice(), closes.as_slice()) {
         ([open], [close]) if open < close => Ok(text
             .lines()
