@@ -33,8 +33,9 @@ struct Args {
     #[command(flatten)]
     common: Common,
 
-    /// Custom grid: worker counts, e.g. 10,100 (use with --counts)
-    #[arg(long, value_delimiter = ',', requires = "counts",
+    /// Custom grid: worker counts, e.g. 10,100 (use with --counts; not
+    /// with --full, which runs the article's grids)
+    #[arg(long, value_delimiter = ',', requires = "counts", conflicts_with = "full",
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     procs: Vec<u32>,
 
@@ -194,11 +195,6 @@ struct Data {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    if args.common.full && !args.procs.is_empty() {
-        return Err(Error::usage(
-            "--full runs the article's grids; it does not take --procs",
-        ));
-    }
     let out = args.common.start(EXPERIMENT.name)?;
     let grids = if args.procs.is_empty() {
         article_grids(args.common.full)

@@ -26,7 +26,7 @@ use crate::stats::{Summary, round_order};
 use clap::Parser;
 use labkit::limits::format_size;
 use labkit::measure::Usage;
-use labkit::{Error, Result};
+use labkit::Result;
 use serde::Serialize;
 
 use super::Experiment;
@@ -56,9 +56,11 @@ struct Args {
     common: Common,
 
     /// Custom block sizes, e.g. 1,64,4k,1M, for every variant (pipespeed2
-    /// only where the block fits the pipe) [default: the article's list,
-    /// 1 to 4k, and 8k to 1M for pipespeed2t]
-    #[arg(long, value_delimiter = ',', value_parser = labkit::limits::size_in(1, 64 << 20))]
+    /// only where the block fits the pipe; not with --full, which runs the
+    /// article's list) [default: the article's list, 1 to 4k, and 8k to 1M
+    /// for pipespeed2t]
+    #[arg(long, value_delimiter = ',', conflicts_with = "full",
+          value_parser = labkit::limits::size_in(1, 64 << 20))]
     blocks: Vec<u64>,
 
     /// Blocks per run for every point [default: the article's 500k below
@@ -251,11 +253,6 @@ fn pair_count(block: u64) -> u64 {
 
 fn main(argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    if args.common.full && !args.blocks.is_empty() {
-        return Err(Error::usage(
-            "--full runs the article's block list; it does not take --blocks",
-        ));
-    }
     let out = args.common.start(EXPERIMENT.name)?;
     let mut bins = crate::bins::programs(&["pipespeed2"])?;
     bins.extend(crate::bins::package_programs(
