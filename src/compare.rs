@@ -31,6 +31,19 @@ pub fn resolve(name: &str) -> Result<PathBuf> {
     )))
 }
 
+/// The run `name` names ([`resolve`]), or without a name the `default`
+/// one; a usage error (`none`) when there is no default run.
+fn resolve_or(
+    name: Option<String>,
+    default: fn() -> Option<PathBuf>,
+    none: impl FnOnce() -> String,
+) -> Result<PathBuf> {
+    match name {
+        Some(name) => resolve(&name),
+        None => default().ok_or_else(|| Error::usage(none())),
+    }
+}
+
 /// One experiment (or sub-run) in the comparison.
 #[derive(Debug, Serialize)]
 pub struct Entry {
@@ -251,24 +264,15 @@ impl Comparison {
 /// `lab compare [RUN] [AGAINST]`: print the comparison, and write
 /// `compare.md` and `compare.json` into RUN.
 pub fn main(run: Option<String>, against: Option<String>) -> Result<()> {
-    let run = match run {
-        Some(name) => resolve(&name)?,
-        None => runs::latest().ok_or_else(|| {
-            Error::usage(format!(
-                "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",
-                runs::runs_root().display()
-            ))
-        })?,
-    };
-    let against = match against {
-        Some(name) => resolve(&name)?,
-        None => runs::reference().ok_or_else(|| {
-            Error::usage(format!(
-                "no reference run in {}",
-                runs::results_root().display()
-            ))
-        })?,
-    };
+    let run = resolve_or(run, runs::latest, || {
+        format!(
+            "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",
+            runs::runs_root().display()
+        )
+    })?;
+    let against = resolve_or(against, runs::reference, || {
+        format!("no reference run in {}", runs::results_root().display())
+    })?;
     let comparison = compare(&run, &against)?;
     labkit::error::print(&comparison.text())?;
     // The reference is committed: a comparison never rewrites it.

@@ -24,9 +24,9 @@ use std::process::Command;
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
 use clap::Parser;
+use labkit::Result;
 use labkit::limits::format_size;
 use labkit::measure::Usage;
-use labkit::Result;
 use serde::Serialize;
 
 use super::Experiment;
