@@ -53,6 +53,12 @@ fn figures(data: &Data) -> Figures<'_> {
     }
 }
 
+/// A point's median rate and its block: `2409 at 4096-byte blocks`.
+fn rate_at(p: &Point) -> String {
+    let rate = crate::table::sig(p.mb_per_s.median);
+    format!("{rate} at {}-byte blocks", p.block_bytes)
+}
+
 fn then_and_now(data: &Data) -> Table {
     let mut t = Table::new(
         "Then and now: the article's Linux 2.4.2 figures beside this machine's",
@@ -72,11 +78,7 @@ fn then_and_now(data: &Data) -> Table {
         t.row(vec![
             "two threads, peak MB/s".into(),
             format!("about {ARTICLE_PEAK_2T_MB_S:.0}"),
-            format!(
-                "{} at {}-byte blocks",
-                crate::table::sig(peak.mb_per_s.median),
-                peak.block_bytes
-            ),
+            rate_at(peak),
         ]);
     }
     if let Some(largest) = f.largest {
@@ -92,11 +94,7 @@ fn then_and_now(data: &Data) -> Table {
         t.row(vec![
             "two threads, very large blocks, MB/s".into(),
             format!("about {ARTICLE_PLATEAU_2T_MB_S:.0} (plateau)"),
-            format!(
-                "{} at {}-byte blocks{big}",
-                crate::table::sig(largest.mb_per_s.median),
-                largest.block_bytes
-            ),
+            rate_at(largest) + &big,
         ]);
     }
     if let Some(r) = f.fifo_over_pipe {
