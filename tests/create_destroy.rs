@@ -120,8 +120,8 @@ fn forkcreat_c_prints_forkcreats_report() {
         assert_eq!(r.reap, Some(reap));
         assert_eq!((r.iterations, r.created, r.failed), (20, 20, 0), "{r:?}");
         assert_eq!((r.reaped, r.bad_exits, r.left_behind), (20, 0, 0), "{r:?}");
-        assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
-        assert_eq!(r.first_error, None);
+        assert!(r.end.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+        assert_eq!(r.end.first_error, None);
     }
     // Without --json, the article's two lines, as before.
     let out = std::process::Command::new(&c).arg("3").output().unwrap();
@@ -142,7 +142,7 @@ fn pthreadcreat_c_prints_pthreadcreats_report() {
     assert_eq!(r.panicked, 0);
     // A NULL attr's stack: what the Rust program uses by default.
     assert_eq!(r.stack_size, labkit::limits::pthread_default_stack());
-    assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+    assert!(r.end.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
 }
 
 #[test]

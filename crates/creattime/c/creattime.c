@@ -7,9 +7,10 @@
  * in /proc, reaps every child and joins every thread, as the Rust program
  * does; `--json` prints the report the Rust program prints under the same
  * flag (creattime::Report).
- * Build: cc -O2 -pthread -o creattime-c creattime.c
+ * Build: cc -O2 -pthread -o creattime-c creattime.c (labjson.h: the --json
+ * output)
  * Run:   ./creattime-c SAMPLES [--json] */
-#define _GNU_SOURCE
+#include "../../labkit/c/labjson.h"
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -69,11 +70,7 @@ static void print_kind(const char *name, unsigned int failures,
         printf("\"average_ms\":%.6f,", total / successes);
     else
         printf("\"average_ms\":null,");
-    if (failures)
-        printf("\"first_error\":\"%s (%s)\"},", strerror(first_error),
-               strerrorname_np(first_error));
-    else
-        printf("\"first_error\":null},");
+    print_first_error(failures, first_error, "},");
 }
 
 int main(int argc, char *argv[])

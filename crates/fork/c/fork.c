@@ -3,10 +3,11 @@
  * and is lost). P_NUMBER and COUNT come from argv instead of macros so one
  * binary serves every setting; the work is the article's: fopen "a+",
  * printf + fprintf per line, exit(0) in the child, wait in the parent.
- * Build: cc -O2 -o fork-c fork.c
+ * Build: cc -O2 -o fork-c fork.c (labjson.h: the --json output)
  * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./fork-c P COUNT LOG [LINE_BYTES] [--json] */
+#include "../../labkit/c/labjson.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,11 +48,6 @@ int main(int argc, char *argv[])
         ;
     fclose(logFile);
     gettimeofday(&end, NULL);
-    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
-    if (json)
-        printf("{\"workers\":%d,\"count\":%d,\"lines\":%lld,\"elapsed_s\":%.6f}\n",
-               p_number, count, (long long)p_number * count, s);
-    else
-        printf("Okay\n");
+    print_okay(json, p_number, count, seconds_between(&begin, &end));
     return 0;
 }

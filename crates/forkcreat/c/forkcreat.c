@@ -6,9 +6,9 @@
  * handler reap (the article). `--json` prints the report the Rust program
  * prints under the same flag (forkcreat::Report), so the runner reads
  * both the same way.
- * Build: cc -O2 -o forkcreat-c forkcreat.c
+ * Build: cc -O2 -o forkcreat-c forkcreat.c (labjson.h: the --json output)
  * Run:   ./forkcreat-c N [wait|sigchld] [--json] */
-#define _GNU_SOURCE
+#include "../../labkit/c/labjson.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -79,23 +79,15 @@ int main(int argc, char *argv[])
     gettimeofday(&end, NULL);
     while (wait(NULL) > 0) /* children the loop did not reap: none */
         left++;
-    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
+    double s = seconds_between(&begin, &end);
     double us = created ? s * 1e6 / created : 0.0;
     if (json) {
         printf("{\"iterations\":%ld,\"reap\":\"%s\",\"created\":%ld,"
                "\"failed\":%ld,\"reaped\":%ld,\"bad_exits\":%ld,"
-               "\"peak_unreaped\":%ld,\"left_behind\":%ld,\"elapsed_s\":%.6f,",
+               "\"peak_unreaped\":%ld,\"left_behind\":%ld,",
                n, sigchld ? "sigchld" : "wait", created, failed, (long)reaped,
-               (long)bad_exits, peak, left, s);
-        if (created)
-            printf("\"us_per_create\":%.4f,", us);
-        else
-            printf("\"us_per_create\":null,");
-        if (failed)
-            printf("\"first_error\":\"%s (%s)\"}\n", strerror(first_errno),
-                   strerrorname_np(first_errno));
-        else
-            printf("\"first_error\":null}\n");
+               (long)bad_exits, peak, left);
+        print_loop_end(s, created, failed, first_errno);
     } else {
         printf("created: %ld, failed: %ld, reaped: %ld\n", created, failed,
                (long)reaped);

@@ -25,6 +25,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use labkit::cli::LoopEnd;
 use labkit::error::describe_errno;
 use nix::errno::Errno;
 use nix::sys::signal::{
@@ -61,12 +62,9 @@ pub struct Report {
     pub peak_unreaped: u64,
     /// Children of this process still in `/proc` after the run (must be 0).
     pub left_behind: u64,
-    pub elapsed_s: f64,
-    /// Wall time per successful create+destroy, in microseconds.
-    pub us_per_create: Option<f64>,
-    /// The first failed fork's error, e.g. "Resource temporarily
-    /// unavailable (EAGAIN)".
-    pub first_error: Option<String>,
+    /// elapsed_s, us_per_create and the first failed fork's error.
+    #[serde(flatten)]
+    pub end: LoopEnd,
     /// The SIGINT, SIGTERM or SIGHUP that stopped the loop early.
     #[serde(skip)]
     pub interrupted: Option<i32>,
@@ -80,13 +78,7 @@ impl Report {
             ("failed", self.failed),
             ("reaped", self.reaped),
         ];
-        let mut out = labkit::cli::loop_text(
-            &counts,
-            self.created,
-            self.elapsed_s,
-            self.us_per_create,
-            "process",
-        );
+        let mut out = self.end.text(&counts, self.created, "process");
         if self.reap == Some(Reap::Sigchld) {
             out += &format!(
                 "at most {} children were waiting to be reaped\n",
@@ -112,9 +104,8 @@ pub fn run(iterations: u64, reap: Reap) -> Report {
         Reap::Wait => wait_loop(&mut r, &mut first_error),
         Reap::Sigchld => sigchld_loop(&mut r, &mut first_error),
     }
-    r.elapsed_s = start.elapsed().as_secs_f64();
-    r.us_per_create = (r.created > 0).then(|| r.elapsed_s * 1e6 / r.created as f64);
-    r.first_error = first_error.map(describe_errno);
+    r.end.finish(start, r.created);
+    r.end.first_error = first_error.map(describe_errno);
     r.left_behind = labkit::children::of_self().map_or(0, |(n, _)| n as u64);
     r.interrupted = labkit::relay::pending();
     r

@@ -46,7 +46,12 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     if r.failed > 0 {
         return Err(Error::failed(format!(
             "{}; reaped all {} created",
-            calls_failed(r.failed, r.iterations, "fork", r.first_error.as_deref()),
+            calls_failed(
+                r.failed,
+                r.iterations,
+                "fork",
+                r.end.first_error.as_deref()
+            ),
             r.reaped
         )));
     }

@@ -38,7 +38,7 @@ fn both_reap_modes_create_reap_and_leave_nothing() {
         assert_eq!((r.created, r.failed, r.reaped, r.bad_exits), (300, 0, 300, 0));
         // /proc shows no child of forkcreat, zombie or not, at the end.
         assert_eq!(r.left_behind, 0, "{r:?}");
-        assert!(r.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
+        assert!(r.end.us_per_create.is_some_and(|us| us > 0.0), "{r:?}");
         if reap == Reap::Wait {
             assert_eq!(r.peak_unreaped, 0, "{r:?}");
         }

@@ -84,6 +84,15 @@ fn usage_line(name: &str, rendered: &str) -> String {
     format!("{name}: {first}; see '{name} --help'")
 }
 
+/// A clap value parser for a number of seconds within `lo..=hi`, such as
+/// `--duration 2.5`: `'x' is not a number of seconds from 0 to 3600`.
+pub fn seconds_in(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone {
+    move |text| match text.parse::<f64>() {
+        Ok(s) if (lo..=hi).contains(&s) => Ok(s),
+        _ => Err(format!("'{text}' is not a number of seconds from {lo} to {hi}")),
+    }
+}
+
 /// The work each fork/thread worker does: print `count` lines to stdout and
 /// to a shared log, as the articles' `fork.c` and `thread.c` do.
 #[derive(Args, Clone, Debug)]
@@ -148,26 +157,44 @@ pub struct Report {
     pub elapsed_s: f64,
 }
 
-/// The two lines a create+destroy loop prints, as `forkcreat.c` and
-/// `pthreadcreat.c` do: its counts (`created: 5, failed: 0, reaped: 5`),
-/// then `5 create+destroy in 0.001 s: 200.00 us each`, or `no process
-/// created in ...` when none was.
-pub fn loop_text(
-    counts: &[(&str, u64)],
-    created: u64,
-    elapsed_s: f64,
-    us_each: Option<f64>,
-    unit: &str,
-) -> String {
-    let counts: Vec<String> =
-        counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
-    let last = match us_each {
-        Some(us) => {
-            format!("{created} create+destroy in {elapsed_s:.3} s: {us:.2} us each")
-        }
-        None => format!("no {unit} created in {elapsed_s:.3} s"),
-    };
-    format!("{}\n{last}\n", counts.join(", "))
+/// How a create+destroy loop ended: the last three keys of `forkcreat
+/// --json` and `pthreadcreat --json` (flattened into their reports; their C
+/// references print the same with `print_loop_end` of `labjson.h`).
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct LoopEnd {
+    pub elapsed_s: f64,
+    /// Wall time per successful create+destroy, in microseconds.
+    pub us_per_create: Option<f64>,
+    /// The first failed create's error, e.g. "Resource temporarily
+    /// unavailable (EAGAIN)".
+    pub first_error: Option<String>,
+}
+
+impl LoopEnd {
+    /// Stop the clock of a loop that began at `start` and created
+    /// `created`.
+    pub fn finish(&mut self, start: std::time::Instant, created: u64) {
+        self.elapsed_s = start.elapsed().as_secs_f64();
+        self.us_per_create =
+            (created > 0).then(|| self.elapsed_s * 1e6 / created as f64);
+    }
+
+    /// The two lines the loop prints, as `forkcreat.c` and `pthreadcreat.c`
+    /// do: its counts (`created: 5, failed: 0, reaped: 5`), then `5
+    /// create+destroy in 0.001 s: 200.00 us each`, or `no process created
+    /// in ...` when none was.
+    pub fn text(&self, counts: &[(&str, u64)], created: u64, unit: &str) -> String {
+        let counts: Vec<String> =
+            counts.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        let elapsed_s = self.elapsed_s;
+        let last = match self.us_per_create {
+            Some(us) => format!(
+                "{created} create+destroy in {elapsed_s:.3} s: {us:.2} us each"
+            ),
+            None => format!("no {unit} created in {elapsed_s:.3} s"),
+        };
+        format!("{}\n{last}\n", counts.join(", "))
+    }
 }
 
 /// Print a program's report: one JSON object with `--json`, else `text`.
@@ -198,15 +225,42 @@ mod tests {
     #[test]
     fn a_loop_says_its_counts_then_its_cost() {
         let counts = [("created", 4), ("failed", 1), ("joined", 4)];
+        let mut end = LoopEnd::default();
+        end.finish(std::time::Instant::now(), 4);
+        assert!(end.us_per_create.is_some());
+        let end = LoopEnd { elapsed_s: 0.0012, us_per_create: Some(300.0), ..end };
         assert_eq!(
-            loop_text(&counts, 4, 0.0012, Some(300.0), "thread"),
+            end.text(&counts, 4, "thread"),
             "created: 4, failed: 1, joined: 4\n\
              4 create+destroy in 0.001 s: 300.00 us each\n"
         );
+        let mut none = LoopEnd::default();
+        none.finish(std::time::Instant::now(), 0);
+        assert_eq!(none.us_per_create, None);
+        let none = LoopEnd { elapsed_s: 0.5, ..none };
         assert_eq!(
-            loop_text(&counts[..2], 0, 0.5, None, "process"),
+            none.text(&counts[..2], 0, "process"),
             "created: 4, failed: 1\nno process created in 0.500 s\n"
         );
+    }
+
+    #[test]
+    fn seconds_are_checked_against_their_range() {
+        let server = seconds_in(0.001, 3600.0);
+        assert_eq!(server("2.5"), Ok(2.5));
+        assert_eq!(server("0.001"), Ok(0.001));
+        assert_eq!(
+            server("0"),
+            Err("'0' is not a number of seconds from 0.001 to 3600".to_string())
+        );
+        let load = seconds_in(0.0, 86_400.0);
+        assert_eq!(load("86400"), Ok(86_400.0));
+        for bad in ["86401", "-1", "NaN", "2s", ""] {
+            assert_eq!(
+                load(bad),
+                Err(format!("'{bad}' is not a number of seconds from 0 to 86400"))
+            );
+        }
     }
 
     #[test]

@@ -40,7 +40,9 @@ impl Attr {
         Ok(Attr(Some(attr)))
     }
 
-    fn as_ptr(&self) -> *const libc::pthread_attr_t {
+    /// The `attr` argument of `pthread_create` (null for the default), for
+    /// a loop that calls it itself; valid while `self` lives unmoved.
+    pub fn as_ptr(&self) -> *const libc::pthread_attr_t {
         self.0.as_ref().map_or(std::ptr::null(), |a| a as *const _)
     }
 }

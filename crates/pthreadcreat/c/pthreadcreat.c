@@ -5,9 +5,10 @@
  * pthread_create's default stack (the soft RLIMIT_STACK). `--json` prints
  * the report the Rust program prints under the same flag
  * (pthreadcreat::Report), so the runner reads both the same way.
- * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c
+ * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c (labjson.h: the
+ * --json output)
  * Run:   ./pthreadcreat-c N [--json] */
-#define _GNU_SOURCE
+#include "../../labkit/c/labjson.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ int main(int argc, char *argv[])
             joined++;
     }
     gettimeofday(&end, NULL);
-    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
+    double s = seconds_between(&begin, &end);
     double us = created ? s * 1e6 / created : 0.0;
     if (!json) {
         printf("created: %ld, failed: %ld, joined: %ld\n", created, failed, joined);
@@ -55,17 +56,8 @@ int main(int argc, char *argv[])
         pthread_attr_destroy(&attr);
     }
     printf("{\"iterations\":%ld,\"api\":\"pthread\",\"stack_size\":%zu,"
-           "\"created\":%ld,\"failed\":%ld,\"joined\":%ld,\"panicked\":%ld,"
-           "\"elapsed_s\":%.6f,",
-           n, stack, created, failed, joined, created - joined, s);
-    if (created)
-        printf("\"us_per_create\":%.4f,", us);
-    else
-        printf("\"us_per_create\":null,");
-    if (failed)
-        printf("\"first_error\":\"%s (%s)\"}\n", strerror(first_error),
-               strerrorname_np(first_error));
-    else
-        printf("\"first_error\":null}\n");
+           "\"created\":%ld,\"failed\":%ld,\"joined\":%ld,\"panicked\":%ld,",
+           n, stack, created, failed, joined, created - joined);
+    print_loop_end(s, created, failed, first_error);
     return failed ? 1 : 0;
 }

@@ -22,7 +22,9 @@
 
 use std::time::Instant;
 
+use labkit::cli::LoopEnd;
 use labkit::error::{describe_errno, describe_io};
+use labkit::pthread::Attr;
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 
@@ -59,12 +61,9 @@ pub struct Report {
     /// Threads that panicked or could not be joined (cannot happen with an
     /// empty body; counted so that nothing goes unseen).
     pub panicked: u64,
-    pub elapsed_s: f64,
-    /// Wall time per successful create+destroy, in microseconds.
-    pub us_per_create: Option<f64>,
-    /// The first failed create's error, e.g. "Cannot allocate memory
-    /// (ENOMEM)".
-    pub first_error: Option<String>,
+    /// elapsed_s, us_per_create and the first failed create's error.
+    #[serde(flatten)]
+    pub end: LoopEnd,
 }
 
 impl Report {
@@ -75,13 +74,7 @@ impl Report {
             ("failed", self.failed),
             ("joined", self.joined),
         ];
-        labkit::cli::loop_text(
-            &counts,
-            self.created,
-            self.elapsed_s,
-            self.us_per_create,
-            "thread",
-        )
+        self.end.text(&counts, self.created, "thread")
     }
 }
 
@@ -94,8 +87,7 @@ pub fn run(iterations: u64, stack_size: u64, api: Api) -> Report {
         Api::Pthread => pthread_loop(&mut r),
         Api::Std => std_loop(&mut r),
     }
-    r.elapsed_s = start.elapsed().as_secs_f64();
-    r.us_per_create = (r.created > 0).then(|| r.elapsed_s * 1e6 / r.created as f64);
+    r.end.finish(start, r.created);
     r
 }
 
@@ -105,32 +97,28 @@ extern "C" fn f(arg: *mut libc::c_void) -> *mut libc::c_void {
 }
 
 fn pthread_loop(r: &mut Report) {
-    // SAFETY: pthread_attr_t is plain data that pthread_attr_init sets up.
-    let mut attr: libc::pthread_attr_t = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to our attribute object.
-    unsafe { libc::pthread_attr_init(&mut attr) };
-    // SAFETY: `attr` was initialised above; the call takes any size and
-    // answers EINVAL for one below PTHREAD_STACK_MIN, reported just below.
-    let rc =
-        unsafe { libc::pthread_attr_setstacksize(&mut attr, r.stack_size as usize) };
-    if rc != 0 {
-        r.failed = r.iterations;
-        r.first_error = Some(format!(
-            "pthread_attr_setstacksize: {}",
-            describe_errno(Errno::from_raw(rc))
-        ));
-        // SAFETY: destroying the object initialised above.
-        unsafe { libc::pthread_attr_destroy(&mut attr) };
-        return;
-    }
+    // EINVAL for a stack below PTHREAD_STACK_MIN: every create would fail.
+    let attr = match Attr::stack_size(r.stack_size as usize) {
+        Ok(attr) => attr,
+        Err(errno) => {
+            r.failed = r.iterations;
+            r.end.first_error = Some(format!(
+                "pthread_attr_setstacksize: {}",
+                describe_errno(errno)
+            ));
+            return;
+        }
+    };
+    let attr_ptr = attr.as_ptr(); // valid until `attr` is dropped at the end
 
     // ANCHOR: create
     for _ in 0..r.iterations {
         let mut tid: libc::pthread_t = 0;
         // SAFETY: `f` is a valid start routine that touches nothing; `tid`
-        // and `attr` are valid for the call.
+        // is valid for the call and `attr_ptr` points into `attr`, which
+        // lives, unmoved, to the end of this function.
         match unsafe {
-            libc::pthread_create(&mut tid, &attr, f, std::ptr::null_mut())
+            libc::pthread_create(&mut tid, attr_ptr, f, std::ptr::null_mut())
         } {
             0 => {
                 r.created += 1;
@@ -143,15 +131,13 @@ fn pthread_loop(r: &mut Report) {
             }
             rc => {
                 r.failed += 1;
-                r.first_error
+                r.end
+                    .first_error
                     .get_or_insert_with(|| describe_errno(Errno::from_raw(rc)));
             }
         }
     }
     // ANCHOR_END: create
-
-    // SAFETY: destroying the object initialised above.
-    unsafe { libc::pthread_attr_destroy(&mut attr) };
 }
 
 fn std_loop(r: &mut Report) {
@@ -169,7 +155,7 @@ fn std_loop(r: &mut Report) {
             }
             Err(err) => {
                 r.failed += 1;
-                r.first_error.get_or_insert_with(|| describe_io(&err));
+                r.end.first_error.get_or_insert_with(|| describe_io(&err));
             }
         }
     }

@@ -47,7 +47,7 @@ fn run(cli: &Cli) -> labkit::Result<()> {
         };
         return Err(Error::failed(format!(
             "{}; joined all {} created",
-            calls_failed(r.failed, r.iterations, call, r.first_error.as_deref()),
+            calls_failed(r.failed, r.iterations, call, r.end.first_error.as_deref()),
             r.joined
         )));
     }

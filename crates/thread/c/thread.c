@@ -2,10 +2,12 @@
  * description in book References: zhou-2010 (the original listing was an image
  * and is lost). P_NUMBER and COUNT come from argv instead of macros; each
  * thread gets pthread_create's default stack (the soft RLIMIT_STACK).
- * Build: cc -O2 -pthread -o thread-c thread.c
+ * Build: cc -O2 -pthread -o thread-c thread.c (labjson.h: the --json
+ * output)
  * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./thread-c P COUNT LOG [LINE_BYTES] [--json] */
+#include "../../labkit/c/labjson.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +58,6 @@ int main(int argc, char *argv[])
         pthread_join(tid[i], NULL);
     fclose(logFile);
     gettimeofday(&end, NULL);
-    double s = (end.tv_sec - begin.tv_sec) + (end.tv_usec - begin.tv_usec) / 1e6;
-    if (json)
-        printf("{\"workers\":%d,\"count\":%d,\"lines\":%lld,\"elapsed_s\":%.6f}\n",
-               p_number, count, (long long)p_number * count, s);
-    else
-        printf("Okay\n");
+    print_okay(json, p_number, count, seconds_between(&begin, &end));
     return 0;
 }

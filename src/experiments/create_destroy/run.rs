@@ -147,12 +147,12 @@ pub(super) fn run_loop(l: &Loop) -> Result<(f64, f64)> {
     let (wall, (failed, us)) = match l.kind {
         Kind::Fork => {
             run_json(cmd, &what).map(|(r, cost): (forkcreat::Report, _)| {
-                (cost.wall_s, (r.failed, r.us_per_create))
+                (cost.wall_s, (r.failed, r.end.us_per_create))
             })?
         }
         Kind::Thread => {
             run_json(cmd, &what).map(|(r, cost): (pthreadcreat::Report, _)| {
-                (cost.wall_s, (r.failed, r.us_per_create))
+                (cost.wall_s, (r.failed, r.end.us_per_create))
             })?
         }
     };

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use labkit::cli::seconds_in;
 use labkit::limits::size_in;
 
 /// A message-queue broker over TCP with reader, deliverer and writer thread
@@ -83,19 +84,12 @@ struct Cli {
     /// After a stop signal, keep delivering accepted messages for at most
     /// this many seconds
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
-          value_parser = seconds)]
+          value_parser = seconds_in(0.0, 3600.0))]
     drain: f64,
 
     /// Print the final stats as one JSON object instead of a text line
     #[arg(long)]
     json: bool,
-}
-
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if (0.0..=3600.0).contains(&s) => Ok(s),
-        _ => Err(format!("'{text}' is not a number of seconds from 0 to 3600")),
-    }
 }
 
 fn main() -> std::process::ExitCode {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use labkit::Error;
+use labkit::cli::seconds_in;
 use labkit::limits::size_in;
 
 /// Load generator for `broker` (article 004's client): senders publish
@@ -27,7 +28,7 @@ struct Cli {
 
     /// Seconds of sending
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
-          value_parser = seconds)]
+          value_parser = seconds_in(0.0, 86_400.0))]
     duration: f64,
 
     /// Messages per write call of a sender
@@ -45,7 +46,7 @@ struct Cli {
     /// progress for the last messages; a connect or a write still blocked
     /// by then gives up and the run fails
     #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
-          value_parser = seconds)]
+          value_parser = seconds_in(0.0, 86_400.0))]
     drain: f64,
 
     /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
@@ -57,13 +58,6 @@ struct Cli {
     /// Print one JSON object instead of the text report
     #[arg(long)]
     json: bool,
-}
-
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(s),
-        _ => Err(format!("'{text}' is not a number of seconds from 0 to 86400")),
-    }
 }
 
 fn rate(text: &str) -> Result<f64, String> {

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
+use labkit::cli::seconds_in;
 use servers::{Config, Design, Proto};
 
 /// One of Stevens' chapter 30 server designs, or one of today's. Prints the
@@ -43,7 +44,7 @@ struct Cli {
     /// closing the connection (so a client that never sends cannot hold a
     /// worker forever)
     #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
-          value_parser = seconds)]
+          value_parser = seconds_in(0.001, 3600.0))]
     timeout: f64,
 
     /// epoll-exclusive without EPOLLEXCLUSIVE: every loop wakes for every
@@ -54,13 +55,6 @@ struct Cli {
     /// Print the final stats as one JSON object
     #[arg(long)]
     json: bool,
-}
-
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(s) if (0.001..=3600.0).contains(&s) => Ok(s),
-        _ => Err(format!("'{text}' is not a number of seconds from 0.001 to 3600")),
-    }
 }
 
 fn main() -> std::process::ExitCode {
