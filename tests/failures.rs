@@ -248,7 +248,7 @@ fn spawn_methods_says_why_exec_failed() {
         one_line(&run(&script), 2),
         format!(
             "lab: --exec {}: the program must exit 0 when run with no arguments; it \
-             ended with exit status 3: no, not today",
+             exited with status 3: no, not today",
             script.display()
         )
     );

@@ -128,7 +128,7 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
         .assert()
         .code(1)
         .stderr(predicate::str::contains(
-            "fork P=2 COUNT=1: exit status 1: fork: boom",
+            "fork P=2 COUNT=1: exited with status 1: fork: boom",
         ));
 }
 

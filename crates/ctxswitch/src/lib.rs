@@ -496,7 +496,7 @@ fn processes(
         (Some(CHILD_TOKEN), _) => Err("a lost or doubled token".to_string()),
         (Some(CHILD_PIN), _) => Err("cannot pin itself to its CPU".to_string()),
         (Some(errno), _) => Err(describe_errno(Errno::from_raw(errno))),
-        (None, signal) => Err(format!("killed by signal {}", signal.unwrap_or(0))),
+        (None, _) => Err(labkit::children::ended(status)),
     };
     let (a, b) = blame(a, b.map_err(|e| format!("child {pid}: {e}")))?;
     Ok((a, Side { cpu: a.peer_cpu, ..b }))

@@ -213,6 +213,6 @@ fn a_killed_child_is_reported_not_waited_for_forever() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(
         stderr,
-        format!("ctxswitch: task B: child {child}: killed by signal 9\n")
+        format!("ctxswitch: task B: child {child}: was killed by SIGKILL\n")
     );
 }

@@ -40,13 +40,14 @@
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
 use std::time::Instant;
 
+use labkit::children::ended;
 use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
-use nix::sys::signal::Signal;
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
@@ -268,27 +269,6 @@ fn await_reports(
     Ok(())
 }
 
-/// "was killed by SIGKILL", "exited with status 3", for a reaped worker.
-fn exit_status(status: std::process::ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => match Signal::try_from(sig) {
-            Ok(sig) => format!("was killed by {sig}"),
-            Err(_) => format!("was killed by signal {sig}"),
-        },
-        _ => format!("ended with {status}"),
-    }
-}
-
-/// "killed by SIGKILL", "exited with status 3".
-fn ended(status: WaitStatus) -> String {
-    match status {
-        WaitStatus::Exited(_, code) => format!("exited with status {code}"),
-        WaitStatus::Signaled(_, sig, _) => format!("was killed by {sig}"),
-        other => format!("ended with {other:?}"),
-    }
-}
-
 /// A worker process that has ended, found without reaping it (`WNOWAIT`),
 /// named by its place among `children`.
 fn dead_worker(children: &[Pid]) -> Option<String> {
@@ -296,11 +276,18 @@ fn dead_worker(children: &[Pid]) -> Option<String> {
     let status = waitid(Id::All, flags).ok()?;
     let pid = status.pid()?;
     let i = children.iter().position(|&c| c == pid)?;
+    // As wait(2) would have said it: the exit code in the second byte, a
+    // signal in the first.
+    let raw = match status {
+        WaitStatus::Exited(_, code) => code << 8,
+        WaitStatus::Signaled(_, sig, _) => sig as i32,
+        _ => return None, // WEXITED reports nothing else
+    };
     Some(format!(
         "worker {} of {} (pid {pid}) {} before it reported",
         i + 1,
         children.len(),
-        ended(status)
+        labkit::children::ended(ExitStatus::from_raw(raw))
     ))
 }
 
@@ -401,7 +388,7 @@ fn procs(
         // Its relay slot is cleared before it is reaped (relay::reap).
         match labkit::relay::reap(i, pid.as_raw()) {
             Ok(status) if status.code() == Some(0) => {}
-            Ok(status) => bad.push(format!("{} {}", worker(), exit_status(status))),
+            Ok(status) => bad.push(format!("{} {}", worker(), ended(status))),
             Err(e) => {
                 bad.push(format!("wait for {}: {}", worker(), describe_io(&e)))
             }

@@ -136,11 +136,6 @@ fn reap(slot: usize, pid: Pid) -> Option<String> {
         (Some(0), _) => None,
         (Some(code), _) => Some(format!("child {pid} {}", describe_failure(code))),
         (None, Some(_)) if relay::pending().is_some() => None,
-        (None, Some(sig)) => {
-            let name = nix::sys::signal::Signal::try_from(sig)
-                .map_or_else(|_| format!("signal {sig}"), |s| s.to_string());
-            Some(format!("child {pid} was killed by {name}"))
-        }
-        (None, None) => Some(format!("child {pid}: unexpected status {status}")),
+        _ => Some(format!("child {pid} {}", labkit::children::ended(status))),
     }
 }

@@ -28,6 +28,38 @@ pub fn reap_ended() -> Option<i32> {
     }
 }
 
+/// Block until the child `pid` has ended, without reaping it (`waitid`
+/// with `WNOWAIT`): it stays a zombie, so its pid cannot be reused until
+/// the caller reaps it. An `EINTR` is handled as [`wait4`] handles it.
+pub fn wait_ended(pid: i32) -> std::io::Result<()> {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let id = nix::unistd::Pid::from_raw(pid);
+    loop {
+        match waitid(Id::Pid(id), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => crate::relay::pass_on(),
+            Err(e) => return Err(std::io::Error::from_raw_os_error(e as i32)),
+        }
+    }
+}
+
+/// How a child ended, in the one spelling every message uses: "exited
+/// with status 3", "was killed by SIGKILL" (or "by signal 70", a number
+/// with no name).
+pub fn ended(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(sig)) => format!("was killed by {}", signal_name(sig)),
+        _ => format!("ended with {status}"),
+    }
+}
+
+/// "SIGKILL" for 9; "signal 70" for a number with no name.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map_or_else(|_| format!("signal {sig}"), |s| s.to_string())
+}
+
 /// [`wait4`], with the pid the kernel reports (`pid` may be -1: any child).
 fn wait4_any(
     pid: i32,
@@ -106,6 +138,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn endings_are_spelt_one_way() {
+        assert_eq!(ended(ExitStatus::from_raw(3 << 8)), "exited with status 3");
+        assert_eq!(
+            ended(ExitStatus::from_raw(libc::SIGKILL)),
+            "was killed by SIGKILL"
+        );
+        assert_eq!(ended(ExitStatus::from_raw(70)), "was killed by signal 70");
+    }
+
+    #[test]
     fn stat_lines_with_odd_names_parse() {
         assert_eq!(parse_stat("42 (a) b) Z 7 42 42 0"), Some(('Z', 7)));
         assert_eq!(parse_stat("1 (init) S 0 1 1"), Some(('S', 0)));
@@ -116,18 +158,11 @@ mod tests {
     fn finds_a_zombie_child_then_none() {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id() as i32;
-        // Wait until it has exited but is not reaped: a zombie.
-        let mut zombie = false;
-        for _ in 0..500 {
-            let kids = of(std::process::id() as i32).unwrap();
-            if kids.iter().any(|c| c.pid == pid && c.state == 'Z') {
-                zombie = true;
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        assert!(zombie, "the exited child never showed as a zombie");
-        child.wait().unwrap();
+        // Ended but not reaped: a zombie.
+        wait_ended(pid).unwrap();
+        let kids = of(std::process::id() as i32).unwrap();
+        assert!(kids.contains(&Child { pid, state: 'Z' }), "{kids:?}");
+        assert_eq!(ended(child.wait().unwrap()), "exited with status 0");
         let kids = of(std::process::id() as i32).unwrap();
         assert!(kids.iter().all(|c| c.pid != pid));
     }

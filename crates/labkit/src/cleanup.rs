@@ -132,15 +132,7 @@ impl Tracked {
     /// Block until the leader has ended, without reaping it (`WNOWAIT`)
     /// and without the registry's lock, which the interrupt handler needs.
     fn ended(&self) -> io::Result<()> {
-        use nix::sys::wait::{Id, WaitPidFlag, waitid};
-        let pid = nix::unistd::Pid::from_raw(self.pid());
-        loop {
-            match waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-                Ok(_) => return Ok(()),
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => return Err(io::Error::from_raw_os_error(e as i32)),
-            }
-        }
+        crate::children::wait_ended(self.pid())
     }
 
     /// Reap the leader if it has ended, then the rest of its group, and

@@ -46,10 +46,7 @@ impl Outcome {
         }
         match (self.status.code(), self.status.signal()) {
             (Some(code), _) => format!("exit {code}"),
-            (None, Some(sig)) => match nix::sys::signal::Signal::try_from(sig) {
-                Ok(name) => format!("{name}"),
-                Err(_) => format!("signal {sig}"),
-            },
+            (None, Some(sig)) => crate::children::signal_name(sig),
             _ => "unknown".into(),
         }
     }

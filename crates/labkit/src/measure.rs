@@ -6,7 +6,6 @@
 //! figures include all its children.
 
 use std::io::Read;
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -40,11 +39,7 @@ impl Finished {
             return Ok(());
         }
         let said = self.stderr.lines().last().unwrap_or("").trim();
-        let how = match (self.status.code(), self.status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (_, Some(sig)) => format!("killed by signal {sig}"),
-            _ => "unknown status".to_string(),
-        };
+        let how = crate::children::ended(self.status);
         Err(if said.is_empty() {
             format!("{what}: {how}")
         } else {
@@ -132,9 +127,9 @@ mod tests {
             run(Command::new("sh")
                 .args(["-c", "echo first >&2; echo last >&2; exit 3"]))
             .unwrap();
-        assert_eq!(done.check("sh").unwrap_err(), "sh: exit status 3: last");
+        assert_eq!(done.check("sh").unwrap_err(), "sh: exited with status 3: last");
         let killed = run(Command::new("sh").args(["-c", "kill -9 $$"])).unwrap();
-        assert_eq!(killed.check("sh").unwrap_err(), "sh: killed by signal 9");
+        assert_eq!(killed.check("sh").unwrap_err(), "sh: was killed by SIGKILL");
     }
 
     #[test]

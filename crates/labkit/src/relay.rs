@@ -135,15 +135,7 @@ fn reaped(slot: usize) {
 /// may already have given to another process. An `EINTR` passes the
 /// signal on ([`pass_on`]) and waits again.
 pub fn reap(slot: usize, pid: i32) -> std::io::Result<std::process::ExitStatus> {
-    use nix::sys::wait::{Id, WaitPidFlag, waitid};
-    let id = nix::unistd::Pid::from_raw(pid);
-    loop {
-        match waitid(Id::Pid(id), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT) {
-            Ok(_) => break,
-            Err(nix::errno::Errno::EINTR) => pass_on(),
-            Err(e) => return Err(std::io::Error::from_raw_os_error(e as i32)),
-        }
-    }
+    crate::children::wait_ended(pid)?;
     reaped(slot);
     let (status, _) = crate::children::wait4(pid, 0)?
         .ok_or_else(|| std::io::Error::other("a blocking wait4 returned nothing"))?;

@@ -310,7 +310,6 @@ pub fn check_rss(bytes: u64, available: Option<u64>) -> Result<()> {
 /// `--exec` must start and exit 0: say why not, with the exec error or
 /// the program's own last words.
 pub fn check_exec(path: &Path) -> Result<()> {
-    use std::os::unix::process::ExitStatusExt;
     let what = format!("--exec {}", path.display());
     let out = labkit::cleanup::output(std::process::Command::new(path).env_clear())
         .map_err(|e| {
@@ -324,13 +323,9 @@ pub fn check_exec(path: &Path) -> Result<()> {
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
     let said = stderr.lines().rev().find(|l| !l.trim().is_empty());
-    let ended = match (out.status.code(), out.status.signal()) {
-        (Some(code), _) => format!("exit status {code}"),
-        (None, sig) => format!("signal {}", sig.unwrap_or(0)),
-    };
     Err(Error::usage(format!(
-        "{what}: the program must exit 0 when run with no arguments; it ended \
-         with {ended}{}",
+        "{what}: the program must exit 0 when run with no arguments; it {}{}",
+        labkit::children::ended(out.status),
         said.map_or(String::new(), |l| format!(": {}", l.trim()))
     )))
 }

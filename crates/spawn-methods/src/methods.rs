@@ -4,7 +4,6 @@
 
 use std::ffi::CString;
 use std::os::raw::{c_char, c_int, c_void};
-use std::os::unix::process::ExitStatusExt;
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -37,18 +36,15 @@ fn wait_ok(pid: Pid, what: &str) -> Result<()> {
         Ok(None) => unreachable!("wait4 without WNOHANG returned no child"),
         Err(e) => return Err(Error::failed(format!("wait4: {}", describe_io(&e)))),
     };
-    match (status.code(), status.signal()) {
-        (Some(0), _) => Ok(()),
-        (Some(127), _) => Err(Error::failed(format!(
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(127) => Err(Error::failed(format!(
             "{what}: the child exited with status 127 (execve failed, or the \
              program itself said 127)"
         ))),
-        (Some(code), _) => Err(Error::failed(format!(
-            "{what}: the child exited with status {code}"
-        ))),
-        (None, sig) => Err(Error::failed(format!(
-            "{what}: the child was killed by signal {}",
-            sig.unwrap_or(0)
+        _ => Err(Error::failed(format!(
+            "{what}: the child {}",
+            labkit::children::ended(status)
         ))),
     }
 }
