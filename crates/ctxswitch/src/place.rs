@@ -1,7 +1,7 @@
 //! Where the two tasks run: the CPUs `--pin` and `--cpus` ask for, checked
 //! against this process's affinity mask, and task A pinned for the run.
 
-use labkit::affinity::allowed_cpus;
+use labkit::affinity::{check_allowed, format_list};
 use labkit::error::{Error, Result, describe_errno};
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::unistd::Pid;
@@ -11,13 +11,7 @@ use crate::Pin;
 /// The CPUs for task A and task B, or `None` when not pinning. Only CPUs
 /// this process may run on (its affinity mask, as `taskset` set it).
 pub fn placement(pin: Pin, asked: &[usize]) -> Result<Option<[usize; 2]>> {
-    let allowed = allowed_cpus()?;
-    let list = allowed.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
-    if let Some(cpu) = asked.iter().find(|c| !allowed.contains(c)) {
-        return Err(Error::usage(format!(
-            "CPU {cpu} is not one this process may run on (allowed: {list})"
-        )));
-    }
+    let allowed = check_allowed(asked)?;
     match (pin, asked) {
         (Pin::None, []) => Ok(None),
         (Pin::None, _) => Err(Error::usage("--cpus needs --pin same or cross")),
@@ -25,7 +19,8 @@ pub fn placement(pin: Pin, asked: &[usize]) -> Result<Option<[usize; 2]>> {
         (Pin::Same, &[a]) => Ok(Some([a, a])),
         (Pin::Same, _) => Err(Error::usage("--pin same takes one CPU in --cpus")),
         (Pin::Cross, []) if allowed.len() < 2 => Err(Error::usage(format!(
-            "--pin cross needs two CPUs; this process may run only on CPU {list}"
+            "--pin cross needs two CPUs; this process may run only on CPU {}",
+            format_list(&allowed)
         ))),
         (Pin::Cross, []) => Ok(Some([allowed[0], allowed[1]])),
         (Pin::Cross, &[a, b]) if a != b => Ok(Some([a, b])),
@@ -77,7 +72,7 @@ mod tests {
 
     #[test]
     fn placement_follows_the_affinity_mask() {
-        let allowed = allowed_cpus().unwrap();
+        let allowed = labkit::affinity::allowed_cpus().unwrap();
         assert_eq!(placement(Pin::None, &[]).unwrap(), None);
         assert_eq!(placement(Pin::Same, &[]).unwrap(), Some([allowed[0]; 2]));
         let err = placement(Pin::Same, &[0, 1]).unwrap_err();

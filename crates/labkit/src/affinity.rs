@@ -53,16 +53,24 @@ pub fn format_list(cpus: &[usize]) -> String {
     parts.join(",")
 }
 
-/// Confine this process to `cpus`: every thread and child it starts from
-/// now on inherits the mask. Call it before starting any thread.
-pub fn confine(cpus: &[usize]) -> Result<()> {
+/// Check that each of `cpus` (asked for on the command line) is one this
+/// process may run on, and return those it may ([`allowed_cpus`]); a usage
+/// error names the first that is not.
+pub fn check_allowed(cpus: &[usize]) -> Result<Vec<usize>> {
     let allowed = allowed_cpus()?;
     if let Some(c) = cpus.iter().find(|c| !allowed.contains(c)) {
         return Err(Error::usage(format!(
-            "CPU {c} is not one this process may use ({})",
+            "CPU {c} is not one this process may run on (allowed: {})",
             format_list(&allowed)
         )));
     }
+    Ok(allowed)
+}
+
+/// Confine this process to `cpus`: every thread and child it starts from
+/// now on inherits the mask. Call it before starting any thread.
+pub fn confine(cpus: &[usize]) -> Result<()> {
+    check_allowed(cpus)?;
     let mut set = CpuSet::new();
     for &c in cpus {
         set.set(c).map_err(|e| Error::usage(describe_errno(e)))?;

@@ -16,7 +16,7 @@
 //! placement. SIGINT, SIGTERM or SIGHUP stop it between two loops (every
 //! child of a loop is reaped before the loop returns); exit 128 + N.
 
-pub mod methods;
+mod methods;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -188,13 +188,10 @@ pub fn run(o: &Options) -> Result<Report> {
         check_exec(&o.exec)?;
     }
     if let Some(cpu) = o.worker_cpu {
-        let allowed = labkit::affinity::allowed_cpus()?;
-        if !allowed.contains(&cpu) {
-            return Err(Error::usage(format!(
-                "--worker-cpu {cpu}: not a CPU this process may use ({})",
-                labkit::affinity::format_list(&allowed)
-            )));
-        }
+        labkit::affinity::check_allowed(&[cpu]).map_err(|e| Error {
+            message: format!("--worker-cpu: {}", e.message),
+            ..e
+        })?;
     }
     if let Some(cpus) = &o.cpus {
         labkit::affinity::confine(cpus)?;
@@ -239,13 +236,13 @@ pub fn run(o: &Options) -> Result<Report> {
 }
 
 /// What the loops need besides the method.
-pub struct Setup<'a> {
-    pub exec: &'a Exec,
-    pub worker_cpu: Option<usize>,
+struct Setup<'a> {
+    exec: &'a Exec,
+    worker_cpu: Option<usize>,
 }
 
 /// Run `method` `n` times; microseconds per create+destroy.
-pub fn run_method(method: Method, n: u64, setup: &Setup<'_>) -> Result<f64> {
+fn run_method(method: Method, n: u64, setup: &Setup<'_>) -> Result<f64> {
     let start = Instant::now();
     match method {
         Method::ForkWait => methods::fork_wait(n)?,
@@ -272,7 +269,7 @@ pub fn run_method(method: Method, n: u64, setup: &Setup<'_>) -> Result<f64> {
 /// of the budget, or any batch takes the whole budget. The faster of the
 /// last two batches sets the count, so one preempted batch on a busy
 /// machine does not shrink it; at least 3.
-pub fn calibrate(method: Method, budget: f64, setup: &Setup<'_>) -> Result<u64> {
+fn calibrate(method: Method, budget: f64, setup: &Setup<'_>) -> Result<u64> {
     const MAX: u64 = 10_000_000;
     let (mut k, mut previous) = (1, f64::INFINITY);
     loop {
@@ -331,7 +328,7 @@ pub fn check_exec(path: &Path) -> Result<()> {
 }
 
 /// This process's VmRSS, KiB.
-pub fn vm_rss_kib() -> u64 {
+fn vm_rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
