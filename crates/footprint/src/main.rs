@@ -3,7 +3,6 @@
 
 use clap::Parser;
 use footprint::{Kind, Snapshot};
-use labkit::Error;
 use labkit::limits::size_in;
 
 /// Create N idle threads or N idle processes and report what they cost in
@@ -38,14 +37,11 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     labkit::cli::main("footprint", |cli: &Cli| {
         footprint::run(cli.kind, cli.workers, cli.touch).and_then(|f| {
-            let line = if cli.json {
-                serde_json::to_string(&f)
-                    .map_err(|e| Error::failed(format!("cannot encode results: {e}")))?
-            } else {
+            labkit::cli::emit(cli.json, &f, |f| {
                 let per = |g: fn(&Snapshot) -> u64| format!("{:.0}", f.per_worker(g));
                 format!(
                     "{} idle {}: per worker PSS +{} KiB, RSS +{} KiB, kernel stack +{} KiB, \
-                     page tables +{} KiB, slab +{} KiB, address space +{} KiB; all ready in {:.3} s",
+                     page tables +{} KiB, slab +{} KiB, address space +{} KiB; all ready in {:.3} s\n",
                     f.workers,
                     if f.kind == Kind::Threads { "threads" } else { "processes" },
                     per(|s| s.pss_kib),
@@ -56,8 +52,7 @@ fn main() -> std::process::ExitCode {
                     per(|s| s.vm_size_kib),
                     f.ready_s
                 )
-            };
-            labkit::error::print(&format!("{line}\n"))
+            })
         })
     })
 }

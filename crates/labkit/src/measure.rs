@@ -72,7 +72,8 @@ pub fn run(cmd: &mut Command) -> std::io::Result<Finished> {
     Ok(Finished { usage: usage_from(wall, &ru), status, stderr })
 }
 
-fn seconds(tv: libc::timeval) -> f64 {
+/// A `timeval` (from `rusage`) in seconds.
+pub fn seconds(tv: libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
 }
 
@@ -98,12 +99,18 @@ pub fn self_usage() -> Usage {
 /// `getrusage(who)` (`RUSAGE_SELF`, `RUSAGE_CHILDREN`, `RUSAGE_THREAD`), with
 /// wall time left at zero.
 pub fn usage(who: libc::c_int) -> Usage {
+    usage_from(Duration::ZERO, &rusage(who))
+}
+
+/// `getrusage(who)` as the kernel fills it in, for the counts [`Usage`]
+/// leaves out (page faults, say).
+pub fn rusage(who: libc::c_int) -> libc::rusage {
     // SAFETY: rusage is plain old data that getrusage fills in.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: a valid pointer; getrusage fails only for an invalid `who`,
     // and then leaves the zeroes.
     unsafe { libc::getrusage(who, &mut ru) };
-    usage_from(Duration::ZERO, &ru)
+    ru
 }
 
 #[cfg(test)]

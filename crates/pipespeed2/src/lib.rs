@@ -59,26 +59,21 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn print(&self, json: bool) -> Result<()> {
-        let line = if json {
-            serde_json::to_string(self)
-                .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?
-        } else {
-            let buffer = self
-                .pipe_size
-                .map_or(String::new(), |n| format!(", pipe buffer {n} bytes"));
-            format!(
-                "{} x {} bytes = {} bytes in {:.6} s: {:.1} MB/s ({}, {}{buffer})",
-                self.count,
-                self.block_bytes,
-                self.bytes,
-                self.elapsed_s,
-                self.mb_per_s,
-                self.transport,
-                self.mode
-            )
-        };
-        labkit::error::print(&format!("{line}\n"))
+    /// The line printed without `--json`.
+    pub fn text(&self) -> String {
+        let buffer = self
+            .pipe_size
+            .map_or(String::new(), |n| format!(", pipe buffer {n} bytes"));
+        format!(
+            "{} x {} bytes = {} bytes in {:.6} s: {:.1} MB/s ({}, {}{buffer})\n",
+            self.count,
+            self.block_bytes,
+            self.bytes,
+            self.elapsed_s,
+            self.mb_per_s,
+            self.transport,
+            self.mode
+        )
     }
 }
 

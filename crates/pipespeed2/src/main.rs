@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use labkit::limits::size_in;
+use pipespeed2::Report;
 
 /// Write a block of BYTES into a pipe and read it back, COUNT times, in one
 /// thread (Bradford's pipespeed2), and print the rate in MB/s (10^6 bytes).
@@ -26,6 +27,6 @@ struct Cli {
 fn main() -> std::process::ExitCode {
     labkit::cli::main("pipespeed2", |cli: &Cli| {
         pipespeed2::run(cli.blocks.count, cli.blocks.bytes, cli.pipe_size)
-            .and_then(|report| report.print(cli.json))
+            .and_then(|report| labkit::cli::emit(cli.json, &report, Report::text))
     })
 }

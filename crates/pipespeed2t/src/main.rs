@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use labkit::limits::size_in;
+use pipespeed2::Report;
 use pipespeed2t::ladder::{self, Check, Method};
 use pipespeed2t::{Options, Transport};
 
@@ -101,9 +102,10 @@ fn main() -> std::process::ExitCode {
                 check: cli.check,
                 busy_poll: cli.busy_poll,
             };
-            let result =
-                ladder::run(&opts).and_then(|report| report.print(cli.json));
-            return result;
+            return ladder::run(&opts).and_then(|ladder| {
+                // Without --json, the program's usual line.
+                labkit::cli::emit(cli.json, &ladder, |l| l.report.text())
+            });
         }
         let opts = Options {
             count: cli.blocks.count,
@@ -114,6 +116,7 @@ fn main() -> std::process::ExitCode {
             vmsplice: cli.vmsplice,
             reader_stops_after: cli.reader_stops_after,
         };
-        pipespeed2t::run(&opts).and_then(|report| report.print(cli.json))
+        pipespeed2t::run(&opts)
+            .and_then(|report| labkit::cli::emit(cli.json, &report, Report::text))
     })
 }

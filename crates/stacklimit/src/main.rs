@@ -1,7 +1,6 @@
 //! `stacklimit threads|forks|overflow`: see the crate documentation.
 
 use clap::{Parser, Subcommand};
-use labkit::Error;
 use labkit::limits::size_in;
 use stacklimit::Api;
 
@@ -79,11 +78,5 @@ fn main() -> std::process::ExitCode {
 }
 
 fn show(count: &stacklimit::Count, json: bool) -> labkit::Result<()> {
-    let line = if json {
-        serde_json::to_string(count)
-            .map_err(|e| Error::failed(format!("cannot encode the count: {e}")))?
-    } else {
-        count.summary()
-    };
-    labkit::error::print(&format!("{line}\n"))
+    labkit::cli::emit(json, count, |c| c.summary() + "\n")
 }

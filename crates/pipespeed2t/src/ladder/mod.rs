@@ -34,12 +34,12 @@ use crate::ring::Mapping;
 mod rungs;
 mod stream;
 
-pub use rungs::{Cost, Received};
+pub use rungs::Cost;
 use rungs::{
     receive_by_read, receive_by_splice, send_by_vmsplice, send_by_write,
     thread_usage,
 };
-pub use stream::{Bad, Expect, Ring, checksum};
+use stream::{Bad, Expect, Ring};
 
 /// How the bytes go from the writer to the reader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -104,7 +104,7 @@ pub struct Options {
 /// hold more), and it is safe to stamp. So the capacity in blocks plus one
 /// suffices; we take capacity plus two blocks, one for the block the
 /// writer is queuing and one for the block the reader is copying out.
-pub fn min_ring(pipe_bytes: u64, block: u64) -> u64 {
+fn min_ring(pipe_bytes: u64, block: u64) -> u64 {
     let page = PAGE as u64;
     let refs = (pipe_bytes / page).max(1);
     let per_block = block.div_ceil(page);
@@ -129,17 +129,6 @@ pub struct LadderReport {
     pub reader_buffer_pages: String,
     pub writer: Cost,
     pub reader: Cost,
-}
-
-impl LadderReport {
-    pub fn print(&self, json: bool) -> Result<()> {
-        if !json {
-            return self.report.print(false);
-        }
-        let line = serde_json::to_string(self)
-            .map_err(|e| Error::failed(format!("cannot encode report: {e}")))?;
-        labkit::error::print(&format!("{line}\n"))
-    }
 }
 
 /// Send `count` blocks from this thread to a reader thread by `method`, and

@@ -23,18 +23,15 @@ pub struct Cost {
     pub sys_s: f64,
 }
 
+/// This thread's counts so far, for [`Cost::since`].
 pub(super) fn thread_usage() -> libc::rusage {
-    // SAFETY: an all-zero rusage is valid; getrusage fills it in.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a rusage owned by this frame.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
-    u
+    labkit::measure::rusage(libc::RUSAGE_THREAD)
 }
 
 impl Cost {
     pub(super) fn since(before: &libc::rusage, calls: u64) -> Cost {
         let now = thread_usage();
-        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let secs = labkit::measure::seconds;
         Cost {
             calls,
             minor_faults: (now.ru_minflt - before.ru_minflt) as u64,
