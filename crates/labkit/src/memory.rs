@@ -12,6 +12,33 @@ use nix::errno::Errno;
 /// copy-on-write copies when huge pages are off.
 pub const PAGE: usize = 4096;
 
+/// `mmap` of `len` (not 0) fresh zero-filled bytes, readable and writable,
+/// backed by no file. `visibility` is `libc::MAP_PRIVATE` (a child forked
+/// later gets copy-on-write pages) or `libc::MAP_SHARED` (parent and
+/// children see each other's writes: Stevens' meters and lock). The caller
+/// owns the mapping: it unmaps it, or keeps it for the process's life.
+pub fn map_anonymous(
+    len: usize,
+    visibility: libc::c_int,
+) -> Result<NonNull<u8>, Errno> {
+    // SAFETY: a fresh mapping at an address the kernel picks; no existing
+    // memory is touched.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            visibility | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    Ok(NonNull::new(addr.cast()).expect("mmap succeeds only with an address"))
+}
+
 /// A private anonymous mapping with every 4 KiB page written once, so it is
 /// resident and this process's own. Huge pages are turned off for it
 /// (`MADV_NOHUGEPAGE`), so that a write after `fork` copies 4 KiB, as in
@@ -39,24 +66,10 @@ impl Touched {
                 len,
             });
         }
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // touched.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(Errno::last());
-        }
+        let addr = map_anonymous(len, libc::MAP_PRIVATE)?.as_ptr();
         // SAFETY: advice on our own mapping; failure only leaves THP as is.
-        unsafe { libc::madvise(addr, len, libc::MADV_NOHUGEPAGE) };
-        let touched = Touched { addr: addr.cast(), len };
+        unsafe { libc::madvise(addr.cast(), len, libc::MADV_NOHUGEPAGE) };
+        let touched = Touched { addr, len };
         touched.write_pages(1);
         Ok(touched)
     }

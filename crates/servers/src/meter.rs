@@ -10,6 +10,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use labkit::error::{Error, Result};
+use labkit::memory::map_anonymous;
 
 use crate::protocol::Served;
 
@@ -52,25 +53,10 @@ impl Meters {
     /// `n` zeroed meters, for the rest of the process's life.
     pub fn new(n: usize) -> Result<&'static Meters> {
         let len = n * std::mem::size_of::<Meter>();
-        // SAFETY: a fresh anonymous shared mapping; the kernel zero-fills
-        // it, and all-zero bytes are valid AtomicU64s.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mmap of the meters",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        let ptr = NonNull::new(p.cast::<Meter>()).expect("mmap never returns null");
+        // Zero-filled by the kernel: all-zero bytes are valid AtomicU64s.
+        let ptr = map_anonymous(len, libc::MAP_SHARED)
+            .map_err(|e| Error::io("mmap of the meters", e.into()))?
+            .cast::<Meter>();
         Ok(Box::leak(Box::new(Meters { ptr, n })))
     }
 

@@ -143,31 +143,19 @@ fn lock_file() -> Result<Lock> {
 /// Stevens' `my_lock_init` for serv04: a mutex in shared memory.
 fn shared_mutex() -> Result<Lock> {
     let size = std::mem::size_of::<libc::pthread_mutex_t>();
-    // SAFETY: an anonymous shared mapping, checked below; the mutex and
-    // its attribute are initialised before any child exists.
+    let p = labkit::memory::map_anonymous(size, libc::MAP_SHARED)
+        .map_err(|e| Error::io("mmap for the mutex", e.into()))?;
+    // SAFETY: `p` is a fresh shared mapping of one mutex's size; the mutex
+    // and its attribute are initialised before any child exists.
     unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            size,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        if p == libc::MAP_FAILED {
-            return Err(Error::io(
-                "mmap for the mutex",
-                std::io::Error::last_os_error(),
-            ));
-        }
-        let m = p.cast::<libc::pthread_mutex_t>();
+        let m = p.as_ptr().cast::<libc::pthread_mutex_t>();
         let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
         libc::pthread_mutexattr_init(&mut attr);
         libc::pthread_mutexattr_setpshared(&mut attr, libc::PTHREAD_PROCESS_SHARED);
         let r = libc::pthread_mutex_init(m, &attr);
         libc::pthread_mutexattr_destroy(&mut attr);
         if r != 0 {
-            libc::munmap(p, size);
+            libc::munmap(p.as_ptr().cast(), size);
             let e = std::io::Error::from_raw_os_error(r);
             return Err(Error::failed(format!(
                 "pthread_mutex_init: {}",
