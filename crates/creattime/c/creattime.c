@@ -7,10 +7,10 @@
  * in /proc, reaps every child and joins every thread, as the Rust program
  * does; `--json` prints the report the Rust program prints under the same
  * flag (creattime::Report).
- * Build: cc -O2 -pthread -o creattime-c creattime.c (labjson.h: the --json
- * output)
+ * Build: cc -O2 -pthread -o creattime-c creattime.c (it includes
+ * ../../labkit/c/labkit.h)
  * Run:   ./creattime-c SAMPLES [--json] */
-#include "../../labkit/c/labjson.h"
+#include "../../labkit/c/labkit.h"
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>

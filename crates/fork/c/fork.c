@@ -3,11 +3,12 @@
  * and is lost). P_NUMBER and COUNT come from argv instead of macros so one
  * binary serves every setting; the work is the article's: fopen "a+",
  * printf + fprintf per line, exit(0) in the child, wait in the parent.
- * Build: cc -O2 -o fork-c fork.c (labjson.h: the --json output)
+ * Build: cc -O2 -o fork-c fork.c (it includes
+ * ../../labkit/c/labkit.h)
  * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./fork-c P COUNT LOG [LINE_BYTES] [--json] */
-#include "../../labkit/c/labjson.h"
+#include "../../labkit/c/labkit.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,19 +18,15 @@
 
 int main(int argc, char *argv[])
 {
-    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
-    argc -= json; /* the positional arguments come first */
+    int json = json_flag(&argc, argv);
     struct timeval begin, end;
     gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;
     int count = argc > 2 ? atoi(argv[2]) : 100;
     const char *path = argc > 3 ? argv[3] : "logFile.log";
     char str[4096] = "hello linux";
-    if (argc > 4) { /* the 256-byte variant: same text as lines::payload */
-        int n = atoi(argv[4]);
-        for (int i = 0; i < n; i++) str[i] = "hello linux "[i % 12];
-        str[n] = '\0';
-    }
+    if (argc > 4) /* the 256-byte variant */
+        line_text(str, atoi(argv[4]));
     FILE *logFile = fopen(path, "a+");
     if (logFile == NULL) { perror(path); return 1; }
 

@@ -6,9 +6,10 @@
  * handler reap (the article). `--json` prints the report the Rust program
  * prints under the same flag (forkcreat::Report), so the runner reads
  * both the same way.
- * Build: cc -O2 -o forkcreat-c forkcreat.c (labjson.h: the --json output)
+ * Build: cc -O2 -o forkcreat-c forkcreat.c (it includes
+ * ../../labkit/c/labkit.h)
  * Run:   ./forkcreat-c N [wait|sigchld] [--json] */
-#include "../../labkit/c/labjson.h"
+#include "../../labkit/c/labkit.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,8 +39,7 @@ static void on_sigchld(int sig)
 
 int main(int argc, char *argv[])
 {
-    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
-    argc -= json; /* the positional arguments come first */
+    int json = json_flag(&argc, argv);
     long n = argc > 1 ? atol(argv[1]) : 100000;
     int sigchld = argc > 2 && strcmp(argv[2], "sigchld") == 0;
     long created = 0, failed = 0, peak = 0, left = 0;

@@ -159,7 +159,8 @@ pub struct Report {
 
 /// How a create+destroy loop ended: the last three keys of `forkcreat
 /// --json` and `pthreadcreat --json` (flattened into their reports; their C
-/// references print the same with `print_loop_end` of `labjson.h`).
+/// references print the same with `print_loop_end`, in
+/// `crates/labkit/c/labkit.h`).
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct LoopEnd {
     pub elapsed_s: f64,

@@ -125,7 +125,8 @@ fn format_u64(mut n: u64, out: &mut [u8; 20]) -> &[u8] {
 }
 
 /// The text each worker prints: the articles' `"hello linux"`, or a string
-/// of exactly `len` bytes for the 256-byte variant of section three.
+/// of exactly `len` bytes for the 256-byte variant of section three (the C
+/// references' `line_text`, in `crates/labkit/c/labkit.h`, writes the same).
 pub fn payload(len: Option<usize>) -> Vec<u8> {
     const HELLO: &[u8] = b"hello linux";
     match len {

@@ -5,10 +5,10 @@
  * pthread_create's default stack (the soft RLIMIT_STACK). `--json` prints
  * the report the Rust program prints under the same flag
  * (pthreadcreat::Report), so the runner reads both the same way.
- * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c (labjson.h: the
- * --json output)
+ * Build: cc -O2 -pthread -o pthreadcreat-c pthreadcreat.c (it includes
+ * ../../labkit/c/labkit.h)
  * Run:   ./pthreadcreat-c N [--json] */
-#include "../../labkit/c/labjson.h"
+#include "../../labkit/c/labkit.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,8 +22,7 @@ static void *f(void *arg)
 
 int main(int argc, char *argv[])
 {
-    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
-    argc -= json; /* the positional arguments come first */
+    int json = json_flag(&argc, argv);
     long n = argc > 1 ? atol(argv[1]) : 100000;
     long created = 0, failed = 0, joined = 0;
     int first_error = 0, rc;

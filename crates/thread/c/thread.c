@@ -2,12 +2,12 @@
  * description in book References: zhou-2010 (the original listing was an image
  * and is lost). P_NUMBER and COUNT come from argv instead of macros; each
  * thread gets pthread_create's default stack (the soft RLIMIT_STACK).
- * Build: cc -O2 -pthread -o thread-c thread.c (labjson.h: the --json
- * output)
+ * Build: cc -O2 -pthread -o thread-c thread.c (it includes
+ * ../../labkit/c/labkit.h)
  * `--json` (last) prints, instead of Okay, the object the Rust program
  * prints under the same flag (labkit::cli::Report).
  * Run:   ./thread-c P COUNT LOG [LINE_BYTES] [--json] */
-#include "../../labkit/c/labjson.h"
+#include "../../labkit/c/labkit.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,18 +30,14 @@ static void *worker(void *arg)
 
 int main(int argc, char *argv[])
 {
-    int json = argc > 1 && strcmp(argv[argc - 1], "--json") == 0;
-    argc -= json; /* the positional arguments come first */
+    int json = json_flag(&argc, argv);
     struct timeval begin, end;
     gettimeofday(&begin, NULL);
     int p_number = argc > 1 ? atoi(argv[1]) : 255;
     count = argc > 2 ? atoi(argv[2]) : 100;
     const char *path = argc > 3 ? argv[3] : "logFile.log";
-    if (argc > 4) {
-        int n = atoi(argv[4]);
-        for (int i = 0; i < n; i++) str[i] = "hello linux "[i % 12];
-        str[n] = '\0';
-    }
+    if (argc > 4) /* the 256-byte variant */
+        line_text(str, atoi(argv[4]));
     logFile = fopen(path, "a+");
     if (logFile == NULL) { perror(path); return 1; }
 

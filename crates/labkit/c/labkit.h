@@ -1,17 +1,36 @@
-/* labjson.h: the `--json` output the lab's C references share, with the
- * keys, order and precision of the Rust programs' reports so that the
- * runner reads both the same way. None of it runs inside a timed loop.
- * A program includes it first, as "../../labkit/c/labjson.h" from its
- * crate's c/ folder (strerrorname_np needs _GNU_SOURCE before any system
- * header). */
-#ifndef LABJSON_H
-#define LABJSON_H
+/* labkit.h: what the lab's C references share, as the Rust programs share
+ * labkit: the trailing `--json` flag and its output, with the keys, order
+ * and precision of the Rust programs' reports so that the runner reads
+ * both the same way, and the text of the 256-byte line variant. None of it
+ * runs inside a timed loop. A program includes it first, as
+ * "../../labkit/c/labkit.h" from its crate's c/ folder (strerrorname_np
+ * needs _GNU_SOURCE before any system header). */
+#ifndef LABKIT_H
+#define LABKIT_H
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
+
+/* 1 if the last argument is --json, which is then dropped from argc: the
+ * positional arguments come first. */
+static inline int json_flag(int *argc, char *argv[])
+{
+    int json = *argc > 1 && strcmp(argv[*argc - 1], "--json") == 0;
+    *argc -= json;
+    return json;
+}
+
+/* The 256-byte variant's line: n bytes of "hello linux hello ...", the
+ * same text as labkit::lines::payload; str holds at least n + 1 bytes. */
+static inline void line_text(char *str, int n)
+{
+    for (int i = 0; i < n; i++)
+        str[i] = "hello linux "[i % 12];
+    str[n] = '\0';
+}
 
 /* Seconds from begin to end, to gettimeofday's microsecond. */
 static inline double seconds_between(const struct timeval *begin,
