@@ -338,11 +338,8 @@ struct Side {
 
 /// (voluntary, involuntary) switches of the calling thread so far.
 fn thread_switches() -> (u64, u64) {
-    // SAFETY: rusage is plain old data that getrusage fills in.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer; RUSAGE_THREAD cannot fail on Linux.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+    let u = labkit::measure::usage(libc::RUSAGE_THREAD);
+    (u.voluntary_switches, u.involuntary_switches)
 }
 
 /// The CPU the caller is on now (a system call, or the vDSO);

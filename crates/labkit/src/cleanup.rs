@@ -345,8 +345,7 @@ fn interrupt_line(
     stopped: usize,
     removed: &[String],
 ) -> String {
-    let name = nix::sys::signal::Signal::try_from(sig)
-        .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
+    let name = crate::children::signal_name(sig);
     let programs = if stopped == 1 { "program" } else { "programs" };
     let removed = if removed.is_empty() {
         "no temporary directory to remove".to_string()

@@ -13,14 +13,12 @@ use nix::errno::Errno;
 pub const PAGE: usize = 4096;
 
 /// `mmap` of `len` (not 0) fresh zero-filled bytes, readable and writable,
-/// backed by no file. `visibility` is `libc::MAP_PRIVATE` (a child forked
+/// backed by no file. `flags` holds `libc::MAP_PRIVATE` (a child forked
 /// later gets copy-on-write pages) or `libc::MAP_SHARED` (parent and
-/// children see each other's writes: Stevens' meters and lock). The caller
-/// owns the mapping: it unmaps it, or keeps it for the process's life.
-pub fn map_anonymous(
-    len: usize,
-    visibility: libc::c_int,
-) -> Result<NonNull<u8>, Errno> {
+/// children see each other's writes: Stevens' meters and lock), and any
+/// other flag (`MAP_HUGETLB`, say). The caller owns the mapping: it unmaps
+/// it, or keeps it for the process's life.
+pub fn map_anonymous(len: usize, flags: libc::c_int) -> Result<NonNull<u8>, Errno> {
     // SAFETY: a fresh mapping at an address the kernel picks; no existing
     // memory is touched.
     let addr = unsafe {
@@ -28,7 +26,7 @@ pub fn map_anonymous(
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            visibility | libc::MAP_ANONYMOUS,
+            flags | libc::MAP_ANONYMOUS,
             -1,
             0,
         )

@@ -5,7 +5,6 @@ use std::fmt;
 
 use labkit::error::{Error, Result, describe_errno};
 use labkit::memory::PAGE;
-use nix::errno::Errno;
 
 /// A huge page on x86-64 and most 64-bit Linux machines: 2 MiB.
 pub const HUGE: usize = 2 << 20;
@@ -98,24 +97,15 @@ impl Mapping {
         align: usize,
         backing: Backing,
     ) -> Result<Mapping> {
-        // SAFETY: a fresh private anonymous mapping; no existing memory is
-        // touched.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(Error::failed(format!(
-                "cannot map {len} bytes for the ring: mmap: {}",
-                describe_errno(Errno::last())
-            )));
-        }
+        let raw = labkit::memory::map_anonymous(len, libc::MAP_PRIVATE | flags)
+            .map_err(|e| {
+                Error::failed(format!(
+                    "cannot map {len} bytes for the ring: mmap: {}",
+                    describe_errno(e)
+                ))
+            })?
+            .as_ptr()
+            .cast::<libc::c_void>();
         let skip = if align > PAGE {
             (raw as usize).next_multiple_of(align) - raw as usize
         } else {
