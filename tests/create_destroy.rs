@@ -227,14 +227,9 @@ fn spawn_methods_refuses_more_rss_than_the_memory_available() {
         "64 GiB or more available: nothing to refuse"
     );
     let dir = tempfile::tempdir().unwrap();
-    let out = common::lab()
-        .args(["run", "spawn-methods", "--rss", "0,64G", "--out"])
-        .arg(dir.path())
-        .assert()
-        .code(2)
-        .stdout("");
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = dir.path().to_str().unwrap();
+    let args = ["run", "spawn-methods", "--rss", "0,64G", "--out", out];
+    let err = common::lab_refuses(&args);
     assert!(err.contains("--rss 64G: more than the memory available"), "{err}");
     // Refused before anything ran: no results.
     assert!(!dir.path().join("spawn-methods.json").exists());
@@ -242,13 +237,15 @@ fn spawn_methods_refuses_more_rss_than_the_memory_available() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["run", "create-destroy", "--samples", "0"][..],
-        &["run", "create-destroy", "--iterations", "x"],
-        &["run", "spawn-methods", "--rss", "12Q"],
-        &["run", "spawn-methods", "--budget", "0"],
-        &["run", "spawn-methods", "--exec", "/nonexistent/program"],
-    ] {
-        common::lab().args(args).assert().code(2);
-    }
+    common::bad_flags_exit_2(
+        "create-destroy",
+        &[&["--samples", "0"], &["--iterations", "x"]],
+    );
+    common::bad_flags_exit_2(
+        "spawn-methods",
+        &[&["--rss", "12Q"], &["--budget", "0"]],
+    );
+    let exec = ["run", "spawn-methods", "--exec", "/nonexistent/program"];
+    let err = common::lab_refuses(&exec);
+    assert!(err.contains("--exec /nonexistent/program: no such program"), "{err}");
 }

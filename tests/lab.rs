@@ -35,15 +35,17 @@ fn an_unknown_experiment_exits_2_listing_the_known_ones() {
 
 #[test]
 fn bad_usage_exits_2() {
+    // No subcommand: clap prints the whole help, on stderr, and exits 2.
     lab().assert().code(2);
-    lab().arg("walk").assert().code(2);
-    lab().args(["run", "fork-vs-thread", "--rounds", "0"]).assert().code(2);
-    lab().args(["run", "fork-vs-thread", "--procs", "4"]).assert().code(2);
-    lab()
-        .args(["run", "fork-vs-thread", "--full", "--procs", "4", "--counts", "1"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--full"));
+    let err = common::lab_refuses(&["walk"]);
+    assert_eq!(err, "lab: unrecognized subcommand 'walk'; see 'lab --help'");
+    common::bad_flags_exit_2(
+        "fork-vs-thread",
+        &[&["--rounds", "0"], &["--procs", "4"]],
+    );
+    let full = ["run", "fork-vs-thread", "--full", "--procs", "4", "--counts", "1"];
+    let err = common::lab_refuses(&full);
+    assert!(err.contains("--full"), "{err}");
 }
 
 #[test]

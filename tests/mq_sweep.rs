@@ -138,8 +138,16 @@ fn bad_sweep_flags_exit_2() {
             &["--threads", "0"],
             &["--threads", "x"],
             &["--duration", "0"],
-            &["--receivers", "2", "--queues", "4"],
             &["--switch-cost-us", "2", "--switch-cost-from", "x.json"],
         ],
     );
+    let err = common::lab_refuses(&[
+        "run",
+        "mq-sweep",
+        "--receivers",
+        "2",
+        "--queues",
+        "4",
+    ]);
+    assert!(err.contains("--receivers 2 leaves queues without a receiver"), "{err}");
 }

@@ -4,8 +4,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{lab, program, run_json};
-use predicates::prelude::*;
+use common::{program, run_json};
 
 /// The points of a run with `--blocks 1,65537` are at those sizes, but
 /// for pipespeed2: 65537 bytes does not fit a default pipe, so it skips it.
@@ -215,22 +214,20 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
 
 #[test]
 fn bad_options_exit_2() {
-    for args in [
-        &["--blocks", "0"][..],
-        &["--blocks", "1,x"],
-        &["--full", "--blocks", "64"],
-        &["--count", "0"],
-        &["--rounds", "0"],
-        &["--ladder-blocks", "0"],
-        &["--ladder-mib", "0"],
-        &["--no-ladder", "--ladder-blocks", "64k"],
-        &["--no-ladder", "--ladder-busy-poll"],
-    ] {
-        lab()
-            .args(["run", "pipe-speed"])
-            .args(args)
-            .assert()
-            .code(2)
-            .stderr(predicate::str::is_empty().not());
-    }
+    common::bad_flags_exit_2(
+        "pipe-speed",
+        &[
+            &["--blocks", "0"],
+            &["--blocks", "1,x"],
+            &["--count", "0"],
+            &["--rounds", "0"],
+            &["--ladder-blocks", "0"],
+            &["--ladder-mib", "0"],
+            &["--no-ladder", "--ladder-blocks", "64k"],
+            &["--no-ladder", "--ladder-busy-poll"],
+        ],
+    );
+    let err =
+        common::lab_refuses(&["run", "pipe-speed", "--full", "--blocks", "64"]);
+    assert!(err.contains("does not take --blocks"), "{err}");
 }

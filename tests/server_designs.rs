@@ -301,38 +301,38 @@ fn the_client_counts_short_and_wrong_replies_as_errors() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &[][..],
-        &["--design", "forking"],
-        &["--design", "prefork", "--pool", "0"],
-        &["--design", "iterative", "--timeout", "0"],
-        &["--design", "iterative", "--listen", "nowhere"],
-        &["--design", "epoll", "--herd"],
-    ] {
-        let out = common::program("server").args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "server {args:?}");
-        assert!(!out.stderr.is_empty());
-    }
-    for args in [
-        &[][..],
-        &["--addr", "127.0.0.1:9", "--children", "0"],
-        &["--addr", "127.0.0.1:9", "--bytes", "0"],
-        &["--addr", "127.0.0.1:9", "--rate", "-1"],
-        &["--addr", "localhost"],
-    ] {
-        let out = common::program("client").args(args).output().unwrap();
-        assert_eq!(out.status.code(), Some(2), "client {args:?}");
-    }
-    for args in
-        [&["--designs", "forking"][..], &["--children", "0"], &["--loops", "0"]]
-    {
-        let out = common::lab()
-            .args(["run", "server-designs"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(2), "lab {args:?}");
-    }
+    use labkit::testing::{usage_error, usage_errors};
+    let server = common::bin_dir().join("server");
+    usage_errors(
+        &server,
+        &[
+            &[],
+            &["--design", "forking"],
+            &["--design", "prefork", "--pool", "0"],
+            &["--design", "iterative", "--timeout", "0"],
+            &["--design", "iterative", "--listen", "nowhere"],
+        ],
+    );
+    let mut herd = std::process::Command::new(&server);
+    let err = usage_error("server", herd.args(["--design", "epoll", "--herd"]));
+    assert!(
+        err.contains("--herd only applies to --design epoll-exclusive"),
+        "{err}"
+    );
+    usage_errors(
+        common::bin_dir().join("client"),
+        &[
+            &[],
+            &["--addr", "127.0.0.1:9", "--children", "0"],
+            &["--addr", "127.0.0.1:9", "--bytes", "0"],
+            &["--addr", "127.0.0.1:9", "--rate", "-1"],
+            &["--addr", "localhost"],
+        ],
+    );
+    common::bad_flags_exit_2(
+        "server-designs",
+        &[&["--designs", "forking"], &["--children", "0"], &["--loops", "0"]],
+    );
 }
 
 #[test]

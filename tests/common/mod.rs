@@ -24,7 +24,12 @@ pub fn program(name: &str) -> Command {
 
 /// The runner, told where the programs are so it does not call cargo.
 pub fn lab() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
+    Command::from_std(lab_std())
+}
+
+/// [`lab`] as a `std::process::Command`, for `labkit::testing`'s checks.
+fn lab_std() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lab"));
     cmd.env("LAB_BIN_DIR", bin_dir());
     cmd
 }
@@ -80,15 +85,21 @@ pub fn c_program(source: &str, name: &str) -> Option<PathBuf> {
     Some(built.unwrap_or_else(|e| panic!("{e}")))
 }
 
-/// `lab run EXPERIMENT ARGS` for each of `cases`: a usage error, exit 2,
-/// one line on stderr and nothing on stdout.
+/// `lab run EXPERIMENT ARGS` for each of `cases`, flags it cannot parse:
+/// refused as every program refuses them, in one line `lab run EXPERIMENT:
+/// ...; see 'lab run EXPERIMENT --help'` ([`labkit::testing::usage_errors`]).
 pub fn bad_flags_exit_2(experiment: &str, cases: &[&[&str]]) {
-    for args in cases {
-        let out = lab().args(["run", experiment]).args(*args).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(stderr.starts_with("lab"), "{args:?}: {stderr}");
-        assert!(out.stdout.is_empty(), "{args:?}");
-    }
+    let name = format!("lab run {experiment}");
+    let command = || {
+        let mut cmd = lab_std();
+        cmd.args(["run", experiment]);
+        cmd
+    };
+    labkit::testing::usage_errors_as(&name, command, cases);
+}
+
+/// `lab ARGS`, refused once parsed ([`labkit::testing::usage_error`]): exit
+/// 2, nothing on stdout, one line `lab: ...`, which is returned.
+pub fn lab_refuses(args: &[&str]) -> String {
+    labkit::testing::usage_error("lab", lab_std().args(args))
 }

@@ -79,8 +79,8 @@ fn thread_failures_are_counted_and_exit_1() {
 
 #[test]
 fn bad_usage_exits_2() {
-    creattime().assert().code(2);
-    creattime().arg("0").assert().code(2);
-    creattime().arg("ten").assert().code(2);
-    creattime().args(["5", "--stack-size", "1K"]).assert().code(2);
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_creattime"),
+        &[&[], &["0"], &["ten"], &["5", "--stack-size", "1K"]],
+    );
 }

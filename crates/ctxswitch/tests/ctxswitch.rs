@@ -2,6 +2,7 @@
 
 use assert_cmd::Command;
 use ctxswitch::{Mode, Pin, Report};
+use labkit::testing::{usage_error, usage_errors};
 use predicates::prelude::*;
 use serde_json::Value;
 
@@ -103,61 +104,46 @@ fn the_text_report_names_both_figures_and_the_check() {
 
 #[test]
 fn impossible_placements_exit_2() {
-    ctxswitch()
-        .args(["--pin", "none", "--cpus", "0"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--cpus needs --pin same or cross"));
-    ctxswitch()
-        .args(["--pin", "cross", "--cpus", "0,0"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("two different CPUs"));
-    ctxswitch().args(["--pin", "same", "--cpus", "4000"]).assert().code(2).stderr(
-        predicate::str::contains("CPU 4000 is not one this process may run on"),
-    );
+    for (pin, cpus, says) in [
+        ("none", "0", "--cpus needs --pin same or cross"),
+        ("cross", "0,0", "two different CPUs"),
+        ("same", "4000", "CPU 4000 is not one this process may run on"),
+    ] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ctxswitch"));
+        let line =
+            usage_error("ctxswitch", cmd.args(["--pin", pin, "--cpus", cpus]));
+        assert!(line.contains(says), "{line}");
+    }
     let taskset = std::process::Command::new("taskset").arg("-V").output();
     if !taskset.is_ok_and(|o| o.status.success()) {
         labkit::testing::skipped("the one-CPU case: no taskset");
         return;
     }
     let cpu = allowed_cpus()[0].to_string();
-    let out = std::process::Command::new("taskset")
-        .args(["-c", &cpu])
-        .arg(env!("CARGO_BIN_EXE_ctxswitch"))
-        .args(["--pin", "cross"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let mut taskset = std::process::Command::new("taskset");
+    taskset.args(["-c", &cpu]).arg(env!("CARGO_BIN_EXE_ctxswitch"));
     assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
+        usage_error("ctxswitch", taskset.args(["--pin", "cross"])),
         format!(
-            "ctxswitch: --pin cross needs two CPUs; this process may run only on CPU {cpu}\n"
+            "ctxswitch: --pin cross needs two CPUs; this process may run only on CPU {cpu}"
         )
     );
-    assert!(out.stdout.is_empty());
 }
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
-    for args in [
-        &["--mode", "fibers"][..],
-        &["--pin", "left"],
-        &["--iterations", "0"],
-        &["-n", "many"],
-        &["--warmup", "-1"],
-        &["--cpus", "x"],
-        &["--frobnicate"],
-    ] {
-        // One line, like every error of the lab.
-        ctxswitch()
-            .args(args)
-            .assert()
-            .code(2)
-            .stdout("")
-            .stderr(predicate::str::starts_with("ctxswitch: "))
-            .stderr(predicate::function(|s: &str| s.lines().count() == 1));
-    }
+    usage_errors(
+        env!("CARGO_BIN_EXE_ctxswitch"),
+        &[
+            &["--mode", "fibers"],
+            &["--pin", "left"],
+            &["--iterations", "0"],
+            &["-n", "many"],
+            &["--warmup", "-1"],
+            &["--cpus", "x"],
+            &["--frobnicate"],
+        ],
+    );
 }
 
 #[test]

@@ -48,12 +48,13 @@ fn written_pages_are_copied_for_processes_only() {
 #[test]
 fn bad_flags_exit_2() {
     let _serial = labkit::testing::serial();
-    for args in [
-        &["--workers", "0"][..],
-        &["--kind", "fibers"],
-        &["--touch", "2G"],
-        &["--touch", "lots"],
-    ] {
-        Command::cargo_bin("footprint").unwrap().args(args).assert().code(2);
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_footprint"),
+        &[
+            &["--workers", "0"],
+            &["--kind", "fibers"],
+            &["--touch", "2G"],
+            &["--touch", "lots"],
+        ],
+    );
 }

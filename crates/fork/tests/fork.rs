@@ -90,19 +90,18 @@ fn a_log_that_cannot_be_opened_fails_before_any_child() {
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
-    for args in [
-        &["--procs", "0"][..],
-        &["--procs", "-3"],
-        &["--procs", "lots"],
-        &["--procs", "100001"],
-        &["--count", "0"],
-        &["--line", "5000"],
-        &["--bogus"],
-    ] {
-        fork().args(args).assert().code(2).stdout("").stderr(
-            predicate::str::contains("Usage").or(predicate::str::contains("--help")),
-        );
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_fork"),
+        &[
+            &["--procs", "0"],
+            &["--procs", "-3"],
+            &["--procs", "lots"],
+            &["--procs", "100001"],
+            &["--count", "0"],
+            &["--line", "5000"],
+            &["--bogus"],
+        ],
+    );
 }
 
 #[test]

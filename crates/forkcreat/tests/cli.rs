@@ -107,10 +107,10 @@ fn sigchld_mode_under_a_small_limit_loses_nothing() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [&["-n", "0"][..], &["--reap", "never"], &["-n", "x"], &["--bogus"]]
-    {
-        forkcreat().args(args).assert().code(2).stdout("");
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_forkcreat"),
+        &[&["-n", "0"], &["--reap", "never"], &["-n", "x"], &["--bogus"]],
+    );
     forkcreat()
         .arg("--help")
         .assert()

@@ -1,6 +1,8 @@
 //! What the lab's tests share: a skip that says why, is counted, and fails
 //! under CI unless it was expected; the checks a skip rests on (root, a
-//! tool on `PATH`); and a program's JSON output, parsed into its type.
+//! tool on `PATH`); a program's JSON output, parsed into its type; and
+//! the checks several programs' tests make: the usage contract, the
+//! workers' lines, a creation loop's failure.
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
 //! [`skipped`] with the reason and returns. The reason is printed and, when
@@ -100,6 +102,83 @@ pub fn json<T: serde::de::DeserializeOwned>(stdout: &[u8]) -> T {
     })
 }
 
+/// The lab's usage contract for arguments a program cannot parse, for each
+/// of `cases`: `program ARGS` (the path of a program binary) is refused
+/// ([`usage_error`]) with `NAME: what is wrong; see 'NAME --help'`, NAME
+/// being the binary's file name, as [`crate::cli::parse`] prints it.
+pub fn usage_errors(program: impl AsRef<std::path::Path>, cases: &[&[&str]]) {
+    let program = program.as_ref();
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    usage_errors_as(&name, || std::process::Command::new(program), cases);
+}
+
+/// [`usage_errors`] for a command that names itself `name` in these
+/// messages (the runner's `lab run pipe-speed`), made by `command` once
+/// per case, before the case's arguments are added.
+pub fn usage_errors_as(
+    name: &str,
+    command: impl Fn() -> std::process::Command,
+    cases: &[&[&str]],
+) {
+    let end = format!("; see '{name} --help'");
+    for args in cases {
+        let line = usage_error(name, command().args(*args));
+        assert!(line.ends_with(&end), "{name} {args:?}: not '...{end}': {line}");
+    }
+}
+
+/// Run `cmd`, which must refuse its arguments: exit status 2, nothing on
+/// stdout, one line on stderr that starts with `NAME: `. Returns the line,
+/// without its newline, for the caller to check what it says.
+pub fn usage_error(name: &str, cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let what = format!("{name} {:?}", cmd.get_args().collect::<Vec<_>>());
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    assert!(out.stdout.is_empty(), "{what}: stdout: {out:?}");
+    assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+    assert!(err.starts_with(&format!("{name}: ")), "{what}: {err}");
+    err.trim_end_matches('\n').to_string()
+}
+
+/// A `fork` or `thread` run (`out`) whose workers each printed `count`
+/// lines of `line` bytes ([`crate::lines::payload`]) to stdout and to the
+/// log `log`: it succeeded, stdout is every line, whole, then "Okay", and
+/// the log holds the same lines ([`crate::lines::check_log`]).
+pub fn check_worker_lines(
+    out: &std::process::Output,
+    log: &std::path::Path,
+    line: Option<usize>,
+    workers: u64,
+    count: u64,
+) {
+    use crate::lines::{check_log, payload};
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
+    let text = payload(line);
+    assert_eq!(check_log(stdout, &text, workers, count), Ok(()), "stdout");
+    let logged = std::fs::read(log).unwrap();
+    assert_eq!(check_log(&logged, &text, workers, count), Ok(()), "the log");
+}
+
+/// A creation loop that failed part-way (`out`, of `fork` or `thread`):
+/// exit status 1 and one line on stderr, `PROGRAM: created N of ...`.
+/// Returns N and the line.
+pub fn created_before_failing(
+    program: &str,
+    out: &std::process::Output,
+) -> (u64, String) {
+    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let created = stderr
+        .strip_prefix(&format!("{program}: created "))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
+    (created, stderr)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -110,6 +189,30 @@ mod tests {
         assert_eq!(v, [1, 2]);
         let bad = std::panic::catch_unwind(|| super::json::<Vec<u32>>(b"oops"));
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn the_usage_contract_holds_only_for_one_line_and_exit_2() {
+        // `sh -c SCRIPT` stands for a program; `$0` is the case.
+        let sh = |script: &'static str| {
+            move || {
+                let mut cmd = std::process::Command::new("sh");
+                cmd.args(["-c", script]);
+                cmd
+            }
+        };
+        let good = "echo \"p: bad $0; see 'p --help'\" >&2; exit 2";
+        super::usage_errors_as("p", sh(good), &[&["x"], &["y"]]);
+        for bad in [
+            "echo \"p: bad; see 'p --help'\" >&2; exit 1",
+            "echo \"p: bad; see 'p --help'\" >&2; echo out; exit 2",
+            "echo \"p: bad\" >&2; exit 2",
+            "echo \"q: bad; see 'q --help'\" >&2; exit 2",
+            "printf \"p: bad\\np: see 'p --help'\\n\" >&2; exit 2",
+        ] {
+            let check = || super::usage_errors_as("p", sh(bad), &[&["x"]]);
+            assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
+        }
     }
 
     #[test]

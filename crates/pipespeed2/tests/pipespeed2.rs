@@ -118,18 +118,19 @@ fn unprivileged_users_are_told_the_pipe_max_size() {
 
 #[test]
 fn bad_usage_exits_2() {
-    for args in [
-        &[][..],
-        &["10"],
-        &["0", "64"],
-        &["10", "0"],
-        &["ten", "64"],
-        &["10", "8X"],
-        &["10", "64", "--pipe-size", "big"],
-        &["10", "64", "--bogus"],
-    ] {
-        pipespeed2().args(args).assert().code(2).stdout("");
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_pipespeed2"),
+        &[
+            &[],
+            &["10"],
+            &["0", "64"],
+            &["10", "0"],
+            &["ten", "64"],
+            &["10", "8X"],
+            &["10", "64", "--pipe-size", "big"],
+            &["10", "64", "--bogus"],
+        ],
+    );
 }
 
 #[test]

@@ -145,28 +145,33 @@ fn the_fifo_directory_is_removed() {
 
 #[test]
 fn bad_usage_exits_2() {
-    for args in [
-        &[][..],
-        &["0", "64"],
-        &["10", "0"],
-        &["10", "2G"],
-        &["10", "64", "--fifo", "--socketpair"],
-        &["10", "64", "--socketpair", "--pipe-size", "1M"],
-        &["10", "64", "--socketpair", "--vmsplice"],
-        &["10", "64", "--reader-stops-after", "x"],
-        &["10", "64", "--method", "copy"],
-        &["10", "64", "--method", "vmsplice", "--fifo"],
-        &["10", "64", "--method", "write", "--processes"],
-        &["10", "64", "--method", "write", "--socketpair"],
-        &["10", "64", "--huge-pages"],
-        &["10", "64", "--busy-poll"],
-        // A ring larger than half the available memory.
-        &["10", "1G", "--method", "write", "--ring", "1000000"],
-        &["10", "64", "--ring", "4"],
-        &["10", "64", "--method", "write", "--ring", "0"],
-    ] {
-        pipespeed2t().args(args).assert().code(2).stdout("");
-    }
+    let bin = env!("CARGO_BIN_EXE_pipespeed2t");
+    labkit::testing::usage_errors(
+        bin,
+        &[
+            &[],
+            &["0", "64"],
+            &["10", "0"],
+            &["10", "2G"],
+            &["10", "64", "--fifo", "--socketpair"],
+            &["10", "64", "--socketpair", "--pipe-size", "1M"],
+            &["10", "64", "--socketpair", "--vmsplice"],
+            &["10", "64", "--reader-stops-after", "x"],
+            &["10", "64", "--method", "copy"],
+            &["10", "64", "--method", "vmsplice", "--fifo"],
+            &["10", "64", "--method", "write", "--processes"],
+            &["10", "64", "--method", "write", "--socketpair"],
+            &["10", "64", "--huge-pages"],
+            &["10", "64", "--busy-poll"],
+            &["10", "64", "--ring", "4"],
+            &["10", "64", "--method", "write", "--ring", "0"],
+        ],
+    );
+    // A ring larger than half the available memory, refused once parsed.
+    let mut cmd = std::process::Command::new(bin);
+    cmd.args(["10", "1G", "--method", "write", "--ring", "1000000"]);
+    let err = labkit::testing::usage_error("pipespeed2t", &mut cmd);
+    assert!(err.contains("more than half of the"), "{err}");
 }
 
 #[test]

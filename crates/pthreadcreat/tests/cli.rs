@@ -57,14 +57,15 @@ fn thread_create_failure_under_rlimit_as_is_counted_and_exits_1() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["-n", "0"][..],
-        &["--stack-size", "1K"],
-        &["--stack-size", "8Q"],
-        &["--api", "go"],
-    ] {
-        pthreadcreat().args(args).assert().code(2).stdout("");
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_pthreadcreat"),
+        &[
+            &["-n", "0"],
+            &["--stack-size", "1K"],
+            &["--stack-size", "8Q"],
+            &["--api", "go"],
+        ],
+    );
     pthreadcreat()
         .arg("--help")
         .assert()

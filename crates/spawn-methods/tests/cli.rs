@@ -4,7 +4,7 @@
 
 use assert_cmd::Command;
 use labkit::limited::Limits;
-use labkit::testing::json;
+use labkit::testing::{json, usage_error};
 use predicates::prelude::*;
 use spawn_methods::{Method, Report};
 
@@ -58,9 +58,8 @@ fn rss_above_the_memory_available_is_refused() {
         available < 64 << 30,
         "64 GiB or more available: nothing to refuse"
     );
-    let out = spawn_methods().args(["--rss", "64G"]).assert().code(2).stdout("");
-    let err = String::from_utf8_lossy(&out.get_output().stderr).into_owned();
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_spawn-methods"));
+    let err = usage_error("spawn-methods", cmd.args(["--rss", "64G"]));
     assert!(err.contains("--rss 64G: more than the memory available"), "{err}");
 }
 
@@ -84,18 +83,33 @@ fn limited_in_address_space_it_fails_in_one_line() {
 
 #[test]
 fn bad_usage_exits_2() {
-    for args in [
-        &["--method", "bogus"][..],
-        &["--method", "vfork", "--iterations", "1,2"],
-        &["--iterations", "0"],
-        &["--budget", "0"],
-        &["--budget", "1", "--iterations", "3"],
-        &["--rss", "65G"],
-        &["--cpus", "x"],
-        &["--worker-cpu", "100000"],
-        &["--method", "fork-exec", "--exec", "/nonexistent/program"],
+    let bin = env!("CARGO_BIN_EXE_spawn-methods");
+    labkit::testing::usage_errors(
+        bin,
+        &[
+            &["--method", "bogus"],
+            &["--iterations", "0"],
+            &["--budget", "0"],
+            &["--budget", "1", "--iterations", "3"],
+            &["--rss", "65G"],
+            &["--cpus", "x"],
+        ],
+    );
+    // Refused once parsed, saying why (no "see --help").
+    for (args, says) in [
+        (
+            &["--method", "vfork", "--iterations", "1,2"][..],
+            "2 counts for 1 methods",
+        ),
+        (&["--worker-cpu", "100000"], "not a CPU this process may use"),
+        (
+            &["--method", "fork-exec", "--exec", "/nonexistent/program"],
+            "cannot execute: No such file or directory (ENOENT)",
+        ),
     ] {
-        spawn_methods().args(args).assert().code(2).stdout("");
+        let err =
+            usage_error("spawn-methods", std::process::Command::new(bin).args(args));
+        assert!(err.contains(says), "{err}");
     }
 }
 

@@ -100,15 +100,17 @@ fn overflows_die_in_the_documented_way() {
 
 #[test]
 fn bad_flags_exit_2() {
-    for args in [
-        &["threads", "--max", "0"][..],
-        &["threads", "--stack-size", "1K"],
-        &["threads", "--api", "green"],
-        &["forks", "--max", "x"],
-        &["sideways"],
-        &[],
-    ] {
-        let done = probe(args, Limits::default());
-        assert_eq!(done.ended(), "exit 2", "{args:?}: {}", done.stderr);
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_stacklimit"),
+        &[
+            &["threads", "--max", "0"],
+            &["threads", "--stack-size", "1K"],
+            &["threads", "--api", "green"],
+            &["forks", "--max", "x"],
+            &["sideways"],
+        ],
+    );
+    // No subcommand: clap prints the whole help, on stderr, and exits 2.
+    let done = probe(&[], Limits::default());
+    assert_eq!(done.ended(), "exit 2", "{}", done.stderr);
 }

@@ -133,19 +133,15 @@ fn a_log_that_cannot_be_opened_fails_before_any_thread() {
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
-    for args in [
-        &["--threads", "0"][..],
-        &["--threads", "x"],
-        &["--stack-size", "1K"],
-        &["--stack-size", "2G"],
-        &["--stack-size", "8Q"],
-        &["--count", "-1"],
-    ] {
-        thread()
-            .args(args)
-            .assert()
-            .code(2)
-            .stdout("")
-            .stderr(predicate::str::contains("--help"));
-    }
+    labkit::testing::usage_errors(
+        env!("CARGO_BIN_EXE_thread"),
+        &[
+            &["--threads", "0"],
+            &["--threads", "x"],
+            &["--stack-size", "1K"],
+            &["--stack-size", "2G"],
+            &["--stack-size", "8Q"],
+            &["--count", "-1"],
+        ],
+    );
 }
