@@ -297,14 +297,17 @@ fn exactly_once_across_queues_with_the_event_loop() {
     exactly_once(&["--event-loop"], 0);
 }
 
-#[test]
-fn bad_peers_close_only_their_connection_with_thread_pools() {
-    bad_peers(&["-r", "2", "-w", "2", "-d", "2"]);
-}
-
-#[test]
-fn bad_peers_close_only_their_connection_with_the_event_loop() {
-    bad_peers(&["--event-loop"]);
+with_both_designs! {
+    bad_peers_close_only_their_connection:
+        bad_peers(["-r", "2", "-w", "2", "-d", "2"]);
+    a_stalled_receiver_holds_senders_back:
+        back_pressure(["-r", "1", "-w", "1", "-d", "1"]);
+    unfinished_frames_cost_what_arrived:
+        unfinished_frames(["-r", "2", "-w", "2", "-d", "2"]);
+    max_connections_refuses_the_next:
+        max_connections(["-r", "2", "-w", "2", "-d", "2"]);
+    out_of_descriptors_backs_off_and_logs_once:
+        out_of_descriptors(["-r", "1", "-w", "1", "-d", "1"]);
 }
 
 #[test]
@@ -315,16 +318,6 @@ fn sigterm_joins_every_pool_thread() {
 #[test]
 fn sigint_stops_the_event_loop() {
     shutdown_joins_everything(&["--event-loop"], 0, "INT");
-}
-
-#[test]
-fn a_stalled_receiver_holds_senders_back_with_thread_pools() {
-    back_pressure(&["-r", "1", "-w", "1", "-d", "1"]);
-}
-
-#[test]
-fn a_stalled_receiver_holds_senders_back_with_the_event_loop() {
-    back_pressure(&["--event-loop"]);
 }
 
 #[test]
@@ -356,26 +349,6 @@ fn bad_flags_exit_2() {
 }
 
 #[test]
-fn unfinished_frames_cost_what_arrived_with_thread_pools() {
-    unfinished_frames(&["-r", "2", "-w", "2", "-d", "2"]);
-}
-
-#[test]
-fn unfinished_frames_cost_what_arrived_with_the_event_loop() {
-    unfinished_frames(&["--event-loop"]);
-}
-
-#[test]
-fn max_connections_refuses_the_next_with_thread_pools() {
-    max_connections(&["-r", "2", "-w", "2", "-d", "2"]);
-}
-
-#[test]
-fn max_connections_refuses_the_next_with_the_event_loop() {
-    max_connections(&["--event-loop"]);
-}
-
-#[test]
 fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
     // What a small broker maps, plus 40 MiB: room for some of 500 readers
     // (256 KiB of stack and a 64 KiB buffer each), not for all of them.
@@ -394,14 +367,4 @@ fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
     assert!(err.starts_with("broker: cannot start reader "), "{err}");
     assert!(err.contains(" of 500: "), "{err}");
     assert!(err.contains("; stopped the "), "{err}");
-}
-
-#[test]
-fn out_of_descriptors_backs_off_and_logs_once_with_thread_pools() {
-    out_of_descriptors(&["-r", "1", "-w", "1", "-d", "1"]);
-}
-
-#[test]
-fn out_of_descriptors_backs_off_and_logs_once_with_the_event_loop() {
-    out_of_descriptors(&["--event-loop"]);
 }

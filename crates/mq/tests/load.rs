@@ -210,26 +210,16 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
     assert!(err.contains("; stopped the "), "{err}");
 }
 
-#[test]
-fn slow_and_absent_consumers_hold_back_only_their_queues_with_thread_pools() {
-    hostile_consumers_beside_normal_traffic(&["-r", "2", "-w", "2", "-d", "2"]);
+with_both_designs! {
+    slow_and_absent_consumers_hold_back_only_their_queues:
+        hostile_consumers_beside_normal_traffic(["-r", "2", "-w", "2", "-d", "2"]);
+    two_and_three_loads_against_one_broker:
+        two_and_three_loads(["-r", "2", "-w", "2", "-d", "3"]);
 }
 
-#[test]
-fn slow_and_absent_consumers_hold_back_only_their_queues_with_the_event_loop() {
-    hostile_consumers_beside_normal_traffic(&["--event-loop"]);
-}
-
-#[test]
-fn two_and_three_loads_against_one_pool_broker() {
-    successive_loads(&["-r", "2", "-w", "2", "-d", "3"], 2);
-    successive_loads(&["-r", "2", "-w", "2", "-d", "3"], 3);
-}
-
-#[test]
-fn two_and_three_loads_against_one_event_loop_broker() {
-    successive_loads(&["--event-loop"], 2);
-    successive_loads(&["--event-loop"], 3);
+fn two_and_three_loads(mode: &[&str]) {
+    successive_loads(mode, 2);
+    successive_loads(mode, 3);
 }
 
 #[test]

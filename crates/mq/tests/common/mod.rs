@@ -11,6 +11,26 @@ use mq::Stats;
 use mq::load::LoadReport;
 use mq::protocol::{LEN, Stamp};
 
+/// One test per broker design for each `name: check(pool flags);`:
+/// `name::with_thread_pools` runs `check(&pool flags)`,
+/// `name::with_the_event_loop` runs `check(&["--event-loop"])`.
+macro_rules! with_both_designs {
+    ($($name:ident: $check:ident($pools:expr);)+) => {$(
+        mod $name {
+            #[test]
+            fn with_thread_pools() {
+                super::$check(&$pools);
+            }
+
+            #[test]
+            fn with_the_event_loop() {
+                super::$check(&["--event-loop"]);
+            }
+        }
+    )+};
+}
+pub(crate) use with_both_designs;
+
 pub struct Broker {
     pub child: Child,
     pub out: BufReader<ChildStdout>,
