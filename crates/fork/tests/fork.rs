@@ -2,6 +2,7 @@
 
 use assert_cmd::Command;
 use labkit::lines::{check_log, payload};
+use labkit::testing::check_worker_lines;
 use predicates::prelude::*;
 
 fn fork() -> Command {
@@ -18,11 +19,7 @@ fn every_child_prints_every_line_to_stdout_and_log() {
         .arg(&log)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
-    let text = payload(None);
-    assert_eq!(check_log(stdout, &text, 5, 50), Ok(()));
-    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 5, 50), Ok(()));
+    check_worker_lines(&out, &log, None, 5, 50);
 }
 
 #[test]
@@ -37,11 +34,7 @@ fn long_lines_from_many_children_are_never_torn() {
         .arg(&log)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = payload(Some(2000));
-    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
-    assert_eq!(check_log(stdout, &text, 150, 60), Ok(()));
-    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 150, 60), Ok(()));
+    check_worker_lines(&out, &log, Some(2000), 150, 60);
 }
 
 #[test]

@@ -62,14 +62,7 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     cmd.args(["-p", "50", "-c", "20", "--log"]).arg(&log);
     let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-    let created: u64 = stderr
-        .strip_prefix("fork: created ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
+    let (created, stderr) = labkit::testing::created_before_failing("fork", &out);
     assert!((1..50).contains(&created), "{stderr}");
     assert!(
         stderr.ends_with(&format!(

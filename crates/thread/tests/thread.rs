@@ -5,6 +5,7 @@ use std::process::Command as Std;
 use assert_cmd::Command;
 use labkit::limited::Limits;
 use labkit::lines::{check_log, payload};
+use labkit::testing::{check_worker_lines, created_before_failing};
 use predicates::prelude::*;
 
 fn thread() -> Command {
@@ -32,11 +33,7 @@ fn every_thread_prints_every_line_to_stdout_and_log() {
     let log = dir.path().join("logFile.log");
     let out =
         thread().args(["-t", "7", "-c", "40", "--log"]).arg(&log).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
-    let text = payload(None);
-    assert_eq!(check_log(stdout, &text, 7, 40), Ok(()));
-    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 7, 40), Ok(()));
+    check_worker_lines(&out, &log, None, 7, 40);
 }
 
 #[test]
@@ -58,11 +55,7 @@ fn long_lines_from_many_threads_are_never_torn() {
         .arg(&log)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = payload(Some(3000));
-    let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
-    assert_eq!(check_log(stdout, &text, 300, 40), Ok(()));
-    assert_eq!(check_log(&std::fs::read(&log).unwrap(), &text, 300, 40), Ok(()));
+    check_worker_lines(&out, &log, Some(3000), 300, 40);
 }
 
 #[test]
@@ -72,14 +65,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let out = limited(GIB3, &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
-    let created: u64 = stderr
-        .strip_prefix("thread: created ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected message: {stderr}"));
+    let (created, stderr) = created_before_failing("thread", &out);
     assert!((300..=384).contains(&created), "near 3 GiB / 8 MiB = 384: {stderr}");
     assert!(stderr.contains("of 1000 threads; pthread_create: "), "{stderr}");
     assert!(stderr.ends_with(&format!("joined the {created}\n")), "{stderr}");
