@@ -379,120 +379,138 @@ fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
 
 // ------------------------------------------------------- program parents
 
-/// Run a program parent, wait for `n` children, optionally stop it
-/// (SIGSTOP) so that it is caught mid-run however fast it is, send `sig`
-/// to its pid or its group, let it go on, and return how it ended.
-fn interrupt_program(
-    name: &str,
-    args: &[&str],
-    n: usize,
+/// A program parent interrupted mid-run, and the one line it must end
+/// with.
+struct Case {
+    program: &'static str,
+    args: &'static [&'static str],
+    /// Children it has made before the signal is sent.
+    children: usize,
     sig: i32,
+    /// To its process group, as the terminal's Ctrl-C is, or its pid alone.
     to_group: bool,
+    /// Stopped (SIGSTOP) around the signal, so that it is caught mid-run
+    /// however fast it is.
     freeze: bool,
-) -> (ExitStatus, String) {
+    /// Its stderr, where each `#` is a number ([`labkit::testing::shape`]).
+    says: &'static str,
+}
+
+/// Run the program, wait for its children, signal it as `case` says, let
+/// it go on, and check that it ended with exit status 128 + the signal,
+/// saying `case.says`, with nothing of it left.
+fn interrupt_program(case: &Case) {
     become_subreaper();
-    let path = common::bin_dir().join(name);
-    let (mut child, stderr) = start(Command::new(path).args(args));
+    let path = common::bin_dir().join(case.program);
+    let (mut child, stderr) = start(Command::new(path).args(case.args));
     let pid = child.id() as i32;
-    let kids = children_of(&mut child, n);
-    if freeze {
+    let kids = children_of(&mut child, case.children);
+    if case.freeze {
         signal(pid, libc::SIGSTOP);
     }
-    if to_group {
+    if case.to_group {
         // SAFETY: killpg only sends a signal, to the group we made.
-        assert_eq!(unsafe { libc::killpg(pid, sig) }, 0);
+        assert_eq!(unsafe { libc::killpg(pid, case.sig) }, 0);
     } else {
-        signal(pid, sig);
+        signal(pid, case.sig);
     }
-    if freeze {
+    if case.freeze {
         signal(pid, libc::SIGCONT);
     }
     let status = finish(&mut child);
     let stderr = stderr.join().unwrap();
     assert_nothing_left(&kids, &[pid]);
-    (status, stderr)
-}
-
-#[test]
-fn sigterm_to_fork_is_passed_on_to_its_children() {
-    let _serial = labkit::testing::serial();
-    let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
-    let (status, stderr) =
-        interrupt_program("fork", &args, 4, libc::SIGTERM, false, false);
-    assert_eq!(status.code(), Some(143), "{stderr}");
-    assert_eq!(
-        stderr,
-        "fork: interrupted by SIGTERM; passed it on to the 4 children and reaped them\n"
-    );
-}
-
-#[test]
-fn sigint_to_the_fork_group_is_one_line_and_exit_130() {
-    let _serial = labkit::testing::serial();
-    let args = ["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
-    let (status, stderr) =
-        interrupt_program("fork", &args, 4, libc::SIGINT, true, false);
-    assert_eq!(status.code(), Some(130), "{stderr}");
-    assert_eq!(
-        stderr,
-        "fork: interrupted by SIGINT; passed it on to the 4 children and reaped them\n"
-    );
-}
-
-#[test]
-fn sighup_to_stacklimit_forks_reaps_the_children() {
-    let _serial = labkit::testing::serial();
-    let args = ["forks", "--max", "100000"];
-    let (status, stderr) =
-        interrupt_program("stacklimit", &args, 2, libc::SIGHUP, false, true);
-    assert_eq!(status.code(), Some(129), "{stderr}");
+    assert_eq!(status.code(), Some(128 + case.sig), "{}: {stderr}", case.program);
     assert!(
-        stderr
-            .starts_with("stacklimit: interrupted by SIGHUP; passed it on to the ")
-            && stderr.ends_with(" children and reaped them\n"),
-        "{stderr}"
+        labkit::testing::shape(&stderr, case.says),
+        "{stderr:?} is not {:?}",
+        case.says
     );
 }
 
-#[test]
-fn sigterm_to_footprint_procs_reaps_the_workers() {
-    let _serial = labkit::testing::serial();
-    // Enough workers that the signal lands while they are still being
-    // made, long before the last check for it.
-    let args = ["--kind", "procs", "--workers", "1000"];
-    let (status, stderr) =
-        interrupt_program("footprint", &args, 2, libc::SIGTERM, false, true);
-    assert_eq!(status.code(), Some(143), "{stderr}");
-    assert!(
-        stderr
-            .starts_with("footprint: interrupted by SIGTERM; passed it on to the ")
-            && stderr.ends_with(" workers and reaped them\n"),
-        "{stderr}"
-    );
+/// One test per line `name: case, ...;`, interrupting each case in turn.
+macro_rules! interrupt_tests {
+    ($($name:ident: $($case:expr),+;)+) => {$(
+        #[test]
+        fn $name() {
+            let _serial = labkit::testing::serial();
+            $(interrupt_program(&$case);)+
+        }
+    )+};
 }
 
-#[test]
-fn sigint_to_forkcreat_and_creattime_reaps_every_child() {
-    let _serial = labkit::testing::serial();
-    for (name, args) in [
-        ("forkcreat", ["-n", "100000000", "--reap", "sigchld"]),
-        ("forkcreat", ["-n", "100000000", "--reap", "wait"]),
-    ] {
-        let (status, stderr) =
-            interrupt_program(name, &args, 1, libc::SIGINT, false, true);
-        assert_eq!(status.code(), Some(130), "{name}: {stderr}");
-        assert!(
-            stderr.starts_with("forkcreat: interrupted by SIGINT; stopped after "),
-            "{stderr}"
-        );
-    }
-    let (status, stderr) =
-        interrupt_program("creattime", &["100000"], 1, libc::SIGTERM, false, true);
-    assert_eq!(status.code(), Some(143), "{stderr}");
-    assert!(
-        stderr.starts_with("creattime: interrupted by SIGTERM; reaped all "),
-        "{stderr}"
-    );
+const FORK: &[&str] =
+    &["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
+
+interrupt_tests! {
+    sigterm_to_fork_is_passed_on_to_its_children: Case {
+        program: "fork",
+        args: FORK,
+        children: 4,
+        sig: libc::SIGTERM,
+        to_group: false,
+        freeze: false,
+        says: "fork: interrupted by SIGTERM; passed it on to the 4 children and \
+               reaped them\n",
+    };
+    sigint_to_the_fork_group_is_one_line_and_exit_130: Case {
+        program: "fork",
+        args: FORK,
+        children: 4,
+        sig: libc::SIGINT,
+        to_group: true,
+        freeze: false,
+        says: "fork: interrupted by SIGINT; passed it on to the 4 children and \
+               reaped them\n",
+    };
+    sighup_to_stacklimit_forks_reaps_the_children: Case {
+        program: "stacklimit",
+        args: &["forks", "--max", "100000"],
+        children: 2,
+        sig: libc::SIGHUP,
+        to_group: false,
+        freeze: true,
+        says: "stacklimit: interrupted by SIGHUP; passed it on to the # children \
+               and reaped them\n",
+    };
+    // Enough workers that the signal lands while they are still being made,
+    // long before the last check for it.
+    sigterm_to_footprint_procs_reaps_the_workers: Case {
+        program: "footprint",
+        args: &["--kind", "procs", "--workers", "1000"],
+        children: 2,
+        sig: libc::SIGTERM,
+        to_group: false,
+        freeze: true,
+        says: "footprint: interrupted by SIGTERM; passed it on to the # workers \
+               and reaped them\n",
+    };
+    sigint_to_forkcreat_and_creattime_reaps_every_child: Case {
+        program: "forkcreat",
+        args: &["-n", "100000000", "--reap", "sigchld"],
+        children: 1,
+        sig: libc::SIGINT,
+        to_group: false,
+        freeze: true,
+        says: "forkcreat: interrupted by SIGINT; stopped after # forks; reaped all #\n",
+    }, Case {
+        program: "forkcreat",
+        args: &["-n", "100000000", "--reap", "wait"],
+        children: 1,
+        sig: libc::SIGINT,
+        to_group: false,
+        freeze: true,
+        says: "forkcreat: interrupted by SIGINT; stopped after # forks; reaped all #\n",
+    }, Case {
+        program: "creattime",
+        args: &["100000"],
+        children: 1,
+        sig: libc::SIGTERM,
+        to_group: false,
+        freeze: true,
+        says: "creattime: interrupted by SIGTERM; reaped all # children, joined all \
+               # threads\n",
+    };
 }
 
 #[test]
