@@ -439,29 +439,37 @@ macro_rules! interrupt_tests {
     )+};
 }
 
-const FORK: &[&str] =
-    &["--procs", "4", "--count", "100000000", "--log", "/dev/null"];
+/// fork, with SIGTERM to its pid; the group test changes the signal.
+const FORK: Case = Case {
+    program: "fork",
+    args: &["--procs", "4", "--count", "100000000", "--log", "/dev/null"],
+    children: 4,
+    sig: libc::SIGTERM,
+    to_group: false,
+    freeze: false,
+    says: "fork: interrupted by SIGTERM; passed it on to the 4 children and \
+           reaped them\n",
+};
+
+/// forkcreat in its `--reap sigchld` mode; the `wait` mode is the same.
+const FORKCREAT: Case = Case {
+    program: "forkcreat",
+    args: &["-n", "100000000", "--reap", "sigchld"],
+    children: 1,
+    sig: libc::SIGINT,
+    to_group: false,
+    freeze: true,
+    says: "forkcreat: interrupted by SIGINT; stopped after # forks; reaped all #\n",
+};
 
 interrupt_tests! {
-    sigterm_to_fork_is_passed_on_to_its_children: Case {
-        program: "fork",
-        args: FORK,
-        children: 4,
-        sig: libc::SIGTERM,
-        to_group: false,
-        freeze: false,
-        says: "fork: interrupted by SIGTERM; passed it on to the 4 children and \
-               reaped them\n",
-    };
+    sigterm_to_fork_is_passed_on_to_its_children: FORK;
     sigint_to_the_fork_group_is_one_line_and_exit_130: Case {
-        program: "fork",
-        args: FORK,
-        children: 4,
         sig: libc::SIGINT,
         to_group: true,
-        freeze: false,
         says: "fork: interrupted by SIGINT; passed it on to the 4 children and \
                reaped them\n",
+        ..FORK
     };
     sighup_to_stacklimit_forks_reaps_the_children: Case {
         program: "stacklimit",
@@ -485,32 +493,17 @@ interrupt_tests! {
         says: "footprint: interrupted by SIGTERM; passed it on to the # workers \
                and reaped them\n",
     };
-    sigint_to_forkcreat_and_creattime_reaps_every_child: Case {
-        program: "forkcreat",
-        args: &["-n", "100000000", "--reap", "sigchld"],
-        children: 1,
-        sig: libc::SIGINT,
-        to_group: false,
-        freeze: true,
-        says: "forkcreat: interrupted by SIGINT; stopped after # forks; reaped all #\n",
-    }, Case {
-        program: "forkcreat",
-        args: &["-n", "100000000", "--reap", "wait"],
-        children: 1,
-        sig: libc::SIGINT,
-        to_group: false,
-        freeze: true,
-        says: "forkcreat: interrupted by SIGINT; stopped after # forks; reaped all #\n",
-    }, Case {
-        program: "creattime",
-        args: &["100000"],
-        children: 1,
-        sig: libc::SIGTERM,
-        to_group: false,
-        freeze: true,
-        says: "creattime: interrupted by SIGTERM; reaped all # children, joined all \
-               # threads\n",
-    };
+    sigint_to_forkcreat_and_creattime_reaps_every_child:
+        FORKCREAT,
+        Case { args: &["-n", "100000000", "--reap", "wait"], ..FORKCREAT },
+        Case {
+            program: "creattime",
+            args: &["100000"],
+            sig: libc::SIGTERM,
+            says: "creattime: interrupted by SIGTERM; reaped all # children, \
+                   joined all # threads\n",
+            ..FORKCREAT
+        };
 }
 
 #[test]
