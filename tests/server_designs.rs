@@ -7,7 +7,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use servers::Stats;
@@ -41,19 +41,10 @@ impl Drop for Server {
 /// Start `server --design D ARGS --json`; `None` (with the reason printed
 /// as a skip) when the kernel refuses io_uring here.
 fn start(design: &str, args: &[&str]) -> Option<Server> {
-    let path = common::bin_dir().join("server");
-    let mut child = Command::new(path)
-        .args(["--design", design, "--json"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut addr = String::new();
-    stdout.read_line(&mut addr).unwrap();
-    if addr.trim().is_empty() {
+    let mut cmd = Command::new(common::bin_dir().join("server"));
+    cmd.args(["--design", design, "--json"]).args(args);
+    let (mut child, stdout, addr) = labkit::testing::start_server(&mut cmd);
+    if addr.is_empty() {
         let mut err = String::new();
         child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
         let status = child.wait().unwrap();
@@ -64,7 +55,7 @@ fn start(design: &str, args: &[&str]) -> Option<Server> {
         labkit::testing::skipped(&format!("{design}: {}", err.trim()));
         return None;
     }
-    Some(Server { child, addr: addr.trim().to_string(), stdout })
+    Some(Server { child, addr, stdout })
 }
 
 impl Server {

@@ -148,23 +148,22 @@ fn bad_flags_exit_2_with_usage() {
 
 #[test]
 fn help_documents_every_flag_and_default() {
-    let out = ctxswitch().arg("--help").output().unwrap();
-    let help = String::from_utf8(out.stdout).unwrap();
-    for text in [
-        "--mode",
-        "[default: threads]",
-        "--pin",
-        "[default: same]",
-        "--iterations",
-        "[default: 100000]",
-        "--warmup",
-        "[default: 1000]",
-        "--cpus",
-        "--json",
-        "Exit status",
-    ] {
-        assert!(help.contains(text), "missing {text}:\n{help}");
-    }
+    labkit::testing::help_mentions(
+        env!("CARGO_BIN_EXE_ctxswitch"),
+        &[
+            "--mode",
+            "[default: threads]",
+            "--pin",
+            "[default: same]",
+            "--iterations",
+            "[default: 100000]",
+            "--warmup",
+            "[default: 1000]",
+            "--cpus",
+            "--json",
+            "Exit status",
+        ],
+    );
 }
 
 #[test]

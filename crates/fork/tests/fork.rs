@@ -99,11 +99,8 @@ fn bad_flags_exit_2_with_usage() {
 
 #[test]
 fn help_documents_defaults() {
-    fork()
-        .arg("--help")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("[default: 255]"))
-        .stdout(predicate::str::contains("[default: 100]"))
-        .stdout(predicate::str::contains("[default: logFile.log]"));
+    labkit::testing::help_mentions(
+        env!("CARGO_BIN_EXE_fork"),
+        &["[default: 255]", "[default: 100]", "[default: logFile.log]"],
+    );
 }

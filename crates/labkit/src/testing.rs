@@ -1,8 +1,9 @@
 //! What the lab's tests share: a skip that says why, is counted, and fails
 //! under CI unless it was expected; the checks a skip rests on (root, a
 //! tool on `PATH`); a program's JSON output, parsed into its type; and
-//! the checks several programs' tests make: the usage contract, the
-//! workers' lines, a creation loop's failure.
+//! the checks several programs' tests make: the usage contract, `--help`,
+//! a server's announced address, the workers' lines, a creation loop's
+//! failure.
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
 //! [`skipped`] with the reason and returns. The reason is printed and, when
@@ -139,6 +140,39 @@ pub fn usage_error(name: &str, cmd: &mut std::process::Command) -> String {
     assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
     assert!(err.starts_with(&format!("{name}: ")), "{what}: {err}");
     err.trim_end_matches('\n').to_string()
+}
+
+/// `program --help` (the path of a program binary) exits 0 and its text
+/// mentions each of `texts`: a flag, a default, the exit statuses.
+pub fn help_mentions(program: impl AsRef<std::path::Path>, texts: &[&str]) {
+    let program = program.as_ref();
+    let out = std::process::Command::new(program).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{} --help: {out:?}", program.display());
+    for text in texts {
+        assert!(help.contains(text), "{text} missing from:\n{help}");
+    }
+}
+
+/// Start a server (`cmd`, its stdin from /dev/null, stdout and stderr
+/// piped) and read the address it announces as its first line
+/// ([`crate::cli::announce`]). Returns the child, the rest of its stdout,
+/// and the address, trimmed: empty when it ended without one.
+pub fn start_server(
+    cmd: &mut std::process::Command,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut addr = String::new();
+    out.read_line(&mut addr).unwrap();
+    (child, out, addr.trim().to_string())
 }
 
 /// A `fork` or `thread` run (`out`) whose workers each printed `count`

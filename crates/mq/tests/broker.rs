@@ -5,7 +5,7 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use labkit::limited::Limits;
@@ -244,7 +244,6 @@ fn out_of_descriptors(mode: &[&str]) {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
     cmd.args(mode).args(["--json", "--drain", "0"]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: the child only calls setrlimit(2), which is async-signal-safe,
     // between fork and exec.
     unsafe {
@@ -257,10 +256,7 @@ fn out_of_descriptors(mode: &[&str]) {
             }
         });
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut addr = String::new();
-    out.read_line(&mut addr).unwrap();
+    let (mut child, out, addr) = labkit::testing::start_server(&mut cmd);
     // Its stderr, line by line, as it comes.
     let (tx, rx) = std::sync::mpsc::channel();
     let stderr = BufReader::new(child.stderr.take().unwrap());
@@ -269,7 +265,7 @@ fn out_of_descriptors(mode: &[&str]) {
             let _ = tx.send(line);
         }
     });
-    let b = Broker { child, out, addr: addr.trim().to_string() };
+    let b = Broker { child, out, addr };
     // 40 connections against 24 descriptors: the last ones wait in the
     // listen queue while accept fails with EMFILE, again and again.
     let held: Vec<TcpStream> = (0..40).map(|_| connect(&b.addr, None)).collect();

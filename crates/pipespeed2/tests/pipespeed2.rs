@@ -135,11 +135,9 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn help_documents_every_flag_and_default() {
-    pipespeed2().arg("--help").assert().success().stdout(
-        predicate::str::contains("--pipe-size")
-            .and(predicate::str::contains("--json"))
-            .and(predicate::str::contains("default: the kernel's"))
-            .and(predicate::str::contains("Exit status")),
+    labkit::testing::help_mentions(
+        env!("CARGO_BIN_EXE_pipespeed2"),
+        &["--pipe-size", "--json", "default: the kernel's", "Exit status"],
     );
 }
 

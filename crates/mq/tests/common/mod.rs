@@ -2,9 +2,9 @@
 //! whole process, its stats, a load run, and protocol-level clients.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdout, Command};
 use std::time::Duration;
 
 use mq::Stats;
@@ -47,19 +47,11 @@ impl Drop for Broker {
 }
 
 pub fn broker(args: &[&str]) -> Broker {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_broker"))
-        .args(args)
-        .arg("--json")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut addr = String::new();
-    out.read_line(&mut addr).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
+    let (child, out, addr) =
+        labkit::testing::start_server(cmd.args(args).arg("--json"));
     assert!(addr.starts_with("127.0.0.1:"), "first line: {addr:?}");
-    Broker { child, out, addr: addr.trim().to_string() }
+    Broker { child, out, addr }
 }
 
 /// Send `signal`, wait for the exit, return the stats (the broker's own
