@@ -54,21 +54,9 @@ fn create_destroy_pairs_rust_with_c() {
     let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
     let dir = tempfile::tempdir().unwrap();
-    common::lab()
-        .args(["run", "create-destroy", "--rounds", "1", "--iterations", "20"])
-        .args([
-            "--lecture-iterations",
-            "5",
-            "--samples",
-            "2",
-            "--vs-c",
-            "--json",
-            "--out",
-        ])
-        .arg(dir.path())
-        .assert()
-        .success();
-    let r = results(dir.path(), "create-destroy");
+    let args = ["--rounds", "1", "--iterations", "20", "--lecture-iterations", "5"];
+    let args = [&args[..], &["--samples", "2", "--vs-c"]].concat();
+    let r = common::run_json("create-destroy", &args, dir.path());
     let pairs = r["vs_c"].as_array().unwrap();
     // forkcreat in two reap modes against plain C and C with Rust's
     // mappings, pthreadcreat against plain C.
@@ -195,13 +183,8 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
 fn spawn_methods_smoke_run_writes_results() {
     let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
-    common::lab()
-        .args(["run", "spawn-methods", "--rounds", "1", "--budget", "0.002"])
-        .args(["--rss", "0,8M", "--json", "--out"])
-        .arg(dir.path())
-        .assert()
-        .success();
-    let r = results(dir.path(), "spawn-methods");
+    let args = ["--rounds", "1", "--budget", "0.002", "--rss", "0,8M"];
+    let r = common::run_json("spawn-methods", &args, dir.path());
     let methods = r["methods"].as_array().unwrap();
     assert_eq!(methods.len(), 11, "{r}");
     assert!(methods.iter().all(|m| m["us"]["median"].as_f64().unwrap() > 0.0));

@@ -235,14 +235,12 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     )
     .unwrap();
     assert!(a.join("compare.md").is_file());
-    let entry = |name: &str| {
-        json["entries"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|e| e["results"] == name)
-            .unwrap()
+    // The element of the list `json[list]` whose `key` is `value`.
+    let find = |list: &str, key: &str, value: &str| {
+        let mut items = json[list].as_array().unwrap().iter();
+        items.find(|e| e[key] == value).unwrap().clone()
     };
+    let entry = |name| find("entries", "results", name);
     let plain = entry("fork-vs-thread");
     let fig = &plain["figures"][0];
     assert_eq!(fig["key"], "fork_over_thread");
@@ -264,15 +262,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
 
     // The claims, judged on A: printing-same is a one-CPU claim, so the
     // cpu0 sub-run's 3.0 judges it, not the plain run's 1.0.
-    let claim = |id: &str| {
-        json["claims"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap()
-            .clone()
-    };
+    let claim = |id| find("claims", "id", id);
     let printing = claim("printing-same");
     assert_eq!(printing["today"], 3.0);
     assert_eq!(printing["verdict"], "no-longer-holds");
