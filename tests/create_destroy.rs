@@ -25,12 +25,7 @@ fn create_destroy_smoke_run_writes_results() {
         .stdout(predicate::str::contains("| Processes"));
     let r = results(dir.path(), "create-destroy");
     assert_eq!(r["experiment"], "create-destroy");
-    let programs: Vec<&str> = r["article"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x["program"].as_str().unwrap())
-        .collect();
+    let programs = common::strings(&r["article"], "program");
     assert_eq!(
         programs,
         ["forkcreat --reap sigchld", "forkcreat --reap wait", "pthreadcreat"]
@@ -60,8 +55,7 @@ fn create_destroy_pairs_rust_with_c() {
     let pairs = r["vs_c"].as_array().unwrap();
     // forkcreat in two reap modes against plain C and C with Rust's
     // mappings, pthreadcreat against plain C.
-    let against: Vec<&str> =
-        pairs.iter().map(|p| p["against"].as_str().unwrap()).collect();
+    let against = common::strings(&r["vs_c"], "against");
     assert_eq!(
         against,
         [

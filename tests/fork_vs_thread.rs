@@ -26,9 +26,7 @@ fn a_tiny_run_writes_parseable_results() {
         assert_eq!(row["procs"], 3);
         assert_eq!(row["count"], count);
         let programs = row["programs"].as_array().unwrap();
-        let names: Vec<&str> =
-            programs.iter().map(|p| p["program"].as_str().unwrap()).collect();
-        assert_eq!(names, ["fork", "thread"]);
+        assert_eq!(common::strings(&row["programs"], "program"), ["fork", "thread"]);
         for p in programs {
             assert_eq!(p["runs"].as_array().unwrap().len(), 2);
             let wall = &p["wall_s"];
@@ -140,12 +138,7 @@ fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
     let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
     let row = &saved["grids"][0]["rows"][0];
-    let names: Vec<&str> = row["programs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["program"].as_str().unwrap())
-        .collect();
+    let names = common::strings(&row["programs"], "program");
     assert_eq!(names, ["fork", "thread", "fork.c", "thread.c"]);
     for p in row["programs"].as_array().unwrap() {
         assert_eq!(p["runs"].as_array().unwrap().len(), 2, "{p}");

@@ -35,8 +35,7 @@ fn a_tiny_run_writes_parseable_results() {
     assert_eq!(saved["pipe"]["article_buffer_bytes"], 4096);
 
     let variants = saved["variants"].as_array().unwrap();
-    let keys: Vec<&str> =
-        variants.iter().map(|v| v["key"].as_str().unwrap()).collect();
+    let keys = common::strings(&saved["variants"], "key");
     assert_eq!(
         keys,
         [

@@ -246,13 +246,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     assert_eq!(fig["key"], "fork_over_thread");
     assert_eq!(fig["ratio"], 2.0);
     assert_eq!(plain["figures"][1]["against"], serde_json::Value::Null);
-    let differs: Vec<&str> = plain["differences"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d[0].as_str().unwrap())
-        .collect();
-    assert_eq!(differs, ["kernel"]);
+    assert_eq!(common::strings(&plain["differences"], 0), ["kernel"]);
     // The sub-run: only in A; and its CPUs and rounds differ from nothing.
     assert_eq!(
         entry("fork-vs-thread/cpu0")["missing"],

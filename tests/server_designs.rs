@@ -344,8 +344,7 @@ fn tiny_run_writes_the_table_and_the_verdict() {
     assert_eq!(doc["connections_per_run"], 20);
     assert_eq!(doc["baseline"]["design"], "iterative");
     let rows = doc["rows"].as_array().unwrap();
-    let names: Vec<&str> =
-        rows.iter().map(|r| r["design"].as_str().unwrap()).collect();
+    let names = common::strings(&doc["rows"], "design");
     assert_eq!(
         names,
         ["fork", "prefork", "prefork-mutex", "thread", "prethread-mutex", "epoll"]

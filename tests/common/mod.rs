@@ -57,6 +57,19 @@ pub fn run_json(
     saved
 }
 
+/// The string `key` of each element of the JSON array `list`:
+/// `strings(&row["programs"], "program")` is `["fork", "thread"]`.
+pub fn strings<'a>(
+    list: &'a serde_json::Value,
+    key: impl serde_json::value::Index,
+) -> Vec<&'a str> {
+    let items = list.as_array().unwrap_or_else(|| panic!("not a list: {list}"));
+    let string = |e: &'a serde_json::Value| {
+        e[&key].as_str().unwrap_or_else(|| panic!("no string there: {e}"))
+    };
+    items.iter().map(string).collect()
+}
+
 /// Is there a C compiler for the `--vs-c` runs? Says why a test skips if
 /// not.
 pub fn have_cc() -> bool {
