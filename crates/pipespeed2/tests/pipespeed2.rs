@@ -20,17 +20,22 @@ fn json_of(out: &std::process::Output) -> Value {
     labkit::testing::json(&out.stdout)
 }
 
+/// `pipespeed2 ARGS --json`, which must succeed: its report.
+fn report(args: &[&str]) -> Value {
+    json_of(&pipespeed2().args(args).arg("--json").output().unwrap())
+}
+
 #[test]
 fn odd_blocks_go_round_byte_for_byte() {
     for (count, bytes, pipe_size) in
         [(1000, 1, None), (50, 4095, None), (5, 65537, Some("65537"))]
     {
-        let mut cmd = pipespeed2();
-        cmd.args([count.to_string(), bytes.to_string(), "--json".into()]);
+        let (count_arg, bytes_arg) = (count.to_string(), bytes.to_string());
+        let mut args = vec![count_arg.as_str(), &bytes_arg];
         if let Some(size) = pipe_size {
-            cmd.args(["--pipe-size", size]);
+            args.extend(["--pipe-size", size]);
         }
-        let v = json_of(&cmd.output().unwrap());
+        let v = report(&args);
         assert_eq!(v["bytes"], count * bytes);
         assert_eq!(v["count"], count);
         assert_eq!(v["block_bytes"], bytes);
@@ -79,11 +84,8 @@ fn a_block_larger_than_the_pipe_is_refused_not_hung_on() {
 
 #[test]
 fn the_kernel_rounds_a_pipe_size_up() {
-    let out = pipespeed2()
-        .args(["2", "5000", "--pipe-size", "5000", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(json_of(&out)["pipe_size"], 8192);
+    let v = report(&["2", "5000", "--pipe-size", "5000"]);
+    assert_eq!(v["pipe_size"], 8192);
 }
 
 #[test]

@@ -79,12 +79,7 @@ fn processes_move_odd_blocks_byte_for_byte() {
 
 #[test]
 fn a_bigger_pipe_is_granted_and_reported() {
-    let out = pipespeed2t()
-        .args(["4", "1M", "--pipe-size", "1M", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v: Value = labkit::testing::json(&out.stdout);
+    let v = report(["4", "1M", "--pipe-size", "1M"], "a 1 MiB pipe");
     assert_eq!(v["pipe_size"], 1 << 20);
 }
 
@@ -258,11 +253,7 @@ fn the_unverified_rung_is_never_reported_as_verified() {
     assert!(out.status.success());
     let line = String::from_utf8(out.stdout).unwrap();
     assert!(line.contains("not verified"), "{line}");
-    let out = pipespeed2t()
-        .args(["100", "64k", "--method", "splice-null", "--json"])
-        .output()
-        .unwrap();
-    let v: Value = labkit::testing::json(&out.stdout);
+    let v = report(["100", "64k", "--method", "splice-null"], "splice-null");
     assert_eq!(v["verified"], false);
     assert_eq!(v["method"], "splice-null");
 }
@@ -301,11 +292,7 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
         }
     }
     // `write` copies: one slot is enough, and is the default.
-    let out = pipespeed2t()
-        .args(["100", "4096", "--method", "write", "--json"])
-        .output()
-        .unwrap();
-    let v: Value = labkit::testing::json(&out.stdout);
+    let v = report(["100", "4096", "--method", "write"], "write");
     assert_eq!(v["ring_slots"], 1);
 }
 
