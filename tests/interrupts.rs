@@ -177,25 +177,35 @@ fn has_arg(pid: i32, arg: &str) -> bool {
             .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
 }
 
-/// `lab run EXPERIMENT ARGS` with TMPDIR and --out of its own, a results
-/// file from an earlier run in --out, interrupted with `sig` (to `lab`
-/// alone, or to its process group as the terminal's Ctrl-C is) once a
-/// program it runs with the argument `marker` has `grandchildren` children
-/// of its own.
-///
-/// With `own_out`, the results go to `--out DIR`, which holds an earlier
-/// results file; without, to a new run folder under `runs/` of a scratch
-/// checkout (`LAB_CHECKOUT`), beside an earlier run. Either way the
-/// earlier results must be intact afterwards, and nothing else left.
-fn interrupt_lab(
-    experiment: &str,
-    args: &[&str],
-    (marker, grandchildren): (&str, usize),
+/// `lab run EXPERIMENT ARGS`, interrupted by a signal once a program it
+/// runs has made children of its own. The flags are false by default.
+#[derive(Default)]
+struct LabCase {
+    experiment: &'static str,
+    args: &'static [&'static str],
+    /// The program to wait for: the one run with this argument, once it
+    /// has `grandchildren` children.
+    marker: &'static str,
+    grandchildren: usize,
     sig: i32,
+    /// To lab's process group, as the terminal's Ctrl-C is, or its pid.
     to_group: bool,
+    /// The results go to `--out DIR`, which holds an earlier results
+    /// file; else to a new run folder under `runs/` of a scratch checkout
+    /// (`LAB_CHECKOUT`), beside an earlier run.
     own_out: bool,
+    /// The program blocks the signals itself, to take them on a thread of
+    /// its own (the broker), so its blocked set is not checked.
     blocks_signals_itself: bool,
-) -> (ExitStatus, String, tempfile::TempDir) {
+}
+
+/// Run `case` with TMPDIR of its own, interrupt it, and check that it
+/// ended with exit status 128 + the signal and one interrupt line, with
+/// the earlier results intact and nothing else left. Returns the line and
+/// the TMPDIR it was given.
+fn interrupt_lab(case: &LabCase) -> (String, tempfile::TempDir) {
+    let LabCase { experiment, args, marker, grandchildren, sig, .. } = *case;
+    let (to_group, own_out) = (case.to_group, case.own_out);
     become_subreaper();
     let tmp = tempfile::tempdir().unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -234,7 +244,7 @@ fn interrupt_lab(
     // The program starts with no signal blocked (what lab does with the
     // signals must not leak into it); a program that blocks them itself,
     // to take them on a thread of its own (the broker), is not checked.
-    if !blocks_signals_itself {
+    if !case.blocks_signals_itself {
         let status =
             std::fs::read_to_string(format!("/proc/{program}/status")).unwrap();
         let blocked = status.lines().find(|l| l.starts_with("SigBlk:")).unwrap();
@@ -267,23 +277,21 @@ fn interrupt_lab(
             std::fs::read_dir(out.path().join("runs")).unwrap().flatten().collect();
         assert_eq!(runs.len(), 1, "only the earlier run: {runs:?}");
     }
-    (status, stderr, tmp)
+    assert_eq!(status.code(), Some(128 + sig), "{stderr}");
+    (one_line(&stderr).to_string(), tmp)
 }
 
 #[test]
 fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
     let _serial = labkit::testing::serial();
-    let (status, stderr, tmp) = interrupt_lab(
-        "fork-vs-thread",
-        &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
-        ("10000000", 3),
-        libc::SIGINT,
-        false,
-        false,
-        false,
-    );
-    assert_eq!(status.code(), Some(130), "{stderr}");
-    let line = one_line(&stderr);
+    let (line, tmp) = interrupt_lab(&LabCase {
+        experiment: "fork-vs-thread",
+        args: &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
+        marker: "10000000",
+        grandchildren: 3,
+        sig: libc::SIGINT,
+        ..Default::default()
+    });
     let prefix = format!(
         "lab: interrupted by SIGINT; stopped 1 program, removed {}/lab-fork-vs-thread-",
         tmp.path().display()
@@ -296,29 +304,27 @@ fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
 #[test]
 fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
     let _serial = labkit::testing::serial();
-    let args = [
-        "--no-perf",
-        "--modes",
-        "processes",
-        "--pins",
-        "none",
-        "--rounds",
-        "1",
-        "-n",
-        "100000000",
-    ];
-    let (status, stderr, _) = interrupt_lab(
-        "ctx-switch",
-        &args,
-        ("100000000", 0),
-        libc::SIGTERM,
-        true,
-        true,
-        false,
-    );
-    assert_eq!(status.code(), Some(143), "{stderr}");
+    let (line, _) = interrupt_lab(&LabCase {
+        experiment: "ctx-switch",
+        args: &[
+            "--no-perf",
+            "--modes",
+            "processes",
+            "--pins",
+            "none",
+            "--rounds",
+            "1",
+            "-n",
+            "100000000",
+        ],
+        marker: "100000000",
+        sig: libc::SIGTERM,
+        to_group: true,
+        own_out: true,
+        ..Default::default()
+    });
     assert_eq!(
-        one_line(&stderr),
+        line,
         "lab: interrupted by SIGTERM; stopped 1 program, \
          no temporary directory to remove"
     );
@@ -327,18 +333,14 @@ fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
 #[test]
 fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
     let _serial = labkit::testing::serial();
-    let args = ["--blocks", "1", "--count", "100000000", "--rounds", "1"];
-    let (status, stderr, tmp) = interrupt_lab(
-        "pipe-speed",
-        &args,
-        ("100000000", 0),
-        libc::SIGHUP,
-        false,
-        true,
-        false,
-    );
-    assert_eq!(status.code(), Some(129), "{stderr}");
-    let line = one_line(&stderr);
+    let (line, tmp) = interrupt_lab(&LabCase {
+        experiment: "pipe-speed",
+        args: &["--blocks", "1", "--count", "100000000", "--rounds", "1"],
+        marker: "100000000",
+        sig: libc::SIGHUP,
+        own_out: true,
+        ..Default::default()
+    });
     let prefix = format!(
         "lab: interrupted by SIGHUP; stopped 1 program, removed {}/lab-pipe-speed-",
         tmp.path().display()
@@ -349,30 +351,26 @@ fn sighup_to_lab_stops_pipe_speed_and_removes_its_directory() {
 #[test]
 fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
     let _serial = labkit::testing::serial();
-    let args = [
-        "--threads",
-        "1",
-        "--no-event-loop",
-        "--duration",
-        "600",
-        "--rounds",
-        "1",
-        "--switch-cost-us",
-        "1",
-    ];
     // The broker is the program with --readers; the load generator may or
     // may not have started: either way nothing may be left.
-    let (status, stderr, _) = interrupt_lab(
-        "mq-sweep",
-        &args,
-        ("--readers", 0),
-        libc::SIGTERM,
-        false,
-        false,
-        true,
-    );
-    assert_eq!(status.code(), Some(143), "{stderr}");
-    let line = one_line(&stderr);
+    let (line, _) = interrupt_lab(&LabCase {
+        experiment: "mq-sweep",
+        args: &[
+            "--threads",
+            "1",
+            "--no-event-loop",
+            "--duration",
+            "600",
+            "--rounds",
+            "1",
+            "--switch-cost-us",
+            "1",
+        ],
+        marker: "--readers",
+        sig: libc::SIGTERM,
+        blocks_signals_itself: true,
+        ..Default::default()
+    });
     assert!(line.starts_with("lab: interrupted by SIGTERM; stopped "), "{line}");
     assert!(line.contains("/.mq-sweep.partial-"), "{line}");
 }
