@@ -3,7 +3,6 @@
 use assert_cmd::Command;
 use labkit::lines::{check_log, payload};
 use labkit::testing::check_worker_lines;
-use predicates::prelude::*;
 
 fn fork() -> Command {
     Command::cargo_bin("fork").unwrap()
@@ -61,24 +60,7 @@ fn the_log_is_appended_to_and_json_replaces_okay() {
 
 #[test]
 fn a_log_that_cannot_be_opened_fails_before_any_child() {
-    let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no/such/dir/log");
-    fork()
-        .arg("--log")
-        .arg(&missing)
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(predicate::str::contains("cannot open log"))
-        .stderr(predicate::str::contains("no/such/dir/log"))
-        .stderr(predicate::str::contains("ENOENT"))
-        .stderr(predicate::str::contains("no worker was started"));
-    fork()
-        .arg("--log")
-        .arg(dir.path())
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains("EISDIR"));
+    labkit::testing::log_cannot_be_opened(env!("CARGO_BIN_EXE_fork"));
 }
 
 #[test]

@@ -2,8 +2,8 @@
 //! under CI unless it was expected; the checks a skip rests on (root, a
 //! tool on `PATH`); a program's JSON output, parsed into its type; and
 //! the checks several programs' tests make: the usage contract, `--help`,
-//! a server's announced address, the workers' lines, a creation loop's
-//! failure.
+//! a server's announced address, the workers' lines and a log that
+//! cannot be opened, a creation loop's failure.
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
 //! [`skipped`] with the reason and returns. The reason is printed and, when
@@ -193,6 +193,36 @@ pub fn check_worker_lines(
     assert_eq!(check_log(stdout, &text, workers, count), Ok(()), "stdout");
     let logged = std::fs::read(log).unwrap();
     assert_eq!(check_log(&logged, &text, workers, count), Ok(()), "the log");
+}
+
+/// `program --log PATH` (`fork`, `thread`) with a PATH that cannot be
+/// opened: in a directory that does not exist, and a directory. Each time
+/// exit status 1, nothing on stdout, and one line naming the path and the
+/// errno, before any worker was started.
+pub fn log_cannot_be_opened(program: impl AsRef<std::path::Path>) {
+    let program = program.as_ref();
+    let name = program.file_name().unwrap_or_default().to_string_lossy();
+    let missing = std::path::Path::new("/nonexistent-lab-dir/no/such/dir/log");
+    let dir = std::env::temp_dir();
+    for (log, errno) in [
+        (missing, "No such file or directory (ENOENT)"),
+        (dir.as_path(), "Is a directory (EISDIR)"),
+    ] {
+        let out = std::process::Command::new(program)
+            .arg("--log")
+            .arg(log)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "{name}: cannot open log {}: {errno}; no worker was started\n",
+                log.display()
+            )
+        );
+    }
 }
 
 /// A creation loop that failed part-way (`out`, of `fork` or `thread`):

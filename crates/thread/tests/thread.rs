@@ -6,7 +6,6 @@ use assert_cmd::Command;
 use labkit::limited::Limits;
 use labkit::lines::{check_log, payload};
 use labkit::testing::{check_worker_lines, created_before_failing};
-use predicates::prelude::*;
 
 fn thread() -> Command {
     Command::cargo_bin("thread").unwrap()
@@ -106,15 +105,7 @@ fn default_stack_follows_ulimit_s_like_pthread_create() {
 
 #[test]
 fn a_log_that_cannot_be_opened_fails_before_any_thread() {
-    let dir = tempfile::tempdir().unwrap();
-    thread()
-        .arg("--log")
-        .arg(dir.path().join("missing/log"))
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(predicate::str::contains("missing/log"))
-        .stderr(predicate::str::contains("no worker was started"));
+    labkit::testing::log_cannot_be_opened(env!("CARGO_BIN_EXE_thread"));
 }
 
 #[test]
