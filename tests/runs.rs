@@ -289,9 +289,8 @@ fn compare_without_runs_says_what_is_missing() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no run of yours"), "{err}");
-    let out = lab().args(["compare", "no-such-run"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+    let err = common::lab_refuses(&["compare", "no-such-run"]);
+    assert!(err.contains("no run 'no-such-run'"), "{err}");
 }
 
 #[test]
@@ -331,16 +330,12 @@ fn cpus_confines_the_programs_and_is_recorded() {
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);
 
-    let bad =
-        lab().args(["run", "fork-vs-thread", "--cpus", "9999"]).output().unwrap();
-    assert_eq!(bad.status.code(), Some(2));
+    common::bad_flags_exit_2("fork-vs-thread", &[&["--cpus", "9999"]]);
 }
 
 #[test]
 fn run_all_takes_only_cpus() {
-    let out = lab().args(["run", "all", "--rounds", "3"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = common::lab_refuses(&["run", "all", "--rounds", "3"]);
     assert!(err.contains("only --cpus"), "{err}");
     lab().args(["run", "all", "--help"]).assert().success();
 }

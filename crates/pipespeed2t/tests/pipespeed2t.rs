@@ -316,10 +316,9 @@ fn copylimit_reports_what_it_copied() {
         assert_eq!((r.ring_slots, r.slot_bytes), (slots, stride));
         assert_eq!(r.mb_per_s, r.memcpy_mb_per_s.max(r.vector_loop_mb_per_s));
     }
-    Command::cargo_bin("copylimit")
-        .unwrap()
-        .args(["64", "--copies", "3"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--copies"));
+    let mut bad = std::process::Command::new(env!("CARGO_BIN_EXE_copylimit"));
+    bad.args(["64", "--copies", "3"]);
+    let err = labkit::testing::usage_error("copylimit", &mut bad);
+    let hint = "; see 'copylimit --help'";
+    assert!(err.contains("--copies") && err.ends_with(hint), "{err}");
 }
