@@ -101,7 +101,7 @@ fn bad_usage_exits_2() {
             &["--method", "vfork", "--iterations", "1,2"][..],
             "2 counts for 1 methods",
         ),
-        (&["--worker-cpu", "100000"], "not a CPU this process may use"),
+        (&["--worker-cpu", "100000"], "is not one this process may run on"),
         (
             &["--method", "fork-exec", "--exec", "/nonexistent/program"],
             "cannot execute: No such file or directory (ENOENT)",
