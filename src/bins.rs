@@ -152,7 +152,7 @@ pub fn compile_c_in(
     let line = format!("{cmd:?}");
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let fresh = modified(&out).is_some_and(|built| {
-        sources.iter().all(|s| modified(s).is_some_and(|src| built > src))
+        inputs(sources).iter().all(|s| modified(s).is_some_and(|src| built > src))
     });
     if fresh && std::fs::read_to_string(&stamp).is_ok_and(|s| s == line) {
         return Ok(out);
@@ -176,6 +176,30 @@ pub fn compile_c_in(
     }
     std::fs::write(&stamp, line).map_err(|e| Error::io(stamp.display(), e))?;
     Ok(out)
+}
+
+/// What a C build reads: `sources` and the local headers they include
+/// (`#include "..."`, relative to the including file, followed through
+/// headers), so that editing a shared header such as `labkit.h` rebuilds
+/// every program that includes it. A header that cannot be read counts
+/// as changed: the compiler then says what is wrong.
+fn inputs(sources: &[&Path]) -> Vec<PathBuf> {
+    let mut seen: Vec<PathBuf> = Vec::new();
+    let mut todo: Vec<PathBuf> = sources.iter().map(|s| s.to_path_buf()).collect();
+    while let Some(file) = todo.pop() {
+        if seen.contains(&file) {
+            continue;
+        }
+        let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for line in std::fs::read_to_string(&file).unwrap_or_default().lines() {
+            let quoted = line.trim_start().strip_prefix("#include \"");
+            if let Some(name) = quoted.and_then(|rest| rest.split('"').next()) {
+                todo.push(dir.join(name));
+            }
+        }
+        seen.push(file);
+    }
+    seen
 }
 
 #[cfg(test)]
@@ -218,6 +242,26 @@ mod tests {
             .unwrap();
         compile_c_in(&out_dir, &[&source], &["-DX=1"], "hello").unwrap();
         assert_eq!(status(&bin), Some(4));
+
+        // A changed header that the source includes: built again.
+        let header = dir.path().join("code.h");
+        std::fs::write(&header, "#define CODE 5\n").unwrap();
+        std::fs::write(
+            &source,
+            "#include \"code.h\"\nint main(void) { return CODE; }\n",
+        )
+        .unwrap();
+        compile_c_in(&out_dir, &[&source], &[], "hello").unwrap();
+        assert_eq!(status(&bin), Some(5));
+        std::fs::write(&header, "#define CODE 6\n").unwrap();
+        let newer = built_at(&bin) + std::time::Duration::from_secs(2);
+        std::fs::File::options()
+            .write(true)
+            .open(&header)
+            .and_then(|f| f.set_modified(newer))
+            .unwrap();
+        compile_c_in(&out_dir, &[&source], &[], "hello").unwrap();
+        assert_eq!(status(&bin), Some(6));
 
         // A broken source: one line that names it.
         std::fs::write(&source, "int main(void) { return }\n").unwrap();
