@@ -165,6 +165,19 @@ fn one_line(stderr: &str) -> &str {
     last
 }
 
+/// `interrupt_tests! { interrupt: name: case, ...; ... }`: one test per
+/// line `name: case, ...;`, interrupting each case in turn with
+/// `interrupt` ([`interrupt_lab`], [`interrupt_program`]).
+macro_rules! interrupt_tests {
+    ($interrupt:ident: $($name:ident: $($case:expr),+;)+) => {$(
+        #[test]
+        fn $name() {
+            let _serial = labkit::testing::serial();
+            $($interrupt(&$case);)+
+        }
+    )+};
+}
+
 // ---------------------------------------------------------------- runner
 
 /// Is `pid` a program (not lab itself, as a child is between fork and
@@ -178,7 +191,8 @@ fn has_arg(pid: i32, arg: &str) -> bool {
 }
 
 /// `lab run EXPERIMENT ARGS`, interrupted by a signal once a program it
-/// runs has made children of its own. The flags are false by default.
+/// runs has made children of its own, and the line it must end with. The
+/// flags are false by default.
 #[derive(Default)]
 struct LabCase {
     experiment: &'static str,
@@ -197,13 +211,15 @@ struct LabCase {
     /// The program blocks the signals itself, to take them on a thread of
     /// its own (the broker), so its blocked set is not checked.
     blocks_signals_itself: bool,
+    /// Its last line on stderr ([`labkit::testing::shape`]: `#` a number,
+    /// `*` any text), where `{tmp}` is the TMPDIR it was given.
+    says: &'static str,
 }
 
 /// Run `case` with TMPDIR of its own, interrupt it, and check that it
-/// ended with exit status 128 + the signal and one interrupt line, with
-/// the earlier results intact and nothing else left. Returns the line and
-/// the TMPDIR it was given.
-fn interrupt_lab(case: &LabCase) -> (String, tempfile::TempDir) {
+/// ended with exit status 128 + the signal and one interrupt line, the one
+/// it `says`, with the earlier results intact and nothing else left.
+fn interrupt_lab(case: &LabCase) {
     let LabCase { experiment, args, marker, grandchildren, sig, .. } = *case;
     let (to_group, own_out) = (case.to_group, case.own_out);
     become_subreaper();
@@ -278,33 +294,25 @@ fn interrupt_lab(case: &LabCase) -> (String, tempfile::TempDir) {
         assert_eq!(runs.len(), 1, "only the earlier run: {runs:?}");
     }
     assert_eq!(status.code(), Some(128 + sig), "{stderr}");
-    (one_line(&stderr).to_string(), tmp)
+    let says = case.says.replace("{tmp}", &tmp.path().display().to_string());
+    let line = one_line(&stderr);
+    assert!(labkit::testing::shape(line, &says), "{line:?} is not {says:?}");
 }
 
-#[test]
-fn sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory() {
-    let _serial = labkit::testing::serial();
-    let (line, tmp) = interrupt_lab(&LabCase {
+interrupt_tests! {
+    interrupt_lab:
+    // ... and the run folder being written, which was this run's only one.
+    sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory: LabCase {
         experiment: "fork-vs-thread",
         args: &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
         marker: "10000000",
         grandchildren: 3,
         sig: libc::SIGINT,
+        says: "lab: interrupted by SIGINT; stopped 1 program, removed \
+               {tmp}/lab-fork-vs-thread-*, */.fork-vs-thread.partial-*",
         ..Default::default()
-    });
-    let prefix = format!(
-        "lab: interrupted by SIGINT; stopped 1 program, removed {}/lab-fork-vs-thread-",
-        tmp.path().display()
-    );
-    assert!(line.starts_with(&prefix), "{line:?} does not start with {prefix:?}");
-    // ... and the run folder being written, which was this run's only one.
-    assert!(line.contains("/.fork-vs-thread.partial-"), "{line}");
-}
-
-#[test]
-fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
-    let _serial = labkit::testing::serial();
-    let (line, _) = interrupt_lab(&LabCase {
+    };
+    sigterm_to_the_group_stops_ctx_switch_and_its_program: LabCase {
         experiment: "ctx-switch",
         args: &[
             "--no-perf",
@@ -321,41 +329,25 @@ fn sigterm_to_the_group_stops_ctx_switch_and_its_program() {
         sig: libc::SIGTERM,
         to_group: true,
         own_out: true,
+        says: "lab: interrupted by SIGTERM; stopped 1 program, \
+               no temporary directory to remove",
         ..Default::default()
-    });
-    assert_eq!(
-        line,
-        "lab: interrupted by SIGTERM; stopped 1 program, \
-         no temporary directory to remove"
-    );
-}
-
-#[test]
-fn sighup_to_lab_stops_pipe_speed_and_its_program() {
-    let _serial = labkit::testing::serial();
+    };
     // pipe-speed reads each program's report from an unnamed temporary
     // file (bins::run_json): there is no directory to leave behind.
-    let (line, _) = interrupt_lab(&LabCase {
+    sighup_to_lab_stops_pipe_speed_and_its_program: LabCase {
         experiment: "pipe-speed",
         args: &["--blocks", "1", "--count", "100000000", "--rounds", "1"],
         marker: "100000000",
         sig: libc::SIGHUP,
         own_out: true,
+        says: "lab: interrupted by SIGHUP; stopped 1 program, \
+               no temporary directory to remove",
         ..Default::default()
-    });
-    assert_eq!(
-        line,
-        "lab: interrupted by SIGHUP; stopped 1 program, \
-         no temporary directory to remove"
-    );
-}
-
-#[test]
-fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
-    let _serial = labkit::testing::serial();
+    };
     // The broker is the program with --readers; the load generator may or
     // may not have started: either way nothing may be left.
-    let (line, _) = interrupt_lab(&LabCase {
+    sigterm_to_lab_stops_mq_sweep_and_its_broker: LabCase {
         experiment: "mq-sweep",
         args: &[
             "--threads",
@@ -371,10 +363,10 @@ fn sigterm_to_lab_stops_mq_sweep_and_its_broker() {
         marker: "--readers",
         sig: libc::SIGTERM,
         blocks_signals_itself: true,
+        says: "lab: interrupted by SIGTERM; stopped # program*, \
+               removed */.mq-sweep.partial-*",
         ..Default::default()
-    });
-    assert!(line.starts_with("lab: interrupted by SIGTERM; stopped "), "{line}");
-    assert!(line.contains("/.mq-sweep.partial-"), "{line}");
+    };
 }
 
 // ------------------------------------------------------- program parents
@@ -428,17 +420,6 @@ fn interrupt_program(case: &Case) {
     );
 }
 
-/// One test per line `name: case, ...;`, interrupting each case in turn.
-macro_rules! interrupt_tests {
-    ($($name:ident: $($case:expr),+;)+) => {$(
-        #[test]
-        fn $name() {
-            let _serial = labkit::testing::serial();
-            $(interrupt_program(&$case);)+
-        }
-    )+};
-}
-
 /// fork, with SIGTERM to its pid; the group test changes the signal.
 const FORK: Case = Case {
     program: "fork",
@@ -463,6 +444,7 @@ const FORKCREAT: Case = Case {
 };
 
 interrupt_tests! {
+    interrupt_program:
     sigterm_to_fork_is_passed_on_to_its_children: FORK;
     sigint_to_the_fork_group_is_one_line_and_exit_130: Case {
         sig: libc::SIGINT,

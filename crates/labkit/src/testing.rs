@@ -57,25 +57,35 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Does `text` have the shape `pattern`, where each `#` in the pattern
-/// stands for a number (`12`, `0.25`) and everything else is literal?
+/// stands for a number (`12`, `0.25`), each `*` for any text (a path, a
+/// plural's `s`), and everything else is literal?
 /// `shape("20 forks in 0.013 s\n", "20 forks in # s\n")` is true.
 pub fn shape(text: &str, pattern: &str) -> bool {
+    let Some((head, tail)) = pattern.split_once('*') else {
+        return after(text, pattern) == Some("");
+    };
+    let Some(rest) = after(text, head) else { return false };
+    (0..=rest.len())
+        .filter(|&i| rest.is_char_boundary(i))
+        .any(|i| shape(&rest[i..], tail))
+}
+
+/// What follows the start of `text` that has the shape `pattern` (no `*`
+/// in it), if it starts so: [`shape`]'s numbers and literals.
+fn after<'t>(text: &'t str, pattern: &str) -> Option<&'t str> {
     let mut rest = text;
     for (i, part) in pattern.split('#').enumerate() {
         if i > 0 {
             let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.');
             let end = digits.unwrap_or(rest.len());
             if end == 0 || !rest[..end].chars().any(|c| c.is_ascii_digit()) {
-                return false;
+                return None;
             }
             rest = &rest[end..];
         }
-        match rest.strip_prefix(part) {
-            Some(after) => rest = after,
-            None => return false,
-        }
+        rest = rest.strip_prefix(part)?;
     }
-    rest.is_empty()
+    Some(rest)
 }
 
 /// Is this test running as root (needed to become [`crate::limited::NOBODY`]
@@ -287,5 +297,10 @@ mod tests {
         assert!(!shape("7 in 0.25 s: 3 us\nmore", "# in # s: # us\n"));
         assert!(!shape("in . s", "in # s"), "a number has a digit");
         assert!(shape("created: 20, failed: 0", "created: 20, failed: 0"));
+        let removed = "stopped # program*, removed /tmp/*/.x.partial-*";
+        assert!(shape("stopped 2 programs, removed /tmp/a/b/.x.partial-1", removed));
+        assert!(shape("stopped 1 program, removed /tmp/a/.x.partial-", removed));
+        assert!(!shape("stopped 1 program, removed /tmp/.x.partial-1", removed));
+        assert!(!shape("stopped 1 program, removed /var/a/.x.partial-1", removed));
     }
 }
