@@ -15,10 +15,9 @@ fn results(dir: &std::path::Path, name: &str) -> Value {
 fn create_destroy_smoke_run_writes_results() {
     let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
-    common::lab()
-        .args(["run", "create-destroy", "--rounds", "2", "--iterations", "30"])
-        .args(["--lecture-iterations", "20", "--samples", "3,5", "--out"])
-        .arg(dir.path())
+    let args = ["--rounds", "2", "--iterations", "30", "--samples", "3,5"];
+    common::lab_run("create-destroy", &args, dir.path())
+        .args(["--lecture-iterations", "20"])
         .assert()
         .success()
         .stdout(predicate::str::contains("The lecture's loops, iter = 20"))

@@ -2,10 +2,9 @@
 
 mod common;
 
-use common::{lab, run_json};
+use common::{lab_fails, lab_run, run_json};
 use ctxswitch::{Mode, Pin};
 use lab::experiments::ctx_switch::Data;
-use predicates::prelude::*;
 use serde_json::Value;
 
 fn two_cpus() -> bool {
@@ -98,12 +97,9 @@ fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
     let _serial = labkit::testing::serial();
     // No `perf` on the PATH: the default falls back, with a note.
     let dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .env("PATH", "/nonexistent")
-        .args(["run", "ctx-switch", "--rounds", "1", "-n", "50", "--json", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let args = ["--rounds", "1", "-n", "50", "--json"];
+    let mut cmd = lab_run("ctx-switch", &args, dir.path());
+    let out = cmd.env("PATH", "/nonexistent").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("lab: note: running without perf: "), "{stderr}");
@@ -112,14 +108,14 @@ fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
     let note = saved["perf"]["note"].as_str().unwrap();
     assert!(note.contains("perf cannot run") && note.contains("ENOENT"), "{note}");
     // A perf the user named must run.
-    lab()
-        .args(["run", "ctx-switch", "--perf", "/nonexistent/perf", "--out"])
-        .arg(dir.path())
-        .assert()
-        .code(1)
-        .stderr(predicate::str::starts_with(
-            "lab: --perf: /nonexistent/perf cannot run: No such file or directory",
-        ));
+    let args = ["--perf", "/nonexistent/perf"];
+    let err = lab_fails(&mut lab_run("ctx-switch", &args, dir.path()));
+    assert!(
+        err.starts_with(
+            "lab: --perf: /nonexistent/perf cannot run: No such file or directory"
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{lab, run_json};
+use common::{lab_fails, lab_run, run_json};
 use predicates::prelude::*;
 
 #[test]
@@ -54,19 +54,8 @@ fn a_tiny_run_writes_parseable_results() {
 fn the_table_is_printed_by_default() {
     let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
-    lab()
-        .args([
-            "run",
-            "fork-vs-thread",
-            "--procs",
-            "2,4",
-            "--counts",
-            "3",
-            "--rounds",
-            "1",
-        ])
-        .arg("--out")
-        .arg(dir.path())
+    let args = ["--procs", "2,4", "--counts", "3", "--rounds", "1"];
+    lab_run("fork-vs-thread", &args, dir.path())
         .assert()
         .success()
         .stdout(predicate::str::contains("P | COUNT | fork/thread |"))
@@ -79,13 +68,11 @@ fn an_unwritable_results_directory_fails_before_measuring() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
-    lab()
-        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "1", "--out"])
-        .arg(file.join("sub"))
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(predicate::str::contains("file/sub"));
+    let sub = file.join("sub");
+    let args = ["--procs", "2", "--counts", "1"];
+    let err = lab_fails(&mut lab_run("fork-vs-thread", &args, &sub));
+    let not_a_dir = "Not a directory (ENOTDIR)";
+    assert_eq!(err, format!("lab: {}: {not_a_dir}", sub.display()));
 }
 
 #[test]
@@ -109,25 +96,10 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
         .unwrap();
     }
     let out = tempfile::tempdir().unwrap();
-    lab()
-        .env("LAB_BIN_DIR", dir.path())
-        .args([
-            "run",
-            "fork-vs-thread",
-            "--procs",
-            "2",
-            "--counts",
-            "1",
-            "--rounds",
-            "1",
-        ])
-        .arg("--out")
-        .arg(out.path())
-        .assert()
-        .code(1)
-        .stderr(predicate::str::contains(
-            "fork P=2 COUNT=1: exited with status 1: fork: boom",
-        ));
+    let args = ["--procs", "2", "--counts", "1", "--rounds", "1"];
+    let mut cmd = lab_run("fork-vs-thread", &args, out.path());
+    let err = lab_fails(cmd.env("LAB_BIN_DIR", dir.path()));
+    assert_eq!(err, "lab: fork P=2 COUNT=1: exited with status 1: fork: boom");
 }
 
 #[test]

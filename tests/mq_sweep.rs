@@ -5,22 +5,16 @@ mod common;
 
 use mq::Stats;
 use mq::load::LoadReport;
-use serde_json::Value;
 
 #[test]
 fn tiny_sweep_writes_parsable_results() {
     let dir = tempfile::tempdir().unwrap();
-    let out = common::lab()
-        .args(["run", "mq-sweep", "--threads", "1,3", "--rounds", "1"])
-        .args(["--duration", "0.2", "--senders", "4", "--receivers", "3"])
-        .args(["--queues", "2", "--size", "64", "--switch-cost-us", "2", "--json"])
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = [
+        &["--threads", "1,3", "--rounds", "1", "--duration", "0.2"][..],
+        &["--senders", "4", "--receivers", "3", "--queues", "2", "--size", "64"],
+        &["--switch-cost-us", "2"],
+    ];
+    let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
     assert_eq!(doc["experiment"], "mq-sweep");
     assert_eq!(doc["switch_cost"]["us"], 2.0);
     let rows = doc["rows"].as_array().unwrap();
@@ -82,16 +76,10 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
     let _serial = labkit::testing::serial();
     let dir = tempfile::tempdir().unwrap();
     let ctx = dir.path().join("ctx-switch");
-    let out = common::lab()
-        .args(["run", "ctx-switch", "--rounds", "1", "-n", "500", "--no-perf"])
-        .args(["--pins", "same", "--modes", "threads", "--out"])
-        .arg(&ctx)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let args = ["--rounds", "1", "-n", "500", "--no-perf", "--pins", "same"];
+    let args = [&args[..], &["--modes", "threads"]].concat();
+    let ctx_doc = common::run_json("ctx-switch", &args, &ctx);
     let results = ctx.join("ctx-switch.json");
-    let ctx_doc: Value =
-        serde_json::from_slice(&std::fs::read(&results).unwrap()).unwrap();
     let cell = &ctx_doc["cells"][0];
     let (net, raw) =
         (cell["net_us_per_switch"].as_f64(), cell["us_per_switch"].as_f64());
@@ -100,34 +88,23 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
         _ => (raw.unwrap(), "us_per_switch"),
     };
     let sweep = dir.path().join("mq-sweep");
-    let out = common::lab()
-        .args(["run", "mq-sweep", "--threads", "1", "--rounds", "1"])
-        .args(["--duration", "0.2", "--senders", "2", "--receivers", "2"])
-        .args(["--queues", "1", "--size", "64", "--no-event-loop", "--json"])
-        .arg("--switch-cost-from")
-        .arg(&results)
-        .arg("--out")
-        .arg(&sweep)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args = [
+        &["--threads", "1", "--rounds", "1", "--duration", "0.2"][..],
+        &["--senders", "2", "--receivers", "2", "--queues", "1", "--size", "64"],
+        &["--no-event-loop", "--switch-cost-from", results.to_str().unwrap()],
+    ];
+    let doc = common::run_json("mq-sweep", &args.concat(), &sweep);
     assert_eq!(doc["switch_cost"]["us"].as_f64(), Some(want));
     assert_eq!(
         doc["switch_cost"]["source"],
         format!("from the ctx-switch results (threads, pin same, {key})")
     );
     // A file that is not ctx-switch results is an error, not a zero.
-    let out = common::lab()
-        .args(["run", "mq-sweep", "--threads", "1", "--switch-cost-from"])
-        .arg(sweep.join("mq-sweep.json"))
-        .arg("--out")
-        .arg(dir.path().join("never"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("no cost of one switch in it"), "{stderr}");
+    let not_ctx = sweep.join("mq-sweep.json");
+    let args = ["--threads", "1", "--switch-cost-from", not_ctx.to_str().unwrap()];
+    let never = dir.path().join("never");
+    let err = common::lab_fails(&mut common::lab_run("mq-sweep", &args, &never));
+    assert!(err.contains("no cost of one switch in it"), "{err}");
 }
 
 #[test]

@@ -116,19 +116,14 @@ fn a_failed_run_leaves_no_run_folder() {
         std::fs::write(&path, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
         Std::new("chmod").arg("+x").arg(&path).status().unwrap();
     }
-    let out = lab()
-        .env("LAB_CHECKOUT", checkout.path())
-        .env("LAB_BIN_DIR", bins.path())
-        .args(["run", "fork-vs-thread"])
-        .args(TINY)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let err = common::lab_fails(
+        lab()
+            .env("LAB_CHECKOUT", checkout.path())
+            .env("LAB_BIN_DIR", bins.path())
+            .args(["run", "fork-vs-thread"])
+            .args(TINY),
     );
+    assert!(err.ends_with("exited with status 1: broken"), "{err}");
     assert_eq!(entries(&checkout.path().join("runs")), Vec::<String>::new());
 }
 
@@ -312,13 +307,9 @@ fn cpus_confines_the_programs_and_is_recorded() {
         Std::new("chmod").arg("+x").arg(&path).status().unwrap();
     }
     let out_dir = tempfile::tempdir().unwrap();
-    let out = lab()
-        .env("LAB_BIN_DIR", bins.path())
-        .args(["run", "fork-vs-thread", "--cpus", "0", "--json", "--out"])
-        .arg(out_dir.path())
-        .args(TINY)
-        .output()
-        .unwrap();
+    let args = ["--cpus", "0", "--json"];
+    let mut cmd = common::lab_run("fork-vs-thread", &args, out_dir.path());
+    let out = cmd.env("LAB_BIN_DIR", bins.path()).args(TINY).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let seen = std::fs::read_to_string(&record).unwrap();
     assert_eq!(seen.lines().count(), 2, "{seen}");

@@ -34,6 +34,23 @@ fn lab_std() -> std::process::Command {
     cmd
 }
 
+/// `lab run EXPERIMENT ARGS --out DIR`, for the caller to add to and run.
+pub fn lab_run(experiment: &str, args: &[&str], dir: &std::path::Path) -> Command {
+    let mut cmd = lab();
+    cmd.args(["run", experiment]).args(args).arg("--out").arg(dir);
+    cmd
+}
+
+/// `lab ...` (`cmd`, made by [`lab`] or [`lab_run`]), which must fail
+/// ([`labkit::testing::failed`]): exit status 1, nothing on stdout, one
+/// line `lab: ...`, which is returned.
+pub fn lab_fails(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    let line = labkit::testing::failed("lab", &out);
+    assert!(out.stdout.is_empty(), "stdout: {out:?}");
+    line
+}
+
 /// `lab run EXPERIMENT ARGS --json --out DIR`: checks that it succeeded and
 /// that the JSON it printed is the one it saved as `DIR/EXPERIMENT.json`,
 /// and returns it.
@@ -42,13 +59,7 @@ pub fn run_json(
     args: &[&str],
     dir: &std::path::Path,
 ) -> serde_json::Value {
-    let out = lab()
-        .args(["run", experiment])
-        .args(args)
-        .args(["--json", "--out"])
-        .arg(dir)
-        .output()
-        .unwrap();
+    let out = lab_run(experiment, args, dir).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let file = std::fs::read(dir.join(format!("{experiment}.json"))).unwrap();

@@ -67,7 +67,7 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     assert!(
         stderr.ends_with(&format!(
             "of 50 processes; fork: Resource temporarily unavailable (EAGAIN); \
-             waited for the {created}\n"
+             waited for the {created}"
         )),
         "{stderr}"
     );

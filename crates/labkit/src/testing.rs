@@ -143,10 +143,30 @@ pub fn usage_errors_as(
 /// without its newline, for the caller to check what it says.
 pub fn usage_error(name: &str, cmd: &mut std::process::Command) -> String {
     let out = cmd.output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
     let what = format!("{name} {:?}", cmd.get_args().collect::<Vec<_>>());
-    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    let line = one_line_and_exit(&what, name, &out, 2);
     assert!(out.stdout.is_empty(), "{what}: stdout: {out:?}");
+    line
+}
+
+/// A run of the program `name` that failed (`out`): exit status 1 and one
+/// line on stderr, `NAME: what failed`, which is returned, without its
+/// newline, for the caller to check what it says. Its stdout is the
+/// caller's to check: a program may still print its `--json` report.
+pub fn failed(name: &str, out: &std::process::Output) -> String {
+    one_line_and_exit(name, name, out, 1)
+}
+
+/// `out` (the run of `what`) ended with exit status `code` and one line
+/// on stderr that starts with `NAME: `: the line, without its newline.
+fn one_line_and_exit(
+    what: &str,
+    name: &str,
+    out: &std::process::Output,
+    code: i32,
+) -> String {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{what}: {err}");
     assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
     assert!(err.starts_with(&format!("{name}: ")), "{what}: {err}");
     err.trim_end_matches('\n').to_string()
@@ -223,28 +243,25 @@ pub fn log_cannot_be_opened(program: impl AsRef<std::path::Path>) {
             .arg(log)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(1), "{out:?}");
-        assert!(out.stdout.is_empty(), "{out:?}");
         assert_eq!(
-            String::from_utf8_lossy(&out.stderr),
+            failed(&name, &out),
             format!(
-                "{name}: cannot open log {}: {errno}; no worker was started\n",
+                "{name}: cannot open log {}: {errno}; no worker was started",
                 log.display()
             )
         );
+        assert!(out.stdout.is_empty(), "{out:?}");
     }
 }
 
 /// A creation loop that failed part-way (`out`, of `fork` or `thread`):
-/// exit status 1 and one line on stderr, `PROGRAM: created N of ...`.
-/// Returns N and the line.
+/// it [`failed`] with the line `PROGRAM: created N of ...`. Returns N and
+/// the line, without its newline.
 pub fn created_before_failing(
     program: &str,
     out: &std::process::Output,
 ) -> (u64, String) {
-    let stderr = String::from_utf8(out.stderr.clone()).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    let stderr = failed(program, out);
     let created = stderr
         .strip_prefix(&format!("{program}: created "))
         .and_then(|r| r.split(' ').next())
@@ -285,6 +302,26 @@ mod tests {
             "printf \"p: bad\\np: see 'p --help'\\n\" >&2; exit 2",
         ] {
             let check = || super::usage_errors_as("p", sh(bad), &[&["x"]]);
+            assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_failure_is_exit_1_and_one_line_naming_the_program() {
+        let sh = |script: &str| {
+            let mut sh = std::process::Command::new("sh");
+            sh.args(["-c", script]).output().unwrap()
+        };
+        let out = sh("echo '{}'; echo 'p: boom; waited for 2' >&2; exit 1");
+        assert_eq!(super::failed("p", &out), "p: boom; waited for 2");
+        for bad in [
+            "echo 'p: boom' >&2; exit 2",
+            "echo 'p: boom' >&2",
+            "printf 'p: boom\\np: again\\n' >&2; exit 1",
+            "echo 'q: boom' >&2; exit 1",
+        ] {
+            let out = sh(bad);
+            let check = || super::failed("p", &out);
             assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
         }
     }
