@@ -357,9 +357,7 @@ fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
         .args(["--readers", "500", "--json"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{}: {err}", out.status);
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = labkit::testing::failed("broker", &out);
     assert!(err.starts_with("broker: cannot start reader "), "{err}");
     assert!(err.contains(" of 500: "), "{err}");
     assert!(err.contains("; stopped the "), "{err}");

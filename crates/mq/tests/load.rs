@@ -160,11 +160,7 @@ fn a_broker_killed_mid_run_fails_the_load_cleanly() {
     }
     b.child.kill().unwrap();
     b.child.wait().unwrap();
-    let out = load.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.starts_with("load: "), "{err}");
+    let err = labkit::testing::failed("load", &load.wait_with_output().unwrap());
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -202,9 +198,7 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
         .args(["--readers", "100"])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+    let err = labkit::testing::failed("broker", &out);
     assert!(err.starts_with("broker: cannot start reader "), "{err}");
     assert!(err.contains(" of 100: ") && err.contains("EAGAIN"), "{err}");
     assert!(err.contains("; stopped the "), "{err}");

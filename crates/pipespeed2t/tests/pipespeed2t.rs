@@ -92,9 +92,9 @@ fn a_reader_that_goes_away_gives_the_writer_epipe() {
             .args(mode)
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.signal(), None, "{mode:?} killed: {err}");
-        assert_eq!(out.status.code(), Some(1), "{mode:?}: {err}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.signal(), None, "{mode:?} killed: {stderr}");
+        let err = labkit::testing::failed("pipespeed2t", &out);
         assert!(
             err.contains("went away") && err.contains("write: "),
             "{mode:?}: {err}"
@@ -103,7 +103,6 @@ fn a_reader_that_goes_away_gives_the_writer_epipe() {
             err.contains("EPIPE") || err.contains("ECONNRESET"),
             "{mode:?}: {err}"
         );
-        assert_eq!(err.lines().count(), 1, "{err}");
         assert!(out.stdout.is_empty());
     }
 }
