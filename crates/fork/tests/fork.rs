@@ -2,7 +2,9 @@
 
 use assert_cmd::Command;
 use labkit::lines::{check_log, payload};
-use labkit::testing::check_worker_lines;
+use labkit::testing::worker_lines_whole;
+
+const FORK: &str = env!("CARGO_BIN_EXE_fork");
 
 fn fork() -> Command {
     Command::cargo_bin("fork").unwrap()
@@ -11,14 +13,7 @@ fn fork() -> Command {
 #[test]
 fn every_child_prints_every_line_to_stdout_and_log() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("logFile.log");
-    let out = fork()
-        .args(["--procs", "5", "--count", "50", "--log"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    check_worker_lines(&out, &log, None, 5, 50);
+    worker_lines_whole(FORK, &["--procs", "5", "--count", "50"], None, 5, 50);
 }
 
 #[test]
@@ -26,14 +21,8 @@ fn long_lines_from_many_children_are_never_torn() {
     let _serial = labkit::testing::serial();
     // 150 children appending 2000-byte lines at once: stdio would flush
     // every 4 KiB mid-line and the children's halves would interleave.
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log");
-    let out = fork()
-        .args(["-p", "150", "-c", "60", "--line", "2000", "--log"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    check_worker_lines(&out, &log, Some(2000), 150, 60);
+    let args = ["-p", "150", "-c", "60", "--line", "2000"];
+    worker_lines_whole(FORK, &args, Some(2000), 150, 60);
 }
 
 #[test]
@@ -60,13 +49,13 @@ fn the_log_is_appended_to_and_json_replaces_okay() {
 
 #[test]
 fn a_log_that_cannot_be_opened_fails_before_any_child() {
-    labkit::testing::log_cannot_be_opened(env!("CARGO_BIN_EXE_fork"));
+    labkit::testing::log_cannot_be_opened(FORK);
 }
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
     labkit::testing::usage_errors(
-        env!("CARGO_BIN_EXE_fork"),
+        FORK,
         &[
             &["--procs", "0"],
             &["--procs", "-3"],
@@ -82,7 +71,7 @@ fn bad_flags_exit_2_with_usage() {
 #[test]
 fn help_documents_defaults() {
     labkit::testing::help_mentions(
-        env!("CARGO_BIN_EXE_fork"),
+        FORK,
         &["[default: 255]", "[default: 100]", "[default: logFile.log]"],
     );
 }

@@ -205,23 +205,28 @@ pub fn start_server(
     (child, out, addr.trim().to_string())
 }
 
-/// A `fork` or `thread` run (`out`) whose workers each printed `count`
-/// lines of `line` bytes ([`crate::lines::payload`]) to stdout and to the
-/// log `log`: it succeeded, stdout is every line, whole, then "Okay", and
-/// the log holds the same lines ([`crate::lines::check_log`]).
-pub fn check_worker_lines(
-    out: &std::process::Output,
-    log: &std::path::Path,
+/// `program ARGS --log LOG` (`fork`, `thread`; LOG in a new temporary
+/// directory, [`crate::cleanup::tempdir`]), whose workers each print `count` lines of `line` bytes
+/// ([`crate::lines::payload`]) to stdout and to the log: it succeeds,
+/// stdout is every line, whole, then "Okay", and the log holds the same
+/// lines ([`crate::lines::check_log`]).
+pub fn worker_lines_whole(
+    program: impl AsRef<std::path::Path>,
+    args: &[&str],
     line: Option<usize>,
     workers: u64,
     count: u64,
 ) {
     use crate::lines::{check_log, payload};
+    let dir = crate::cleanup::tempdir("lab-worker-lines-").unwrap();
+    let log = dir.path().join("log");
+    let mut cmd = std::process::Command::new(program.as_ref());
+    let out = cmd.args(args).arg("--log").arg(&log).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = out.stdout.strip_suffix(b"Okay\n").expect("ends with Okay");
     let text = payload(line);
     assert_eq!(check_log(stdout, &text, workers, count), Ok(()), "stdout");
-    let logged = std::fs::read(log).unwrap();
+    let logged = std::fs::read(&log).unwrap();
     assert_eq!(check_log(&logged, &text, workers, count), Ok(()), "the log");
 }
 

@@ -2,14 +2,11 @@
 
 use std::process::Command as Std;
 
-use assert_cmd::Command;
 use labkit::limited::Limits;
 use labkit::lines::{check_log, payload};
-use labkit::testing::{check_worker_lines, created_before_failing};
+use labkit::testing::{created_before_failing, worker_lines_whole};
 
-fn thread() -> Command {
-    Command::cargo_bin("thread").unwrap()
-}
+const THREAD: &str = env!("CARGO_BIN_EXE_thread");
 
 /// Run `thread` under `limits` ([`labkit::limited::apply`]).
 fn limited(
@@ -17,7 +14,7 @@ fn limited(
     args: &[&str],
     log: &std::path::Path,
 ) -> std::process::Output {
-    let mut cmd = Std::new(env!("CARGO_BIN_EXE_thread"));
+    let mut cmd = Std::new(THREAD);
     cmd.args(args).arg("--log").arg(log).stdout(std::process::Stdio::null());
     labkit::limited::apply(&mut cmd, limits).output().unwrap()
 }
@@ -28,33 +25,13 @@ const GIB3: Limits =
 
 #[test]
 fn every_thread_prints_every_line_to_stdout_and_log() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("logFile.log");
-    let out =
-        thread().args(["-t", "7", "-c", "40", "--log"]).arg(&log).output().unwrap();
-    check_worker_lines(&out, &log, None, 7, 40);
+    worker_lines_whole(THREAD, &["-t", "7", "-c", "40"], None, 7, 40);
 }
 
 #[test]
 fn long_lines_from_many_threads_are_never_torn() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log");
-    let out = thread()
-        .args([
-            "-t",
-            "300",
-            "-c",
-            "40",
-            "--line",
-            "3000",
-            "--stack-size",
-            "256K",
-            "--log",
-        ])
-        .arg(&log)
-        .output()
-        .unwrap();
-    check_worker_lines(&out, &log, Some(3000), 300, 40);
+    let args = ["-t", "300", "-c", "40", "--line", "3000", "--stack-size", "256K"];
+    worker_lines_whole(THREAD, &args, Some(3000), 300, 40);
 }
 
 #[test]
@@ -105,13 +82,13 @@ fn default_stack_follows_ulimit_s_like_pthread_create() {
 
 #[test]
 fn a_log_that_cannot_be_opened_fails_before_any_thread() {
-    labkit::testing::log_cannot_be_opened(env!("CARGO_BIN_EXE_thread"));
+    labkit::testing::log_cannot_be_opened(THREAD);
 }
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
     labkit::testing::usage_errors(
-        env!("CARGO_BIN_EXE_thread"),
+        THREAD,
         &[
             &["--threads", "0"],
             &["--threads", "x"],
