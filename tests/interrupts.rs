@@ -19,14 +19,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use labkit::children;
+use labkit::testing::{become_subreaper, no_child_left};
 
 const DEADLINE: Duration = Duration::from_secs(30);
-
-fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(r, 0, "prctl: {}", std::io::Error::last_os_error());
-}
 
 /// A program under test; if the test fails half-way, its whole group is
 /// killed and reaped so that it cannot disturb the next test.
@@ -151,9 +146,7 @@ fn assert_nothing_left(pids: &[i32], groups: &[i32]) {
     for &g in groups {
         assert_eq!(group_members(g), Vec::<i32>::new(), "group {g} is not empty");
     }
-    // SAFETY: a null status pointer is allowed.
-    let r = unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) };
-    assert_eq!(r, -1, "a process outlived its parent and was handed to the test");
+    no_child_left();
 }
 
 fn one_line(stderr: &str) -> &str {

@@ -6,21 +6,7 @@ use std::process::Command;
 
 use labkit::limited::{Limits, NOBODY};
 use labkit::lines::{check_log, payload};
-use nix::errno::Errno;
-use nix::sys::wait::{WaitPidFlag, waitpid};
-
-fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
-    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    assert_eq!(r, 0, "prctl: {}", std::io::Error::last_os_error());
-}
-
-fn assert_no_children_left() {
-    match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-        Err(Errno::ECHILD) => {}
-        other => panic!("a child was left behind: {other:?}"),
-    }
-}
+use labkit::testing::{become_subreaper, no_child_left};
 
 #[test]
 fn children_are_reaped() {
@@ -34,7 +20,7 @@ fn children_are_reaped() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert_no_children_left();
+    no_child_left();
 }
 
 #[test]
@@ -74,5 +60,5 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     // The children that were made finished their work, whole.
     let data = std::fs::read(&log).unwrap();
     assert_eq!(check_log(&data, &payload(None), created, 20), Ok(()));
-    assert_no_children_left();
+    no_child_left();
 }

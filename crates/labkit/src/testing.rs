@@ -56,6 +56,25 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Make this test process a child subreaper: a process that outlives its
+/// parent (a child a program left behind) is handed to it, where
+/// [`no_child_left`] finds it.
+pub fn become_subreaper() {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a process flag.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(r, 0, "prctl: {}", std::io::Error::last_os_error());
+}
+
+/// This test process has no child, running or ended: none of its own
+/// left unreaped, and none handed to it as a [`become_subreaper`].
+pub fn no_child_left() {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+        Err(nix::errno::Errno::ECHILD) => {}
+        other => panic!("a child was left behind: {other:?}"),
+    }
+}
+
 /// Does `text` have the shape `pattern`, where each `#` in the pattern
 /// stands for a number (`12`, `0.25`), each `*` for any text (a path, a
 /// plural's `s`), and everything else is literal?
