@@ -4,12 +4,6 @@
 mod common;
 
 use predicates::prelude::*;
-use serde_json::Value;
-
-fn results(dir: &std::path::Path, name: &str) -> Value {
-    let text = std::fs::read_to_string(dir.join(format!("{name}.json"))).unwrap();
-    serde_json::from_str(&text).unwrap()
-}
 
 #[test]
 fn create_destroy_smoke_run_writes_results() {
@@ -22,7 +16,7 @@ fn create_destroy_smoke_run_writes_results() {
         .success()
         .stdout(predicate::str::contains("The lecture's loops, iter = 20"))
         .stdout(predicate::str::contains("| Processes"));
-    let r = results(dir.path(), "create-destroy");
+    let r = common::read_json(dir.path().join("create-destroy.json"));
     assert_eq!(r["experiment"], "create-destroy");
     let programs = common::strings(&r["article"], "program");
     assert_eq!(

@@ -155,10 +155,7 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     let out = reference(checkout.path());
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let dir = checkout.path().join("results/2026-01-02-test");
-    let json =
-        std::fs::read_to_string(dir.join("fork-vs-thread/fork-vs-thread.json"))
-            .unwrap();
-    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let json = common::read_json(dir.join("fork-vs-thread/fork-vs-thread.json"));
     assert_eq!(json["machine"]["commit"], head.trim());
     assert_eq!(json["settings"]["reference"], true);
     assert!(dir.join("then-and-now.md").is_file());
@@ -225,10 +222,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("differs: kernel: 6.1 | 2.6"), "{text}");
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(a.join("compare.json")).unwrap(),
-    )
-    .unwrap();
+    let json = common::read_json(a.join("compare.json"));
     assert!(a.join("compare.md").is_file());
     // The element of the list `json[list]` whose `key` is `value`.
     let find = |list: &str, key: &str, value: &str| {
@@ -263,10 +257,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 1.0)]);
     let out = lab().arg("compare").arg(&a).arg(&b).output().unwrap();
     assert!(out.status.success());
-    let json: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(a.join("compare.json")).unwrap(),
-    )
-    .unwrap();
+    let json = common::read_json(a.join("compare.json"));
     let printing = json["claims"]
         .as_array()
         .unwrap()
@@ -316,7 +307,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
     for line in seen.lines() {
         assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
     }
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json: serde_json::Value = labkit::testing::json(&out.stdout);
     assert_eq!(json["settings"]["cpus"], "0");
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);
@@ -359,9 +350,7 @@ fn the_reference_judges_every_claim_from_clean_commits() {
             if experiment.starts_with("then-and-now") {
                 continue;
             }
-            let json: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
-                    .unwrap();
+            let json = common::read_json(&path);
             let commit = json["machine"]["commit"].as_str().unwrap();
             assert!(
                 !commit.ends_with("-dirty") && commit != "unknown",
@@ -403,11 +392,11 @@ fn the_recorded_commit_is_the_checkouts_from_another_directory() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json = checkout
-        .path()
-        .join("results/2026-01-03-test/fork-vs-thread/fork-vs-thread.json");
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    let json = common::read_json(
+        checkout
+            .path()
+            .join("results/2026-01-03-test/fork-vs-thread/fork-vs-thread.json"),
+    );
     assert_eq!(json["machine"]["commit"], head.trim());
     assert!(!elsewhere.path().join("results").exists());
     assert!(!elsewhere.path().join("runs").exists());

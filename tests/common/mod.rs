@@ -61,11 +61,18 @@ pub fn run_json(
 ) -> serde_json::Value {
     let out = lab_run(experiment, args, dir).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let file = std::fs::read(dir.join(format!("{experiment}.json"))).unwrap();
-    let saved: serde_json::Value = serde_json::from_slice(&file).unwrap();
+    let printed: serde_json::Value = labkit::testing::json(&out.stdout);
+    let saved = read_json(dir.join(format!("{experiment}.json")));
     assert_eq!(printed, saved, "the printed JSON is the saved one");
     saved
+}
+
+/// The JSON file `path` (results, a comparison, ...), parsed.
+pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
+    let path = path.as_ref();
+    let bytes =
+        std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    labkit::testing::json(&bytes)
 }
 
 /// The string `key` of each element of the JSON array `list`:
