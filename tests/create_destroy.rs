@@ -77,8 +77,7 @@ fn run_c<T: serde::de::DeserializeOwned>(
     args: &[&str],
 ) -> T {
     let out = std::process::Command::new(path).args(args).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    labkit::testing::json(&out.stdout)
+    labkit::testing::report(&out)
 }
 
 #[test]

@@ -16,10 +16,7 @@ fn allowed_cpus() -> Vec<usize> {
 
 /// Run with `args` plus `--json`, expect success, return the object.
 fn json(args: &[&str]) -> Value {
-    let out = ctxswitch().args(args).arg("--json").output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{args:?}: {stderr}");
-    labkit::testing::json(&out.stdout)
+    labkit::testing::report(&ctxswitch().args(args).arg("--json").output().unwrap())
 }
 
 /// Run with `args` plus `--json` and parse the program's own report type.

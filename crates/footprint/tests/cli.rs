@@ -6,14 +6,8 @@ use footprint::{Footprint, Kind, Snapshot};
 
 /// `footprint ARGS --json`: its report, as its own type.
 fn footprint(args: &[&str]) -> Footprint {
-    let out = Command::cargo_bin("footprint")
-        .unwrap()
-        .args(args)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    labkit::testing::json(&out.stdout)
+    let mut cmd = Command::cargo_bin("footprint").unwrap();
+    labkit::testing::report(&cmd.args(args).arg("--json").output().unwrap())
 }
 
 /// `during - before` of one figure, all workers together, KiB.

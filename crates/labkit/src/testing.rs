@@ -132,6 +132,15 @@ pub fn json<T: serde::de::DeserializeOwned>(stdout: &[u8]) -> T {
     })
 }
 
+/// A run that succeeded (`out`): its `--json` report, parsed into `T`
+/// ([`json`]). Panics with its stderr when it did not succeed.
+#[track_caller]
+pub fn report<T: serde::de::DeserializeOwned>(out: &std::process::Output) -> T {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}: {err}", out.status);
+    json(&out.stdout)
+}
+
 /// The lab's usage contract for arguments a program cannot parse, for each
 /// of `cases`: `program ARGS` (the path of a program binary) is refused
 /// ([`usage_error`]) with `NAME: what is wrong; see 'NAME --help'`, NAME
@@ -331,13 +340,17 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_is_exit_1_and_one_line_naming_the_program() {
+    fn a_failure_is_exit_1_and_one_line_and_a_report_needs_success() {
         let sh = |script: &str| {
             let mut sh = std::process::Command::new("sh");
             sh.args(["-c", script]).output().unwrap()
         };
-        let out = sh("echo '{}'; echo 'p: boom; waited for 2' >&2; exit 1");
+        let out = sh("echo '[3]'; echo 'p: boom; waited for 2' >&2; exit 1");
         assert_eq!(super::failed("p", &out), "p: boom; waited for 2");
+        let report = || super::report::<Vec<u32>>(&out);
+        assert!(std::panic::catch_unwind(report).is_err(), "it failed");
+        let ok: Vec<u32> = super::report(&sh("echo '[3]'"));
+        assert_eq!(ok, [3]);
         for bad in [
             "echo 'p: boom' >&2; exit 2",
             "echo 'p: boom' >&2",

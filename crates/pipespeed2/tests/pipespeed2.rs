@@ -15,14 +15,9 @@ fn pipespeed2() -> Command {
     cmd
 }
 
-fn json_of(out: &std::process::Output) -> Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    labkit::testing::json(&out.stdout)
-}
-
 /// `pipespeed2 ARGS --json`, which must succeed: its report.
 fn report(args: &[&str]) -> Value {
-    json_of(&pipespeed2().args(args).arg("--json").output().unwrap())
+    labkit::testing::report(&pipespeed2().args(args).arg("--json").output().unwrap())
 }
 
 #[test]
@@ -55,7 +50,7 @@ fn a_mebibyte_and_one_needs_a_bigger_pipe_than_unprivileged_users_get() {
         .output()
         .unwrap();
     if out.status.success() {
-        let v = json_of(&out);
+        let v: Value = labkit::testing::json(&out.stdout);
         assert_eq!(v["bytes"], 3 * 1_048_577);
         assert!(v["pipe_size"].as_u64().unwrap() >= 2 << 20);
     } else {
