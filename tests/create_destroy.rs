@@ -83,10 +83,7 @@ fn run_c<T: serde::de::DeserializeOwned>(
 #[test]
 fn forkcreat_c_prints_forkcreats_report() {
     let _serial = labkit::testing::serial();
-    let Some(c) = common::c_program("crates/forkcreat/c/forkcreat.c", "forkcreat-c")
-    else {
-        return;
-    };
+    let Some(c) = common::c_program("forkcreat") else { return };
     for (mode, reap) in
         [("wait", forkcreat::Reap::Wait), ("sigchld", forkcreat::Reap::Sigchld)]
     {
@@ -105,11 +102,7 @@ fn forkcreat_c_prints_forkcreats_report() {
 
 #[test]
 fn pthreadcreat_c_prints_pthreadcreats_report() {
-    let Some(c) =
-        common::c_program("crates/pthreadcreat/c/pthreadcreat.c", "pthreadcreat-c")
-    else {
-        return;
-    };
+    let Some(c) = common::c_program("pthreadcreat") else { return };
     let r: pthreadcreat::Report = run_c(&c, &["20", "--json"]);
     assert_eq!(r.api, pthreadcreat::Api::Pthread);
     assert_eq!((r.iterations, r.created, r.joined, r.failed), (20, 20, 20, 0));
@@ -122,10 +115,7 @@ fn pthreadcreat_c_prints_pthreadcreats_report() {
 #[test]
 fn creattime_c_prints_creattimes_report_and_reaps_everything() {
     let _serial = labkit::testing::serial();
-    let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
-    else {
-        return;
-    };
+    let Some(c) = common::c_program("creattime") else { return };
     let r: creattime::Report = run_c(&c, &["6", "--json"]);
     assert_eq!(r.samples, 6);
     for kind in [&r.fork, &r.thread] {
@@ -144,10 +134,7 @@ fn creattime_c_prints_creattimes_report_and_reaps_everything() {
 fn creattime_c_reports_failed_forks_in_the_same_json() {
     let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
-    let Some(c) = common::c_program("crates/creattime/c/creattime.c", "creattime-c")
-    else {
-        return;
-    };
+    let Some(c) = common::c_program("creattime") else { return };
     // nobody may have one process (itself): every fork fails with EAGAIN.
     let mut cmd = std::process::Command::new(&c);
     cmd.args(["3", "--json"]);

@@ -123,11 +123,8 @@ fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
 #[test]
 fn fork_c_and_thread_c_print_the_rust_programs_report() {
     let _serial = labkit::testing::serial();
-    for (source, name) in [
-        ("crates/fork/c/fork.c", "fork-c"),
-        ("crates/thread/c/thread.c", "thread-c"),
-    ] {
-        let Some(c) = common::c_program(source, name) else { return };
+    for name in ["fork", "thread"] {
+        let Some(c) = common::c_program(name) else { return };
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         let out = std::process::Command::new(&c)

@@ -98,20 +98,21 @@ pub fn have_cc() -> bool {
     found
 }
 
-/// A C program of `crates/<crate>/c/`, built as the runner builds it
-/// (`lab::bins::compile_c_in`, into the directory `lab` itself uses under
-/// these tests, so the build cache is shared), or `None` with the reason
-/// printed when there is no C compiler.
-pub fn c_program(source: &str, name: &str) -> Option<PathBuf> {
+/// The C original of `program`, `crates/PROGRAM/c/PROGRAM.c`, built as the
+/// runner builds it (`lab::bins::compile_c_in`, as `PROGRAM-c` in the
+/// directory `lab` itself uses under these tests, so the build cache is
+/// shared), or `None` with the reason printed when there is no C compiler.
+pub fn c_program(program: &str) -> Option<PathBuf> {
     if !have_cc() {
         return None;
     }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = root.join(format!("crates/{program}/c/{program}.c"));
     let built = lab::bins::compile_c_in(
         &bin_dir().join("c"),
-        &[&root.join(source)],
+        &[&source],
         &[],
-        name,
+        &format!("{program}-c"),
     );
     Some(built.unwrap_or_else(|e| panic!("{e}")))
 }
