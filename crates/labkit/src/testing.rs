@@ -1,9 +1,10 @@
 //! What the lab's tests share: a skip that says why, is counted, and fails
 //! under CI unless it was expected; the checks a skip rests on (root, a
-//! tool on `PATH`); a program's JSON output, parsed into its type; and
-//! the checks several programs' tests make: the usage contract, `--help`,
-//! a server's announced address, the workers' lines and a log that
-//! cannot be opened, a creation loop's failure.
+//! tool on `PATH`); a program's JSON output, parsed into its type (the
+//! report of a run that succeeded); and the checks several programs' tests
+//! make: the usage contract, a failed run's one line, `--help`, a server's
+//! announced address, the workers' lines and a log that cannot be opened,
+//! a creation loop's failure, no child left behind (as a subreaper).
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
 //! [`skipped`] with the reason and returns. The reason is printed and, when
@@ -234,10 +235,10 @@ pub fn start_server(
 }
 
 /// `program ARGS --log LOG` (`fork`, `thread`; LOG in a new temporary
-/// directory, [`crate::cleanup::tempdir`]), whose workers each print `count` lines of `line` bytes
-/// ([`crate::lines::payload`]) to stdout and to the log: it succeeds,
-/// stdout is every line, whole, then "Okay", and the log holds the same
-/// lines ([`crate::lines::check_log`]).
+/// directory, [`crate::cleanup::tempdir`]), whose workers each print
+/// `count` lines of `line` bytes ([`crate::lines::payload`]) to stdout and
+/// to the log: it succeeds, stdout is every line, whole, then "Okay", and
+/// the log holds the same lines ([`crate::lines::check_log`]).
 pub fn worker_lines_whole(
     program: impl AsRef<std::path::Path>,
     args: &[&str],
