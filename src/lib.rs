@@ -144,14 +144,17 @@ fn run_one(
             .chain(args)
             .collect();
     let result = (experiment.run)(argv);
-    let pending = runs::take_pending();
-    let Some(pending) = pending else { return result };
+    // Held until the results are committed or discarded: an interrupt
+    // meanwhile waits, then finds nothing half done (runs::pending).
+    let mut held = runs::pending();
+    let Some(pending) = held.take() else { return result };
     if let Err(e) = result {
         pending.discard();
         remove_if_empty(&pending.run);
         return Err(e);
     }
     pending.commit()?;
+    drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
     claims::write(&pending.run)?;
     Ok(())

@@ -18,7 +18,11 @@ fn main() -> std::process::ExitCode {
 /// experiment folder being written (lab::runs), and the reader's run folder
 /// it was in if that is left empty, as a failed run leaves nothing.
 fn remove_half_written_run() -> Vec<std::path::PathBuf> {
-    let Some(staging) = lab::runs::pending_staging() else { return Vec::new() };
+    let mut held = lab::runs::pending();
+    let Some(staging) = held.take().map(|p| p.staging) else { return Vec::new() };
+    // Held until the exit that follows: the runner cannot commit, discard
+    // or report the experiment after this.
+    std::mem::forget(held);
     let mut removed = Vec::new();
     if std::fs::remove_dir_all(&staging).is_ok() {
         removed.push(staging.clone());

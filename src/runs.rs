@@ -198,18 +198,12 @@ pub fn stage(run: &Path, target: &Path) -> Result<PathBuf> {
     Ok(staging)
 }
 
-/// The experiment being written, taken: the runner's last step.
-pub fn take_pending() -> Option<Pending> {
-    PENDING.lock().unwrap_or_else(|e| e.into_inner()).take()
-}
-
-/// The staging folder being written, if any: what an interrupt removes.
-pub fn pending_staging() -> Option<PathBuf> {
-    PENDING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|p| p.staging.clone())
+/// The experiment being written, held: the runner commits or discards it,
+/// and an interrupt removes it, each holding this lock throughout, so
+/// neither sees it half done by the other (a run interrupted just as it
+/// failed would otherwise leave its run folder behind).
+pub fn pending() -> std::sync::MutexGuard<'static, Option<Pending>> {
+    PENDING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Pending {
@@ -265,7 +259,7 @@ mod tests {
         let staging = stage(run.path(), &target).unwrap();
         assert!(staging.file_name().unwrap().to_str().unwrap().starts_with('.'));
         std::fs::write(staging.join("demo.json"), "new").unwrap();
-        let pending = take_pending().unwrap();
+        let pending = pending().take().unwrap();
         pending.commit().unwrap();
         let read = |p: &str| std::fs::read_to_string(target.join(p)).unwrap();
         assert_eq!(read("demo.json"), "new");
