@@ -86,7 +86,9 @@ struct Conn {
     buf: Vec<u8>,
     start: usize,
     sender: bool,
-    _slot: Slot,
+    /// Its place under `--max-connections`, handed on to the receiver it
+    /// may become: one connection is counted once, whatever it is.
+    slot: Option<Slot>,
 }
 
 struct Shared {

@@ -46,9 +46,8 @@ pub(super) fn register(
     crate::set_socket_buffers(&stream, shared.cfg.socket_buffer);
     let id = shared.next_id.fetch_add(1, Relaxed);
     let fd = stream.as_raw_fd();
-    let slot = Slot::new(&shared.counters);
-    let conn =
-        Conn { stream, peer, buf: Vec::new(), start: 0, sender: false, _slot: slot };
+    let slot = Some(Slot::new(&shared.counters));
+    let conn = Conn { stream, peer, buf: Vec::new(), start: 0, sender: false, slot };
     lock(&shared.conns).insert(id, Arc::new(Mutex::new(conn)));
     // SAFETY: the borrow ends with epoll.add below; until then no reader
     // can get an event for `id`, so none removes the connection, and
@@ -109,10 +108,10 @@ pub(super) fn reader(shared: &Shared, mut chunk: Vec<u8>) {
             Next::Receiver(queue) => {
                 let _ = shared.epoll.delete(&c.stream);
                 let stream = c.stream.try_clone();
-                let peer = c.peer;
+                let (peer, slot) = (c.peer, c.slot.take());
                 drop(c);
                 match stream {
-                    Ok(s) => add_receiver(shared, id, s, peer, queue),
+                    Ok(s) => add_receiver(shared, id, s, peer, queue, slot),
                     Err(e) => eprintln!("broker: {peer}: dup: {}", describe_io(&e)),
                 }
                 lock(&shared.conns).remove(&id);

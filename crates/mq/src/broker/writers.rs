@@ -3,12 +3,17 @@
 
 use super::*;
 
+/// Connection `id`, which said it receives from `queue`, becomes a
+/// receiver; it keeps the slot it was counted with as a connection (a new
+/// one would count it twice until the connection is dropped, and a
+/// connection accepted meanwhile could be refused).
 pub(super) fn add_receiver(
     shared: &Shared,
     id: u64,
     stream: TcpStream,
     peer: SocketAddr,
     queue: u16,
+    slot: Option<Slot>,
 ) {
     let w = (id % shared.writers.len() as u64) as usize;
     let q = usize::from(queue);
@@ -21,7 +26,7 @@ pub(super) fn add_receiver(
         queued: false,
         busy: false,
         stalled: false,
-        _slot: Slot::new(&shared.counters),
+        _slot: slot.unwrap_or_else(|| Slot::new(&shared.counters)),
     };
     let mut st = lock(&shared.writers[w].state);
     // Watched for the end of the connection from now on (see `arm`).
