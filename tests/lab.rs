@@ -35,8 +35,10 @@ fn an_unknown_experiment_exits_2_listing_the_known_ones() {
 
 #[test]
 fn bad_usage_exits_2() {
-    // No subcommand: clap prints the whole help, on stderr, and exits 2.
-    lab().assert().code(2);
+    // No subcommand: one line that names the choices, exit 2.
+    let err = common::lab_refuses(&[]);
+    assert!(err.starts_with("lab: a subcommand is required (list, run, "), "{err}");
+    assert!(err.ends_with("); see 'lab --help'"), "{err}");
     let err = common::lab_refuses(&["walk"]);
     assert_eq!(err, "lab: unrecognized subcommand 'walk'; see 'lab --help'");
     common::bad_flags_exit_2(
@@ -47,6 +49,13 @@ fn bad_usage_exits_2() {
             &["--full", "--procs", "4", "--counts", "1"],
         ],
     );
+    // The conflict names both flags.
+    let full = ["run", "fork-vs-thread", "--full", "--procs", "4", "--counts", "1"];
+    let err = labkit::testing::usage_error(
+        "lab run fork-vs-thread",
+        common::lab_std().args(full),
+    );
+    assert!(err.contains("'--full'") && err.contains("'--procs"), "{err}");
 }
 
 #[test]

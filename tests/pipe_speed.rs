@@ -226,4 +226,10 @@ fn bad_options_exit_2() {
             &["--full", "--blocks", "64"],
         ],
     );
+    // The conflict names both flags.
+    let err = labkit::testing::usage_error(
+        "lab run pipe-speed",
+        common::lab_std().args(["run", "pipe-speed", "--full", "--blocks", "64"]),
+    );
+    assert!(err.contains("'--full'") && err.contains("'--blocks"), "{err}");
 }

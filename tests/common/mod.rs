@@ -28,7 +28,7 @@ pub fn lab() -> Command {
 }
 
 /// [`lab`] as a `std::process::Command`, for `labkit::testing`'s checks.
-fn lab_std() -> std::process::Command {
+pub fn lab_std() -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lab"));
     cmd.env("LAB_BIN_DIR", bin_dir());
     cmd

@@ -48,12 +48,8 @@ where
         Ok(parsed) => parsed,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(
-                e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+            {
                 e.exit()
             }
             let name = args.first().map_or_else(
@@ -66,7 +62,22 @@ where
                         .into_owned()
                 },
             );
-            eprintln!("{}", usage_line(&name, &e.render().to_string()));
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                // clap would print the whole help; one line names the
+                // choices instead.
+                let command = T::command();
+                let subcommands: Vec<&str> = command
+                    .get_subcommands()
+                    .map(clap::Command::get_name)
+                    .filter(|n| *n != "help")
+                    .collect();
+                eprintln!(
+                    "{name}: a subcommand is required ({}); see '{name} --help'",
+                    subcommands.join(", ")
+                );
+            } else {
+                eprintln!("{}", usage_line(&name, &e.render().to_string()));
+            }
             std::process::exit(crate::ExitCode::Usage as i32)
         }
     }

@@ -110,7 +110,14 @@ fn bad_flags_exit_2() {
             &["sideways"],
         ],
     );
-    // No subcommand: clap prints the whole help, on stderr, and exits 2.
-    let done = probe(&[], Limits::default());
-    assert_eq!(done.ended(), "exit 2", "{}", done.stderr);
+    // No subcommand: one line that names the choices, exit 2.
+    let line = labkit::testing::usage_error(
+        "stacklimit",
+        &mut std::process::Command::new(env!("CARGO_BIN_EXE_stacklimit")),
+    );
+    assert_eq!(
+        line,
+        "stacklimit: a subcommand is required (threads, forks, overflow); \
+         see 'stacklimit --help'"
+    );
 }
