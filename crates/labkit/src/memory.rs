@@ -16,11 +16,16 @@ pub const PAGE: usize = 4096;
 /// backed by no file. `flags` holds `libc::MAP_PRIVATE` (a child forked
 /// later gets copy-on-write pages) or `libc::MAP_SHARED` (parent and
 /// children see each other's writes: Stevens' meters and lock), and any
-/// other flag (`MAP_HUGETLB`, say). The caller owns the mapping: it unmaps
-/// it, or keeps it for the process's life.
+/// other flag (`MAP_HUGETLB`, say) but `MAP_FIXED` and
+/// `MAP_FIXED_NOREPLACE`, which are refused with `EINVAL`: the kernel picks
+/// the address. The caller owns the mapping: it unmaps it, or keeps it for
+/// the process's life.
 pub fn map_anonymous(len: usize, flags: libc::c_int) -> Result<NonNull<u8>, Errno> {
-    // SAFETY: a fresh mapping at an address the kernel picks; no existing
-    // memory is touched.
+    if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: a fresh mapping at an address the kernel picks (no MAP_FIXED,
+    // refused above); no existing memory is touched.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -209,6 +214,14 @@ pub fn mem_available() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_mappings_are_refused() {
+        for flag in [libc::MAP_FIXED, libc::MAP_FIXED_NOREPLACE] {
+            let flags = libc::MAP_PRIVATE | flag;
+            assert_eq!(map_anonymous(PAGE, flags), Err(Errno::EINVAL));
+        }
+    }
 
     fn vm_rss_kib() -> u64 {
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
