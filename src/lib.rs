@@ -148,12 +148,11 @@ fn run_one(
     // meanwhile waits, then finds nothing half done (runs::pending).
     let mut held = runs::pending();
     let Some(pending) = held.take() else { return result };
-    if let Err(e) = result {
+    if let Err(e) = result.and_then(|()| pending.commit()) {
         pending.discard();
         remove_if_empty(&pending.run);
         return Err(e);
     }
-    pending.commit()?;
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
     claims::write(&pending.run)?;

@@ -209,7 +209,8 @@ pub fn pending() -> std::sync::MutexGuard<'static, Option<Pending>> {
 impl Pending {
     /// Rename the finished staging folder into place. A target that
     /// exists (the reference re-run for one experiment) is replaced; its
-    /// sub-runs (`NAME/cpu0`, ...) move into the new one.
+    /// sub-runs (`NAME/cpu0`, ...) move into the new one. If the new
+    /// folder cannot be put in place, the old one is put back.
     pub fn commit(&self) -> Result<()> {
         let err = |p: &Path, e| Error::io(p.display(), e);
         if !self.target.exists() {
@@ -218,8 +219,12 @@ impl Pending {
         }
         let old = self.staging.with_extension("old");
         std::fs::rename(&self.target, &old).map_err(|e| err(&self.target, e))?;
-        std::fs::rename(&self.staging, &self.target)
-            .map_err(|e| err(&self.target, e))?;
+        if let Err(e) = std::fs::rename(&self.staging, &self.target) {
+            // The results that were there go back: a failed commit loses
+            // nothing that was committed before.
+            let _ = std::fs::rename(&old, &self.target);
+            return Err(err(&self.target, e));
+        }
         for entry in std::fs::read_dir(&old).map_err(|e| err(&old, e))? {
             let entry = entry.map_err(|e| err(&old, e))?;
             let into = self.target.join(entry.file_name());
@@ -250,7 +255,28 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_that_fails_puts_the_old_results_back() {
+        // Both stage through the one pending experiment: one at a time.
+        let _serial = labkit::testing::serial();
+        let run = tempfile::tempdir().unwrap();
+        let target = target(run.path(), "demo", None);
+        std::fs::create_dir_all(&target).unwrap();
+        std::fs::write(target.join("demo.json"), "old").unwrap();
+        let staging = stage(run.path(), &target).unwrap();
+        let pending = pending().take().unwrap();
+        // The new results cannot be renamed into place: they are gone.
+        std::fs::remove_dir(&staging).unwrap();
+        assert!(pending.commit().is_err());
+        assert_eq!(
+            std::fs::read_to_string(target.join("demo.json")).unwrap(),
+            "old"
+        );
+    }
+
+    #[test]
     fn commit_replaces_a_target_and_keeps_its_sub_runs() {
+        // Both stage through the one pending experiment: one at a time.
+        let _serial = labkit::testing::serial();
         let run = tempfile::tempdir().unwrap();
         let target = target(run.path(), "demo", None);
         std::fs::create_dir_all(target.join("cpu0")).unwrap();
