@@ -1,8 +1,9 @@
 /* labkit.h: what the lab's C references share, as the Rust programs share
  * labkit: the trailing `--json` flag and its output, with the keys, order
  * and precision of the Rust programs' reports so that the runner reads
- * both the same way, and the text of the 256-byte line variant. None of it
- * runs inside a timed loop. A program includes it first, as
+ * both the same way, and the text of the 256-byte line variant. Only
+ * line_text runs after a program's clock starts, where fork.c and thread.c
+ * built the line before it moved here. A program includes it first, as
  * "../../labkit/c/labkit.h" from its crate's c/ folder (strerrorname_np
  * needs _GNU_SOURCE before any system header). */
 #ifndef LABKIT_H

@@ -16,7 +16,9 @@
 //!   program timed from outside;
 //! - [`cleanup`], [`limited`]: process groups, temporary directories and
 //!   limited children that an interrupt stops and removes;
-//! - [`testing`]: a test skip that says why and is counted.
+//! - [`testing`]: what the tests share: a skip that says why and is
+//!   counted, and the checks of the exit-code contract (usage errors,
+//!   failures, `--json` reports) and of the workers' lines.
 
 pub mod affinity;
 pub mod children;
