@@ -25,6 +25,21 @@ enum Lock {
     Mutex(*mut libc::pthread_mutex_t),
 }
 
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if let Lock::Mutex(m) = *self {
+            // SAFETY: the parent's own mapping of the mutex, made by
+            // `shared_mutex` and unmapped only here, once; the parent never
+            // locks it, and a child's copy of the mapping is its own. The
+            // mutex is not destroyed: a child killed while holding it
+            // leaves it locked, and destroying a locked mutex is undefined.
+            unsafe {
+                libc::munmap(m.cast(), std::mem::size_of::<libc::pthread_mutex_t>());
+            }
+        }
+    }
+}
+
 pub fn run(
     cfg: &Config,
     listener: TcpListener,
@@ -47,15 +62,8 @@ pub fn run(
     // Every child finishes its connection, then finds accept failing.
     crate::shutdown_fd(listener.as_raw_fd());
     kids.wind_down(cfg.proto.timeout);
-    if let Lock::Mutex(m) = lock {
-        // SAFETY: every child is reaped, so no other process maps the
-        // mutex any more; it is not destroyed (a child killed while holding
-        // it leaves it locked, and destroying a locked mutex is undefined),
-        // only unmapped, once.
-        unsafe {
-            libc::munmap(m.cast(), std::mem::size_of::<libc::pthread_mutex_t>());
-        }
-    }
+    // The lock goes when `run` returns, on this path or an error's (a
+    // fork that failed partway): Lock's Drop unmaps the mutex.
     stopped?;
     Ok(Outcome { members: cfg.pool, counts_wakeups: false })
 }
