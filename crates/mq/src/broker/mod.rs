@@ -215,11 +215,21 @@ fn spawn(
     f: impl FnOnce() + Send + 'static,
 ) -> std::result::Result<JoinHandle<()>, String> {
     room_for_thread().map_err(|e| failed(role, i, n, &e))?;
-    std::thread::Builder::new()
+    // Returns once the thread runs, so that it has mapped its signal stack
+    // (see `room_for_thread`) before the next thread's room is asked for:
+    // threads created faster than they start would otherwise all pass the
+    // check and then race for the last of the address space.
+    let (started, running) = std::sync::mpsc::sync_channel(1);
+    let thread = std::thread::Builder::new()
         .name(format!("{role}-{i}"))
         .stack_size(STACK)
-        .spawn(f)
-        .map_err(|e| failed(role, i, n, &e))
+        .spawn(move || {
+            let _ = started.send(());
+            f()
+        })
+        .map_err(|e| failed(role, i, n, &e))?;
+    let _ = running.recv();
+    Ok(thread)
 }
 
 /// Whether the address space (RLIMIT_AS) has room for one more thread.
