@@ -150,21 +150,12 @@ fn run_one(
     let Some(pending) = held.take() else { return result };
     if let Err(e) = result.and_then(|()| pending.commit()) {
         pending.discard();
-        remove_if_empty(&pending.run);
         return Err(e);
     }
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
     claims::write(&pending.run)?;
     Ok(())
-}
-
-/// A reader's run folder that holds nothing (its only experiment failed)
-/// goes; a reference folder stays.
-fn remove_if_empty(run: &std::path::Path) {
-    if run.starts_with(runs::runs_root()) {
-        let _ = std::fs::remove_dir(run);
-    }
 }
 
 /// `lab run all [--cpus LIST]`: every experiment into one run folder, with

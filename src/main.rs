@@ -19,23 +19,9 @@ fn main() -> std::process::ExitCode {
 /// it was in if that is left empty, as a failed run leaves nothing.
 fn remove_half_written_run() -> Vec<std::path::PathBuf> {
     let mut held = lab::runs::pending();
-    let Some(staging) = held.take().map(|p| p.staging) else { return Vec::new() };
+    let removed = held.take().map(|p| p.discard()).unwrap_or_default();
     // Held until the exit that follows: the runner cannot commit, discard
     // or report the experiment after this.
     std::mem::forget(held);
-    let mut removed = Vec::new();
-    if std::fs::remove_dir_all(&staging).is_ok() {
-        removed.push(staging.clone());
-    }
-    let root = lab::runs::runs_root();
-    let mut dir = staging.parent();
-    while let Some(d) = dir.filter(|d| d.starts_with(&root) && *d != root) {
-        // remove_dir removes only an empty folder: finished results stay.
-        if std::fs::remove_dir(d).is_err() {
-            break;
-        }
-        removed.push(d.to_path_buf());
-        dir = d.parent();
-    }
     removed
 }

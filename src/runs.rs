@@ -235,9 +235,26 @@ impl Pending {
         std::fs::remove_dir_all(&old).map_err(|e| err(&old, e))
     }
 
-    /// Remove the unfinished staging folder.
-    pub fn discard(&self) {
-        let _ = std::fs::remove_dir_all(&self.staging);
+    /// Remove the unfinished staging folder, and the reader's run folders
+    /// around it that this leaves empty (a failed or interrupted run leaves
+    /// nothing; finished results and reference folders stay). Returns what
+    /// it removed.
+    pub fn discard(&self) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        if std::fs::remove_dir_all(&self.staging).is_ok() {
+            removed.push(self.staging.clone());
+        }
+        let root = runs_root();
+        let mut dir = self.staging.parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(&root) && *d != root) {
+            // remove_dir removes only an empty folder.
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            removed.push(d.to_path_buf());
+            dir = d.parent();
+        }
+        removed
     }
 }
 
