@@ -80,10 +80,10 @@ int main(int argc, char *argv[])
     double totalforktime = 0, totalthreadtime = 0, forktime, threadtime;
     struct timeval begin, end, diff;
     pid_t childpid;
-    int json = argc == 3 && strcmp(argv[2], "--json") == 0;
+    int json = json_flag(&argc, argv);
     int forkerror = 0, threaderror = 0;
 
-    if (argc != 2 && !json) {
+    if (argc != 2) {
         printf("Usage:\n\t%s <number of samples> [--json]\n", argv[0]);
         return EXIT_FAILURE;
     }

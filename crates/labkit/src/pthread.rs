@@ -77,13 +77,6 @@ extern "C" fn trampoline<T: Sync>(arg: *mut c_void) -> *mut c_void {
 #[derive(Debug)]
 pub struct Thread(libc::pthread_t);
 
-impl Thread {
-    /// `pthread_join`: wait for the thread and return its result.
-    pub fn join(self) -> Result<i32, Errno> {
-        join(self)
-    }
-}
-
 /// `pthread_create(&id, attr, run, data)`.
 ///
 /// # Safety
@@ -135,7 +128,7 @@ mod tests {
                 (0..4).map(|_| unsafe { spawn(attr, &start) }.unwrap()).collect();
             let first = 4 * round as i32;
             let mut results: Vec<i32> =
-                threads.into_iter().map(|t| t.join().unwrap()).collect();
+                threads.into_iter().map(|t| join(t).unwrap()).collect();
             results.sort();
             // Every thread ran once and its own return value came back.
             let want: Vec<i32> = (first..first + 4).collect();

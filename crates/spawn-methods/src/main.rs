@@ -22,7 +22,7 @@ struct Cli {
 
     /// Seconds each loop should last: the iteration count is calibrated
     /// from a warm-up (at least 3), then the loop is timed
-    #[arg(long, value_name = "SECONDS", value_parser = parse_budget,
+    #[arg(long, value_name = "SECONDS", value_parser = labkit::cli::seconds_in(0.0001, 60.0),
           conflicts_with = "iterations", default_value_t = 0.1)]
     budget: f64,
 
@@ -63,13 +63,6 @@ struct Cpus(Vec<usize>);
 
 fn cpu_list(text: &str) -> std::result::Result<Cpus, String> {
     labkit::affinity::parse_list(text).map(Cpus)
-}
-
-fn parse_budget(text: &str) -> std::result::Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if (0.0001..=60.0).contains(&x) => Ok(x),
-        _ => Err(format!("'{text}' is not a number of seconds from 0.0001 to 60")),
-    }
 }
 
 fn main() -> std::process::ExitCode {

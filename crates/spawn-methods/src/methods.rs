@@ -183,7 +183,8 @@ pub fn command(n: u64, exec: &Exec) -> Result<()> {
             .map_err(|e| Error::io("std::process::Command", e))?;
         if !status.success() {
             return Err(Error::failed(format!(
-                "Command: child ended with {status}"
+                "Command: child {}",
+                labkit::children::ended(status)
             )));
         }
     }
