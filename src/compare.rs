@@ -33,7 +33,7 @@ pub fn resolve(name: &str) -> Result<PathBuf> {
 
 /// The run `name` names ([`resolve`]), or without a name the `default`
 /// one; a usage error (`none`) when there is no default run.
-fn resolve_or(
+pub(crate) fn resolve_or(
     name: Option<String>,
     default: fn() -> Option<PathBuf>,
     none: impl FnOnce() -> String,

@@ -104,15 +104,9 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
 }
 
 fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
-    let run = match run {
-        Some(name) => compare::resolve(&name)?,
-        None => runs::reference().ok_or_else(|| {
-            Error::usage(format!(
-                "no reference run in {}",
-                runs::results_root().display()
-            ))
-        })?,
-    };
+    let run = compare::resolve_or(run, runs::reference, || {
+        format!("no reference run in {}", runs::results_root().display())
+    })?;
     let rows = claims::evaluate(&run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());

@@ -184,8 +184,8 @@ fn loop_rows(list: &[Loop], runs: Vec<Vec<(f64, f64)>>, n: u64) -> Vec<LoopRow> 
             LoopRow {
                 program: l.label.clone(),
                 iterations: n,
-                us_per_create: summary(&us),
-                wall_s: summary(&wall),
+                us_per_create: Summary::of_rounds(us.iter().copied()),
+                wall_s: Summary::of_rounds(wall),
                 runs_us: us,
             }
         })
@@ -199,11 +199,12 @@ fn pairs(list: &[Loop], runs: &[Vec<(f64, f64)>]) -> Vec<Pair> {
         .enumerate()
         .filter_map(|(i, l)| {
             let twin = l.twin_of?;
-            let ratio = crate::stats::paired_ratio(&us(twin), &us(i));
+            let ratio = crate::stats::paired_ratio(&us(twin), &us(i))
+                .expect("at least one round");
             Some(Pair {
                 program: list[twin].label.clone(),
                 against: l.label.clone(),
-                ratio: ratio.unwrap_or(NAN),
+                ratio,
             })
         })
         .collect()
@@ -214,8 +215,7 @@ fn creattime_rows(samples: &[u64], runs: Option<Vec<Vec<Ct>>>) -> Vec<CreattimeR
         .iter()
         .zip(runs.unwrap_or_default())
         .map(|(&samples, runs)| {
-            let pick =
-                |f: fn(&Ct) -> f64| summary(&runs.iter().map(f).collect::<Vec<_>>());
+            let pick = |f: fn(&Ct) -> f64| Summary::of_rounds(runs.iter().map(f));
             CreattimeRow {
                 samples,
                 fork_ms: pick(|r| r.fork_ms),
@@ -225,17 +225,4 @@ fn creattime_rows(samples: &[u64], runs: Option<Vec<Vec<Ct>>>) -> Vec<CreattimeR
             }
         })
         .collect()
-}
-
-/// No value: every field NaN, so a table shows it as missing.
-const NAN: Summary = Summary {
-    n: 0,
-    median: f64::NAN,
-    min: f64::NAN,
-    max: f64::NAN,
-    trimmed_mean: f64::NAN,
-};
-
-fn summary(values: &[f64]) -> Summary {
-    Summary::of(values).unwrap_or(NAN)
 }

@@ -199,8 +199,8 @@ fn pair_name(c: &Comparison) -> String {
 
 /// Build the C twin of `program` (`pipespeed2`, `pipespeed2t`) with what
 /// the two share, `crates/pipespeed2/c/pipespeed.c`, the runner's way
-/// ([`crate::bins::compile_c_with`]), as `<program>-c`. (An edit to
-/// `pipespeed.h` alone does not rebuild them: touch a `.c`.)
+/// ([`crate::bins::compile_c_with`]), as `<program>-c`; an edit to
+/// `pipespeed.h` rebuilds them too (the build follows local includes).
 pub fn c_twin(program: &str) -> Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
     let source = root.join(format!("{program}/c/{program}.c"));
