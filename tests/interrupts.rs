@@ -226,8 +226,8 @@ fn interrupt_lab(case: &LabCase) {
         dir.join("earlier.json")
     };
     std::fs::write(&earlier, "{\"kept\": true}\n").unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
-    cmd.env("LAB_BIN_DIR", common::bin_dir()).env("TMPDIR", tmp.path());
+    let mut cmd = common::lab_std();
+    cmd.env("TMPDIR", tmp.path());
     cmd.args(["run", experiment]).args(args);
     if own_out {
         cmd.arg("--out").arg(out.path());

@@ -75,8 +75,7 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
     let _serial = labkit::testing::serial();
     let checkout = tempfile::tempdir().unwrap();
     let start = || {
-        Std::new(env!("CARGO_BIN_EXE_lab"))
-            .env("LAB_BIN_DIR", bin_dir())
+        common::lab_std()
             .env("LAB_CHECKOUT", checkout.path())
             .args(["run", "fork-vs-thread"])
             .args(TINY)
