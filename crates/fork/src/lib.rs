@@ -22,6 +22,7 @@
 //!   ([`labkit::relay`] says why).
 
 use std::fs::File;
+use std::os::fd::AsFd;
 
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno, describe_io};
@@ -103,7 +104,7 @@ pub fn run(procs: u32, work: &Workload) -> Result<Report> {
 fn child(log: &File, text: &[u8], count: u64) -> ! {
     relay::in_child();
     let mut out = LineBuf::stdout();
-    let mut file = LineBuf::new(log);
+    let mut file = LineBuf::new(log.as_fd());
     let to = |sink| move |errno| (sink, errno);
     let mut print = || -> Result<(), (Sink, Errno)> {
         for j in 0..count {

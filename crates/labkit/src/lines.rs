@@ -12,32 +12,66 @@
 //! deadlock, and a child must stick to async-signal-safe calls such as
 //! `write`.
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 use nix::errno::Errno;
 
 /// The largest write that a pipe guarantees not to interleave.
 pub const CAPACITY: usize = libc::PIPE_BUF;
 
-/// A fixed buffer of whole lines for one file descriptor.
-pub struct LineBuf {
-    fd: RawFd,
+/// A fixed buffer of whole lines for one file descriptor, borrowed for
+/// `'fd`: the file cannot be closed (dropped) while the buffer lives, so
+/// its writes never go to another file that reuses the number.
+///
+/// ```
+/// use std::os::fd::AsFd;
+/// use labkit::lines::LineBuf;
+///
+/// let (_reader, writer) = std::io::pipe().unwrap();
+/// let mut buf = LineBuf::new(writer.as_fd());
+/// buf.line(0, b"hello linux").unwrap();
+/// buf.flush().unwrap();
+/// drop(buf);
+/// drop(writer); // the file outlives its buffer
+/// ```
+///
+/// A buffer cannot outlive its file: this does not compile.
+///
+/// ```compile_fail,E0505
+/// use std::os::fd::AsFd;
+/// use labkit::lines::LineBuf;
+///
+/// let (_reader, writer) = std::io::pipe().unwrap();
+/// let mut buf = LineBuf::new(writer.as_fd());
+/// drop(writer); // error: cannot move out of `writer`, it is borrowed
+/// buf.line(0, b"hello linux").unwrap();
+/// buf.flush().unwrap();
+/// ```
+pub struct LineBuf<'fd> {
+    fd: BorrowedFd<'fd>,
     len: usize,
     buf: [u8; CAPACITY],
 }
 
-impl LineBuf {
-    /// A buffer for `fd`; the caller keeps `fd` open while the buffer is used.
-    pub fn new(fd: &impl AsRawFd) -> Self {
-        LineBuf { fd: fd.as_raw_fd(), len: 0, buf: [0; CAPACITY] }
+impl<'fd> LineBuf<'fd> {
+    /// A buffer for `fd` (`file.as_fd()`), which stays open while it lives.
+    pub fn new(fd: BorrowedFd<'fd>) -> Self {
+        LineBuf { fd, len: 0, buf: [0; CAPACITY] }
     }
 
     /// A buffer for standard output (fd 1). It does not touch
     /// `std::io::stdout()`, whose first use allocates its buffer: not safe
     /// in a forked child, and in a new thread enough to make glibc reserve
     /// a 64 MiB malloc arena.
-    pub fn stdout() -> Self {
-        LineBuf { fd: libc::STDOUT_FILENO, len: 0, buf: [0; CAPACITY] }
+    pub fn stdout() -> LineBuf<'static> {
+        // SAFETY: fd 1 stays open for the life of the process, as std
+        // assumes too (`Stdout::as_fd` is a `BorrowedFd<'static>` of it):
+        // the lab's programs never close it, and under I/O safety no code
+        // may close a descriptor it does not own. (Started with fd 1
+        // closed, a program writes wherever fd 1 later goes, as std's
+        // stdout and the C originals' stdio do.)
+        let fd = unsafe { BorrowedFd::borrow_raw(libc::STDOUT_FILENO) };
+        LineBuf { fd, len: 0, buf: [0; CAPACITY] }
     }
 
     /// Append the line `[index]text\n`, first flushing the buffer if the
@@ -66,10 +100,11 @@ impl LineBuf {
         let mut done = 0;
         while done < self.len {
             let rest = &self.buf[done..self.len];
+            let fd = self.fd.as_raw_fd();
             // SAFETY: `rest` is a valid, initialised slice for its length, and
-            // write(2) is async-signal-safe. The fd is owned by the caller.
-            let n =
-                unsafe { libc::write(self.fd, rest.as_ptr().cast(), rest.len()) };
+            // write(2) is async-signal-safe. `fd` is borrowed for `'fd`, so
+            // it is open and still names the caller's file.
+            let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
             match n {
                 n if n > 0 => done += n as usize,
                 0 => return Err(Errno::EIO),
@@ -191,6 +226,8 @@ pub fn check_log(
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::AsFd;
+
     use super::*;
 
     #[test]
@@ -223,7 +260,7 @@ mod tests {
     fn buffer_flushes_whole_lines_only() {
         let (reader, writer) = std::io::pipe().unwrap();
         let text = payload(Some(1000));
-        let mut buf = LineBuf::new(&writer);
+        let mut buf = LineBuf::new(writer.as_fd());
         for i in 0..10 {
             buf.line(i, &text).unwrap();
         }
@@ -252,7 +289,7 @@ mod tests {
     #[test]
     fn overlong_lines_are_refused() {
         let (_r, w) = std::io::pipe().unwrap();
-        let mut buf = LineBuf::new(&w);
+        let mut buf = LineBuf::new(w.as_fd());
         assert_eq!(buf.line(0, &vec![b'x'; CAPACITY]), Err(Errno::EINVAL));
     }
 }

@@ -134,10 +134,10 @@ unsafe impl Send for PageAligned {}
 unsafe impl Sync for PageAligned {}
 
 impl PageAligned {
-    /// `len` zero bytes, or `ENOMEM` if the memory cannot be had (an
-    /// `RLIMIT_AS`, say, or a size that does not fit in `isize`): for
-    /// buffers whose size the user chose, which must fail with a message,
-    /// not abort.
+    /// `len` zero bytes (resident or not, as for [`Self::zeroed`]), or
+    /// `ENOMEM` if the memory cannot be had (an `RLIMIT_AS`, say, or a size
+    /// that does not fit in `isize`): for buffers whose size the user
+    /// chose, which must fail with a message, not abort.
     pub fn try_zeroed(len: usize) -> Result<PageAligned, Errno> {
         if len == 0 {
             return Ok(PageAligned::zeroed(0));
@@ -149,7 +149,13 @@ impl PageAligned {
         NonNull::new(ptr).map(|ptr| PageAligned { ptr, len }).ok_or(Errno::ENOMEM)
     }
 
-    /// `len` zero bytes, every page of them written (so resident).
+    /// `len` zero bytes. Nothing is promised about residency: this
+    /// function writes no page itself, and whether the allocator does is
+    /// its business (std's allocator on Linux happens to `memset` memory
+    /// aligned this way; a `calloc`-like one hands out untouched zero
+    /// pages of an anonymous `mmap`, faulted in on first touch). A caller
+    /// that needs every page resident before a clock starts writes them,
+    /// as `pipespeed2::pattern` and `copylimit`'s buffers do.
     ///
     /// # Panics
     /// If `len` rounded up to a page does not fit in `isize`; aborts if

@@ -29,8 +29,8 @@
 //! `main`, which lives until the program ends.)
 //!
 //! Everything here is async-signal-safe: the handler uses only atomics,
-//! `getpid`, `kill`, `signal` and `raise`; [`in_child`] only `prctl`,
-//! `getppid` and `_exit`.
+//! `getpid`, `kill`, `signal` and `raise`, and leaves `errno` as it found
+//! it; [`in_child`] only `prctl`, `getppid` and `_exit`.
 
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
@@ -43,24 +43,44 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// The parent's pid: the handler, inherited by a child that has not yet
 /// called [`in_child`], must not act as the parent.
 static PARENT: AtomicI32 = AtomicI32::new(0);
-/// The registered children: a leaked slice of slots, `LEN` of them in use.
-/// A slot is 0 once its child is about to be reaped.
-static SLOTS: AtomicPtr<Box<[AtomicI32]>> = AtomicPtr::new(std::ptr::null_mut());
-static LEN: AtomicUsize = AtomicUsize::new(0);
+/// The registered children, leaked by [`install`] and never freed.
+static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Room for `slots.len()` children. [`add`] reserves the next slot with
+/// one `fetch_add` on `next`, then stores the pid in it: concurrent callers
+/// each get a slot of their own. A slot is 0 until its pid is stored (the
+/// handler may run in between: it skips zeros) and again once its child
+/// is about to be reaped.
+struct Registry {
+    next: AtomicUsize,
+    slots: Box<[AtomicI32]>,
+}
+
+fn registry() -> Option<&'static Registry> {
+    let ptr = REGISTRY.load(Ordering::Acquire);
+    // SAFETY: a non-null `ptr` was published by `install` from `Box::leak`,
+    // so it points to a live, never-freed registry; its counter and slots
+    // travel together in that one pointer, so a second `install` cannot
+    // pair one registry's counter with another's slots.
+    unsafe { ptr.as_ref() }
+}
 
 fn slots() -> &'static [AtomicI32] {
-    let ptr = SLOTS.load(Ordering::Acquire);
-    if ptr.is_null() {
-        return &[];
-    }
-    // SAFETY: a non-null `ptr` was published by `install` from `Box::leak`,
-    // so it points to a live, never-freed boxed slice; the slice and its
-    // length travel together in that one pointer, so a second `install`
-    // cannot pair one slice with another's length.
-    unsafe { &*ptr }
+    registry().map_or(&[], |r| &r.slots)
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    // SAFETY: errno is thread-local and always valid to read; the handler
+    // may change it (kill, signal), so it puts back the interrupted
+    // code's value before returning.
+    let saved = unsafe { *libc::__errno_location() };
+    handle(sig);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+/// The handler's work ([`on_signal`] keeps errno around it).
+fn handle(sig: libc::c_int) {
     // SAFETY: getpid cannot fail and is async-signal-safe.
     if unsafe { libc::getpid() } != PARENT.load(Ordering::Relaxed) {
         // A child that has not reset its handlers yet: die of the signal.
@@ -78,9 +98,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Catch SIGINT, SIGTERM and SIGHUP in this process, with room to pass
 /// them on to `capacity` children. Call once, before the first `fork`.
 pub fn install(capacity: usize) {
-    let slots: Box<[AtomicI32]> = (0..capacity).map(|_| AtomicI32::new(0)).collect();
-    LEN.store(0, Ordering::Release);
-    SLOTS.store(Box::leak(Box::new(slots)), Ordering::Release);
+    let slots = (0..capacity).map(|_| AtomicI32::new(0)).collect();
+    let registry = Registry { next: AtomicUsize::new(0), slots };
+    REGISTRY.store(Box::leak(Box::new(registry)), Ordering::Release);
     // SAFETY: getpid cannot fail.
     PARENT.store(unsafe { libc::getpid() }, Ordering::Relaxed);
     for sig in SIGNALS {
@@ -113,11 +133,14 @@ pub fn in_child() {
 
 /// Register a new child; returns its slot for [`reap`]. Children beyond
 /// the capacity are not registered (the death signal still covers them).
+/// Safe to call from several threads at once: each call takes a slot of
+/// its own. A signal that comes before the pid is stored does not reach
+/// that child; [`pass_on`] after the next `EINTR` does.
 pub fn add(pid: i32) -> usize {
-    let i = LEN.load(Ordering::Acquire);
-    if let Some(slot) = slots().get(i) {
+    let Some(registry) = registry() else { return 0 };
+    let i = registry.next.fetch_add(1, Ordering::AcqRel);
+    if let Some(slot) = registry.slots.get(i) {
         slot.store(pid, Ordering::Release);
-        LEN.store(i + 1, Ordering::Release);
     }
     i
 }
@@ -153,8 +176,9 @@ pub fn pending() -> Option<i32> {
 /// Send the received signal (if any) to every registered, unreaped child.
 pub fn pass_on() {
     let Some(sig) = pending() else { return };
-    let len = LEN.load(Ordering::Acquire);
-    for slot in slots().iter().take(len) {
+    let Some(registry) = registry() else { return };
+    let reserved = registry.next.load(Ordering::Acquire);
+    for slot in registry.slots.iter().take(reserved) {
         let pid = slot.load(Ordering::Acquire);
         if pid > 0 {
             // SAFETY: kill only sends a signal. A slot is cleared before its
@@ -173,18 +197,70 @@ pub fn interrupted(sig: i32, done: &str) -> Error {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Barrier, Mutex};
+
+    use super::Ordering;
+
+    /// The registry is one per process: one test at a time installs it.
+    static INSTALL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn reap_clears_the_slot_and_returns_the_status() {
+        let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
         super::install(2);
         let child = std::process::Command::new("sh").args(["-c", "exit 3"]).spawn();
         let pid = child.unwrap().id() as i32;
         let slot = super::add(pid);
-        assert_eq!(super::slots()[slot].load(super::Ordering::Acquire), pid);
+        assert_eq!(super::slots()[slot].load(Ordering::Acquire), pid);
         let status = super::reap(slot, pid).unwrap();
         assert_eq!(status.code(), Some(3));
-        assert_eq!(super::slots()[slot].load(super::Ordering::Acquire), 0);
+        assert_eq!(super::slots()[slot].load(Ordering::Acquire), 0);
         // A second install gives a new slice, whole.
         super::install(5);
         assert_eq!(super::slots().len(), 5);
+    }
+
+    #[test]
+    fn concurrent_adds_register_every_pid_exactly_once() {
+        const THREADS: i32 = 8;
+        const EACH: i32 = 500;
+        const CAPACITY: usize = (THREADS * EACH) as usize - 100;
+        let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+        super::install(CAPACITY);
+        // Above any pid_max (2^22), so never a real process; no signal is
+        // pending, so nothing is sent to them anyway.
+        let fake = |t: i32, k: i32| 10_000_000 + t * EACH + k;
+        let start = Barrier::new(THREADS as usize);
+        let mut taken: Vec<(usize, i32)> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    let start = &start;
+                    s.spawn(move || {
+                        start.wait();
+                        (0..EACH)
+                            .map(|k| (super::add(fake(t, k)), fake(t, k)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+        });
+        // Every call got a slot of its own: 0..THREADS * EACH, each once.
+        taken.sort_unstable();
+        let slots: Vec<usize> = taken.iter().map(|&(slot, _)| slot).collect();
+        assert_eq!(slots, (0..(THREADS * EACH) as usize).collect::<Vec<_>>());
+        // The first CAPACITY holds its caller's pid; the rest were refused.
+        for &(slot, pid) in &taken[..CAPACITY] {
+            assert_eq!(super::slots()[slot].load(Ordering::Acquire), pid);
+        }
+        let mut stored: Vec<i32> =
+            super::slots().iter().map(|s| s.load(Ordering::Acquire)).collect();
+        let mut expected: Vec<i32> =
+            taken[..CAPACITY].iter().map(|&(_, pid)| pid).collect();
+        stored.sort_unstable();
+        expected.sort_unstable();
+        assert_eq!(stored, expected, "each pid once, no other");
+        // Clear them, as reap would, so no later test signals them.
+        (0..CAPACITY).for_each(super::reaped);
     }
 }

@@ -20,7 +20,7 @@
 //!   joined, and the failure is reported; the C program did not check, and
 //!   crashed at 500 threads on its 32-bit machine.
 
-use std::fs::File;
+use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -30,18 +30,16 @@ use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
 
-/// What every thread reads: the shared log and what to print, and each
-/// thread's own pair of line buffers.
-struct Job {
-    /// Keeps open the file the log buffers write to.
-    _log: File,
+/// What every thread reads: what to print, and each thread's own pair of
+/// line buffers, which borrow the shared log (open for `'log`).
+struct Job<'log> {
     text: Vec<u8>,
     count: u64,
     /// Two 4 KiB buffers per thread (stdout, log), made by the main thread.
     /// On the thread's own stack they do not fit the smallest stack,
     /// 16 KiB, in a debug build, and allocating them in the thread would
     /// make glibc reserve a 64 MiB malloc arena for it.
-    buffers: Vec<Mutex<[LineBuf; 2]>>,
+    buffers: Vec<Mutex<[LineBuf<'log>; 2]>>,
     /// The next unused pair.
     next: AtomicUsize,
 }
@@ -55,7 +53,7 @@ pub fn run(
 ) -> Result<Report> {
     let start = std::time::Instant::now();
     let log = open_log(&work.log)?;
-    let pair = || Mutex::new([LineBuf::stdout(), LineBuf::new(&log)]);
+    let pair = || Mutex::new([LineBuf::stdout(), LineBuf::new(log.as_fd())]);
     let mut buffers = Vec::new();
     buffers.try_reserve_exact(threads as usize).map_err(|_| {
         Error::failed(format!(
@@ -66,7 +64,6 @@ pub fn run(
     })?;
     buffers.extend((0..threads).map(|_| pair()));
     let job = Job {
-        _log: log,
         text: work.text(),
         count: work.count,
         buffers,
@@ -128,7 +125,7 @@ pub fn run(
 // ANCHOR: print
 /// One thread's work: the same lines a `fork` child prints. Returns 0, or
 /// the failed write as a [`failure_status`] (errno, + 128 for the log).
-fn print(job: &Job) -> i32 {
+fn print(job: &Job<'_>) -> i32 {
     let mine = &job.buffers[job.next.fetch_add(1, Ordering::Relaxed)];
     let mut pair = mine.lock().unwrap_or_else(|e| e.into_inner());
     let [out, file] = &mut *pair;
