@@ -136,7 +136,8 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
     let Some(c) = common::c_program("creattime") else { return };
     // nobody may have one process (itself): every fork fails with EAGAIN.
-    let mut cmd = std::process::Command::new(&c);
+    let Some(copy) = labkit::testing::copy_for_nobody(&c) else { return };
+    let mut cmd = copy.command();
     cmd.args(["3", "--json"]);
     let limits = labkit::limited::Limits {
         nproc: Some(1),

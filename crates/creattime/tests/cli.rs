@@ -47,8 +47,9 @@ fn fork_failures_are_counted_and_exit_1() {
     let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
     // nobody may own one process, itself: every fork fails with EAGAIN.
-    let mut cmd =
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("creattime"));
+    let creattime = assert_cmd::cargo::cargo_bin("creattime");
+    let Some(copy) = labkit::testing::copy_for_nobody(creattime) else { return };
+    let mut cmd = copy.command();
     cmd.args(["5", "--json"]);
     let limits = Limits { nproc: Some(1), user: Some(NOBODY), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();

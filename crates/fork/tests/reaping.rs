@@ -44,7 +44,11 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
     )
     .unwrap();
     let log = dir.path().join("log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fork"));
+    let Some(fork) = labkit::testing::copy_for_nobody(env!("CARGO_BIN_EXE_fork"))
+    else {
+        return;
+    };
+    let mut cmd = fork.command();
     cmd.args(["-p", "50", "-c", "20", "--log"]).arg(&log);
     let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();

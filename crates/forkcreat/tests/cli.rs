@@ -11,14 +11,16 @@ fn forkcreat() -> Command {
 }
 
 /// Run as nobody with at most `nproc` processes for that uid
-/// (`RLIMIT_NPROC` does not bind root). `None` when not root.
+/// (`RLIMIT_NPROC` does not bind root), from a copy nobody can reach.
+/// `None` when not root, or when no such copy can be made.
 fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Output> {
     if !labkit::testing::is_root() {
         labkit::testing::skipped("needs root to run as nobody");
         return None;
     }
-    let mut cmd =
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("forkcreat"));
+    let forkcreat = assert_cmd::cargo::cargo_bin("forkcreat");
+    let copy = labkit::testing::copy_for_nobody(forkcreat)?;
+    let mut cmd = copy.command();
     cmd.args(args);
     let limits =
         Limits { nproc: Some(nproc), user: Some(NOBODY), ..Limits::default() };

@@ -4,8 +4,14 @@
 //! they bind only the child and what it creates: a probe that counts how
 //! many threads fit in 3 GiB cannot take the runner, or the machine, with
 //! it.
+//!
+//! A child that runs as another user must be able to reach its program:
+//! [`copy_for`] copies a binary out of a root checkout in a 0700 home
+//! (`/root/lab/target/release/...`) into a directory that user can enter.
 
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,7 +26,20 @@ pub struct Limits {
     /// `RLIMIT_NPROC`: processes and threads of the child's real user.
     pub nproc: Option<u64>,
     /// Run as this uid and gid (with no supplementary groups); needs root.
+    /// Its program must be one that user can reach ([`copy_for`]).
     pub user: Option<u32>,
+}
+
+impl Limits {
+    /// Who the child runs as, for a message: `uid 65534`, or this
+    /// process's own user (`root`, `uid 1000`).
+    pub fn runs_as(&self) -> String {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        match self.user.unwrap_or_else(|| unsafe { libc::geteuid() }) {
+            0 => "root".into(),
+            id => format!("uid {id}"),
+        }
+    }
 }
 
 // Every limited child also runs with `RLIMIT_CORE` 0: the probes crash on
@@ -70,6 +89,110 @@ fn set(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
 /// The unprivileged user the lab runs a probe as when root's exemptions
 /// (`RLIMIT_NPROC` does not bind root) would hide what it measures.
 pub const NOBODY: u32 = 65534;
+
+/// A program copied where another user can run it ([`copy_for`]): the
+/// copy and its directory are removed when this is dropped (or by the
+/// interrupt handler, [`crate::cleanup`]).
+#[derive(Debug)]
+pub struct Copied {
+    dir: crate::cleanup::TempDir,
+    program: PathBuf,
+}
+
+impl Copied {
+    /// The copy: `<tmp>/lab-uid65534-XXXXXX/<name>`, mode 0755.
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// Its directory, mode 0755, owned by this process's user.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `Command::new(copy)`, started in the copy's directory: the user
+    /// could not enter the 0700 directory it would otherwise inherit as
+    /// its current one, where a relative path (`fork`'s default
+    /// `logFile.log`) would then fail. The directory is not the user's to
+    /// write in: a program that writes gets a path in one that is.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.current_dir(self.dir.path());
+        cmd
+    }
+}
+
+/// Copy `program` where `user` can execute it: a fresh temporary directory
+/// under `std::env::temp_dir()` ([`crate::cleanup::tempdir`]), mode 0755,
+/// holding a copy of mode 0755. A checkout in root's 0700 home cannot be
+/// entered by anyone else, so its binaries cannot be run as
+/// [`NOBODY`]; the copy can. Refused, in one line that names the user and
+/// the path it cannot reach, when no copy can be made, or when the
+/// temporary directory is itself in one the user cannot enter (`TMPDIR`).
+pub fn copy_for(user: u32, program: &Path) -> crate::Result<Copied> {
+    copy_in(&std::env::temp_dir(), user, program)
+}
+
+fn copy_in(parent: &Path, user: u32, program: &Path) -> crate::Result<Copied> {
+    use crate::Error;
+    let refuse = |why: String| {
+        Error::failed(format!(
+            "uid {user} cannot reach {}, and no copy it can run was made: {why}",
+            program.display()
+        ))
+    };
+    let io = |what: String, e: std::io::Error| {
+        refuse(format!("{what}: {}", crate::error::describe_io(&e)))
+    };
+    let name = program.file_name().ok_or_else(|| refuse("not a file".into()))?;
+    let dir = crate::cleanup::tempdir_in(parent, &format!("lab-uid{user}-"))
+        .map_err(|e| {
+            io(format!("cannot create a directory in {}", parent.display()), e)
+        })?;
+    // mkdtemp made it 0700, for its owner alone.
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(dir.path(), open.clone())
+        .map_err(|e| io(format!("cannot chmod 0755 {}", dir.path().display()), e))?;
+    // Every directory on the way must let the user through, the temporary
+    // one's parents included: `TMPDIR=/root/tmp` would fail as the
+    // checkout did.
+    let real = dir
+        .path()
+        .canonicalize()
+        .map_err(|e| io(dir.path().display().to_string(), e))?;
+    for step in real.ancestors() {
+        let meta = std::fs::metadata(step)
+            .map_err(|e| io(step.display().to_string(), e))?;
+        if !can_enter(&meta, user) {
+            return Err(refuse(format!(
+                "{} is mode {:04o}, closed to it; set TMPDIR to a directory it can enter",
+                step.display(),
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    let copy = dir.path().join(name);
+    std::fs::copy(program, &copy)
+        .and_then(|_| std::fs::set_permissions(&copy, open))
+        .map_err(|e| io(format!("cannot copy it to {}", copy.display()), e))?;
+    Ok(Copied { dir, program: copy })
+}
+
+/// May `user` search (enter) the directory `meta` describes? As [`apply`]
+/// makes it: uid and gid `user`, no other group (ACLs aside).
+fn can_enter(meta: &std::fs::Metadata, user: u32) -> bool {
+    if user == 0 {
+        return true; // root enters any directory
+    }
+    let bit = if meta.uid() == user {
+        0o100
+    } else if meta.gid() == user {
+        0o010
+    } else {
+        0o001
+    };
+    meta.mode() & bit != 0
+}
 
 /// Make `cmd` start under `limits` (and as `limits.user`): the one place
 /// where the lab's programs, probes and tests become limited or nobody.
@@ -176,6 +299,66 @@ mod tests {
         )
         .unwrap();
         assert_eq!(done.stdout.trim(), "0");
+    }
+
+    #[test]
+    fn a_copy_is_0755_in_a_0755_directory_it_starts_in() {
+        let copy = copy_for(NOBODY, Path::new("/bin/sh")).unwrap();
+        let dir = copy.dir().to_path_buf();
+        assert_eq!(copy.program(), dir.join("sh"));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!((mode(&dir), mode(copy.program())), (0o755, 0o755));
+        // As nobody when root can become it; as this user otherwise.
+        let user = crate::testing::is_root().then_some(NOBODY);
+        let limits = Limits { user, ..Limits::default() };
+        let mut cmd = copy.command();
+        let done =
+            run(cmd.args(["-c", "id -u; pwd"]), limits, Duration::from_secs(10))
+                .unwrap();
+        assert_eq!(done.ended(), "exit 0", "{}", done.stderr);
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let uid = user.unwrap_or_else(|| unsafe { libc::geteuid() });
+        assert_eq!(done.stdout, format!("{uid}\n{}\n", dir.display()));
+        drop(copy);
+        assert!(!dir.exists(), "the copy's directory was left behind");
+    }
+
+    #[test]
+    fn no_copy_is_made_where_the_user_cannot_reach_it() {
+        // A temporary directory inside a 0700 one, as TMPDIR=/root/tmp.
+        let closed = crate::cleanup::tempdir("lab-closed-").unwrap();
+        let err = copy_in(closed.path(), NOBODY, Path::new("/bin/sh")).unwrap_err();
+        let why = format!(
+            "uid 65534 cannot reach /bin/sh, and no copy it can run was made: \
+             {} is mode 0700, closed to it; set TMPDIR to a directory it can enter",
+            closed.path().display()
+        );
+        assert_eq!(err.message, why);
+        let left = std::fs::read_dir(closed.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("lab-uid"))
+            .count();
+        assert_eq!(left, 0, "the refused copy's directory was left behind");
+
+        let err = copy_for(NOBODY, Path::new("/no/such/program")).unwrap_err();
+        assert!(
+            err.message.starts_with(
+                "uid 65534 cannot reach /no/such/program, and no copy it can \
+                 run was made: cannot copy it to "
+            ) && err.message.ends_with("No such file or directory (ENOENT)"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.message.lines().count(), 1);
+    }
+
+    #[test]
+    fn the_user_a_child_runs_as_is_named() {
+        let nobody = Limits { user: Some(NOBODY), ..Limits::default() };
+        assert_eq!(nobody.runs_as(), "uid 65534");
+        let root = Limits { user: Some(0), ..Limits::default() };
+        assert_eq!(root.runs_as(), "root");
     }
 
     #[test]

@@ -7,9 +7,10 @@
 //! a creation loop's failure, no child left behind (as a subreaper).
 //!
 //! A test that cannot run here (no root, no `perf`, no C compiler) calls
-//! [`skipped`] with the reason and returns. The reason is printed and, when
-//! `LAB_SKIP_LOG` names a file, appended to it, so that `.ci/run` can count
-//! the skips and say why. Under `CI=true` a skip whose reason is not on
+//! [`skipped`] with the reason and returns. The reason is printed (past the
+//! harness's capture) and, when `LAB_SKIP_LOG` names a file, appended to
+//! it, so that `lab test` (the README's test command) and `.ci/run` end
+//! with how many tests skipped and why. Under `CI=true` a skip whose reason is not on
 //! [`ALLOWED`] fails the test instead: CI installs what the tests need, so
 //! a skip there means something is missing.
 
@@ -20,12 +21,16 @@ pub const ALLOWED: &[&str] = &[];
 /// Record that the calling test skips, and why; the test then returns.
 /// Panics under `CI=true` unless `reason` starts with one of [`ALLOWED`].
 pub fn skipped(reason: &str) {
-    eprintln!("skipped: {reason}");
+    use std::io::Write;
+    // Straight to stderr, past the test harness's capture (which takes
+    // only `eprintln!`): a skip shows in a plain `cargo test` too.
+    let _ = std::io::stderr().write_all(format!("skipped: {reason}\n").as_bytes());
     if let Some(log) = std::env::var_os("LAB_SKIP_LOG") {
-        use std::io::Write;
         let file = std::fs::OpenOptions::new().create(true).append(true).open(log);
         if let Ok(mut file) = file {
-            let _ = writeln!(file, "{reason}");
+            // libtest names each test's thread after the test.
+            let test = std::thread::current().name().unwrap_or("?").to_string();
+            let _ = writeln!(file, "{test}: {reason}");
         }
     }
     let ci = std::env::var("CI").is_ok_and(|v| v == "true");
@@ -112,6 +117,23 @@ fn after<'t>(text: &'t str, pattern: &str) -> Option<&'t str> {
 /// or to raise a limit)?
 pub fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
+}
+
+/// `program` copied where [`crate::limited::NOBODY`] can run it
+/// ([`crate::limited::copy_for`]: a checkout in root's 0700 home is closed
+/// to nobody), for a test that runs it as nobody: start it with
+/// [`crate::limited::Copied::command`]. `None` when no such copy can be
+/// made: the test is [`skipped`] with the one line that says why.
+pub fn copy_for_nobody(
+    program: impl AsRef<std::path::Path>,
+) -> Option<crate::limited::Copied> {
+    match crate::limited::copy_for(crate::limited::NOBODY, program.as_ref()) {
+        Ok(copy) => Some(copy),
+        Err(refused) => {
+            skipped(&refused.message);
+            None
+        }
+    }
 }
 
 /// Is `tool` an executable file on `PATH` (`perf`, `cc`, `setpriv`)?

@@ -185,15 +185,11 @@ fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
         labkit::testing::is_root(),
         "needs root to run the broker as nobody"
     );
-    // nobody must be able to reach the binary: copy it to an open directory.
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
-    let exe = dir.path().join("broker");
-    std::fs::copy(env!("CARGO_BIN_EXE_broker"), &exe).unwrap();
+    // nobody must be able to reach the binary: a copy in an open directory.
+    let broker = env!("CARGO_BIN_EXE_broker");
+    let Some(copy) = labkit::testing::copy_for_nobody(broker) else { return };
     let limits = Limits { nproc: Some(30), user: Some(NOBODY), ..Limits::default() };
-    let mut cmd = Command::new(&exe);
+    let mut cmd = copy.command();
     let out = labkit::limited::apply(&mut cmd, limits)
         .args(["--readers", "100"])
         .output()

@@ -8,7 +8,11 @@ use labkit::limited::{Limits, NOBODY, Outcome, run};
 use stacklimit::Count;
 
 fn probe(args: &[&str], limits: Limits) -> Outcome {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stacklimit"));
+    probe_with(Command::new(env!("CARGO_BIN_EXE_stacklimit")), args, limits)
+}
+
+/// [`probe`] with `cmd`, the program (a copy of it that nobody can run).
+fn probe_with(mut cmd: Command, args: &[&str], limits: Limits) -> Outcome {
     cmd.args(args).env_remove("RUST_BACKTRACE");
     run(&mut cmd, limits, Duration::from_secs(60)).unwrap()
 }
@@ -79,12 +83,15 @@ fn nproc_limits_an_unprivileged_user() {
         labkit::testing::is_root(),
         "needs root to run the probe as nobody"
     );
+    let stacklimit = env!("CARGO_BIN_EXE_stacklimit");
+    let Some(copy) = labkit::testing::copy_for_nobody(stacklimit) else { return };
     let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
-    let v = json(&probe(&["forks", "--max", "100", "--json"], limits));
+    let probe = |args: &[&str]| probe_with(copy.command(), args, limits);
+    let v = json(&probe(&["forks", "--max", "100", "--json"]));
     let created = u64::from(v.created);
     assert!(created < 12, "{v:?}");
     assert_eq!(v.stopped_by.as_deref(), Some("EAGAIN"));
-    let v = json(&probe(&["threads", "--stack-size", "64K", "--json"], limits));
+    let v = json(&probe(&["threads", "--stack-size", "64K", "--json"]));
     assert!(u64::from(v.created) < 12, "{v:?}");
 }
 

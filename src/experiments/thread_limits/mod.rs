@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Experiment;
 use crate::report::{Common, Report};
-use run::{count, limited, process_rows, run_thread};
+use run::{copy_for_nobody, count, limited, process_rows, run_thread};
 use tables::{
     chart, headline, overflow_table, process_table, program_table, stack_table,
 };
@@ -147,6 +147,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = crate::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
+    let nobody = copy_for_nobody(stacklimit)?;
     let timeout = Duration::from_secs(args.timeout);
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
@@ -193,7 +194,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     }
 
     bar.set_message("processes");
-    let processes = process_rows(stacklimit, &args, max, timeout)?;
+    let processes = process_rows(stacklimit, nobody.as_ref(), &args, max, timeout)?;
     bar.inc(4);
 
     bar.set_message("stack overflow");

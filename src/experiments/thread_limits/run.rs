@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use labkit::limited::{Limits, NOBODY, Outcome};
+use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
 
@@ -21,8 +21,24 @@ pub(super) fn limited(
     // the probes' failures are described by their exit and last line.
     cmd.env_remove("RUST_BACKTRACE");
     let program = cmd.get_program().to_string_lossy().into_owned();
+    // Who it ran as: an exec that fails as uid 65534 and would not as root
+    // (a path closed to nobody) is told apart.
+    let who = limits.runs_as();
     labkit::limited::run(cmd, limits, timeout)
-        .map_err(|e| Error::io(format!("cannot run {program}"), e))
+        .map_err(|e| Error::io(format!("cannot run {program} as {who}"), e))
+}
+
+/// The `stacklimit` that the RLIMIT_NPROC probe runs as [`NOBODY`]: a copy
+/// it can reach, since a checkout in root's 0700 home is closed to it.
+/// Made before any probe runs, so a run that cannot make one stops at
+/// once, in one line that says why; `None` when not root (the row is
+/// skipped, [`process_rows`]).
+pub(super) fn copy_for_nobody(stacklimit: &Path) -> Result<Option<Copied>> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(None);
+    }
+    labkit::limited::copy_for(NOBODY, stacklimit).map(Some)
 }
 
 // ANCHOR: probe
@@ -91,35 +107,33 @@ pub(super) fn run_thread(
 }
 
 /// Forks (and threads) under the same address-space limit, and as an
-/// unprivileged user under RLIMIT_NPROC.
+/// unprivileged user under RLIMIT_NPROC (from `nobody`'s copy of
+/// `stacklimit`, [`copy_for_nobody`]; skipped without one).
 pub(super) fn process_rows(
     stacklimit: &Path,
+    nobody: Option<&Copied>,
     args: &Args,
     max: u32,
     timeout: Duration,
 ) -> Result<Vec<ProcRow>> {
-    let forks = |limits: Limits| {
-        let mut cmd = Command::new(stacklimit);
+    let forks = |mut cmd: Command, limits: Limits| {
         cmd.args(["forks", "--json", "--max", &max.to_string()]);
         count(&mut cmd, limits, timeout)
     };
-    let threads = |limits: Limits| {
-        let mut cmd = Command::new(stacklimit);
+    let threads = |mut cmd: Command, limits: Limits| {
         cmd.args(["threads", "--json", "--stack-size", "64K", "--max"]);
         count(cmd.arg(max.to_string()), limits, timeout)
     };
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
     let mut rows = vec![ProcRow {
         limit: format!("RLIMIT_AS = {}", format_size(args.address_space)),
-        user: if euid == 0 { "root".into() } else { format!("uid {euid}") },
+        user: space.runs_as(),
         predicted: None,
-        forks: forks(space)?,
-        threads: threads(space)?,
+        forks: forks(Command::new(stacklimit), space)?,
+        threads: threads(Command::new(stacklimit), space)?,
     }];
-    if euid != 0 {
+    let Some(nobody) = nobody else {
         let skipped = Probe {
             created: None,
             stopped_by: None,
@@ -136,7 +150,7 @@ pub(super) fn process_rows(
             threads: skipped,
         });
         return Ok(rows);
-    }
+    };
     let nproc = Limits { nproc: Some(args.nproc), user: Some(NOBODY), ..space };
     let before = tasks_of(NOBODY);
     rows.push(ProcRow {
@@ -144,8 +158,8 @@ pub(super) fn process_rows(
         user: format!("uid {NOBODY} ({before} tasks already)"),
         // The probe itself is one of the user's tasks.
         predicted: Some(args.nproc.saturating_sub(before + 1)),
-        forks: forks(nproc)?,
-        threads: threads(nproc)?,
+        forks: forks(nobody.command(), nproc)?,
+        threads: threads(nobody.command(), nproc)?,
     });
     Ok(rows)
 }
