@@ -11,6 +11,8 @@ fn main() -> std::process::ExitCode {
     let args = std::env::args_os().collect();
     let result = labkit::limits::enough_stack(|| lab::main(args));
     labkit::cleanup::settle();
+    // The guard finds nothing left to clean up, and is reaped.
+    labkit::cleanup::finish();
     labkit::error::report("lab", result)
 }
 

@@ -43,6 +43,27 @@ pub fn wait_ended(pid: i32) -> std::io::Result<()> {
     }
 }
 
+/// In a new child, before anything else: ask the kernel to `SIGKILL` it
+/// when its parent dies (`PR_SET_PDEATHSIG`), so that no child outlives a
+/// parent killed outright (`kill -9`, a crash) that could not stop it.
+/// Returns false when `parent` (the pid the parent had before the fork) is
+/// already gone: it died between the fork and the `prctl`, and the death
+/// signal will never come, so the caller must leave at once.
+///
+/// Two async-signal-safe system calls, so it may run after `fork` and in
+/// `pre_exec`. The signal is tied to the parent's *thread* that forked:
+/// the lab forks and spawns from threads that live as long as the child
+/// should. It is cleared by a change of user (`setuid`) and by executing a
+/// set-user-ID binary, so call it after any change of credentials.
+pub fn die_with_parent(parent: i32) -> bool {
+    // SAFETY: prctl with integer arguments and getppid are async-signal-
+    // safe system calls that touch no memory of ours.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        libc::getppid() == parent
+    }
+}
+
 /// How a child ended, in the one spelling every message uses: "exited
 /// with status 3", "was killed by SIGKILL" (or "by signal 70", a number
 /// with no name).
@@ -152,6 +173,62 @@ mod tests {
         assert_eq!(parse_stat("42 (a) b) Z 7 42 42 0"), Some(('Z', 7)));
         assert_eq!(parse_stat("1 (init) S 0 1 1"), Some(('S', 0)));
         assert_eq!(parse_stat("garbage"), None);
+    }
+
+    #[test]
+    fn a_child_that_asks_dies_with_a_parent_killed_outright() {
+        // P (forked here) forks G, which asks for the death signal and
+        // execs `sleep 30`; P reports G's pid and waits. P is then killed
+        // with SIGKILL: G must end at once, not sleep on under init.
+        let sleep = std::ffi::CString::new("/bin/sleep").unwrap();
+        let thirty = std::ffi::CString::new("30").unwrap();
+        let argv = [sleep.as_ptr(), thirty.as_ptr(), std::ptr::null()];
+        let (rx, tx) = nix::unistd::pipe().unwrap();
+        let tx = std::os::fd::IntoRawFd::into_raw_fd(tx);
+        // SAFETY: between fork and exit, P and G make only async-signal-
+        // safe system calls (fork, getpid, prctl, getppid, execv, write,
+        // pause, _exit) on buffers made before the fork.
+        let p = unsafe { libc::fork() };
+        if p == 0 {
+            // SAFETY: as above; the loop never returns to the test harness.
+            unsafe {
+                let me = libc::getpid();
+                let g = libc::fork();
+                if g == 0 {
+                    if die_with_parent(me) {
+                        libc::execv(sleep.as_ptr(), argv.as_ptr());
+                    }
+                    libc::_exit(1);
+                }
+                libc::write(tx, (&raw const g).cast(), 4);
+                loop {
+                    libc::pause();
+                }
+            }
+        }
+        // SAFETY: our own copy of the write end.
+        unsafe { libc::close(tx) };
+        let mut pid = [0u8; 4];
+        nix::unistd::read(&rx, &mut pid).unwrap();
+        let g = i32::from_ne_bytes(pid);
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{g}/stat")).ok()?;
+            parse_stat(&stat).map(|(state, _)| state)
+        };
+        // G is there (sleep, or still before its exec) while P lives.
+        assert!(matches!(state(), Some('R' | 'S' | 'D')), "{:?}", state());
+        // SAFETY: a signal to our own child P.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+        assert!(wait4(p, 0).unwrap().is_some());
+        let start = std::time::Instant::now();
+        while !matches!(state(), None | Some('Z' | 'X')) {
+            assert!(start.elapsed().as_secs() < 10, "G {g} outlived P");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        // A parent other than the one named: the child must leave.
+        assert!(!die_with_parent(std::process::id() as i32));
+        // SAFETY: prctl with integer arguments: undo the request above.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) };
     }
 
     #[test]

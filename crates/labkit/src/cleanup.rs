@@ -22,6 +22,22 @@
 //! grandchild whose parent died is handed to the runner, not to init, so
 //! the runner can wait for the whole tree before it exits.
 //!
+//! A runner killed outright (`kill -9`) can do none of this, so two things
+//! stand behind it:
+//! - every program [`spawn`] starts asks for `PR_SET_PDEATHSIG`
+//!   ([`crate::children::die_with_parent`]): the kernel kills it with the
+//!   runner;
+//! - [`install`] forks a *guard*, a small process of its own (its own
+//!   process group, named `lab-guard`) that the runner tells, over a pipe,
+//!   of every process group it starts and every temporary directory it
+//!   makes. When the pipe reaches end-of-file, the runner has exited; if
+//!   anything is still registered then, the runner died without cleaning
+//!   up, and the guard kills those groups (a program's own children too,
+//!   which the death signal does not reach, such as `perf bench`'s worker)
+//!   and removes those directories, in one line. A runner that ends
+//!   normally closes the pipe with nothing registered and reaps the guard
+//!   ([`finish`]).
+//!
 //! The registry lock is held while a program is spawned and while the
 //! interrupt is handled, so a program is either registered (and killed) or
 //! never started, and the main thread, which takes the lock to register or
@@ -62,10 +78,24 @@ pub struct Tracked {
 /// so an interrupt stops it.
 pub fn spawn(cmd: &mut Command) -> io::Result<Tracked> {
     cmd.process_group(0);
+    let parent = std::process::id() as i32;
+    // SAFETY: die_with_parent makes two async-signal-safe system calls. It
+    // is added last, so it runs after any earlier pre_exec (limited::apply's
+    // setuid, which would clear the death signal).
+    unsafe {
+        cmd.pre_exec(move || {
+            if crate::children::die_with_parent(parent) {
+                Ok(())
+            } else {
+                Err(io::Error::from_raw_os_error(libc::ESRCH))
+            }
+        });
+    }
     let mut reg = registry();
     let child = cmd.spawn()?;
     let name = cmd.get_program().to_string_lossy().into_owned();
     reg.groups.insert(child.id() as i32, name);
+    tell_guard(b'g', child.id().to_string().as_bytes(), true);
     Ok(Tracked { child, reaped: false })
 }
 
@@ -146,6 +176,7 @@ impl Tracked {
                 self.reaped = true;
                 reap_group(self.pid());
                 reg.groups.remove(&self.pid());
+                tell_guard(b'g', self.pid().to_string().as_bytes(), false);
                 Ok(Some(done))
             }
             Ok(None) => Ok(None),
@@ -155,6 +186,7 @@ impl Tracked {
                 if e.raw_os_error() == Some(libc::ECHILD) {
                     self.reaped = true;
                     reg.groups.remove(&self.pid());
+                    tell_guard(b'g', self.pid().to_string().as_bytes(), false);
                 }
                 Err(e)
             }
@@ -201,10 +233,54 @@ fn reap_group(pgid: i32) {
 }
 
 /// A temporary directory that is removed when dropped, or by the
-/// interrupt handler if the runner is stopped first.
+/// interrupt handler if the runner is stopped first, or by the guard if the
+/// runner is killed outright, or, if the guard died too, by the next
+/// [`remove_dead_tempdirs`]: its maker holds an `flock` on it for as long
+/// as the directory lives (the kernel drops it with the process), and
+/// marks it [`LOCK_MARK`] once locked.
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
+    _lock: Option<std::fs::File>,
+}
+
+/// The file in a locked temporary directory that says its maker holds a
+/// lock on it: a directory without it is never judged.
+pub const LOCK_MARK: &str = ".lab-lock";
+
+/// Take an exclusive `flock` on directory `dir` without waiting; `None`
+/// when someone else holds it (or it cannot be opened).
+fn try_lock_dir(dir: &Path) -> Option<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(dir).ok()?;
+    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    (r == 0).then_some(file)
+}
+
+/// Remove the temporary directories (`<tmp>/lab*`) whose makers died
+/// without removing them (a runner and its guard both killed), and return
+/// them. A directory is judged only if it carries [`LOCK_MARK`], which its
+/// maker writes after taking its lock, and is removed only if the lock is
+/// free: a live process's directory is never touched.
+pub fn remove_dead_tempdirs() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_str().is_some_and(|n| n.starts_with("lab"));
+        if !ours || !path.join(LOCK_MARK).is_file() {
+            continue;
+        }
+        if let Some(_held) = try_lock_dir(&path)
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            removed.push(path);
+        }
+    }
+    removed
 }
 
 /// Create a directory `<tmp>/<prefix>XXXXXX` (honouring `TMPDIR`).
@@ -220,7 +296,17 @@ pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     // mkdtemp(3): a new directory, mode 0700, under a name no one else got.
     let path = nix::unistd::mkdtemp(&parent.join(format!("{prefix}XXXXXX")))?;
     reg.dirs.push(path.clone());
-    Ok(TempDir { path })
+    remove_if_killed(&path);
+    // Locked, then marked: a sweep that sees the mark finds the lock held.
+    let lock = try_lock_dir(&path);
+    let marked = lock.is_some();
+    let dir = TempDir { path, _lock: lock };
+    drop(reg); // dropping `dir` on an error below takes the lock
+    if marked {
+        // On an error (a full disk) `dir` is dropped: removed.
+        std::fs::write(dir.path.join(LOCK_MARK), b"")?;
+    }
+    Ok(dir)
 }
 
 impl TempDir {
@@ -233,8 +319,11 @@ impl TempDir {
     /// directory stays temporary (removed when dropped).
     pub fn persist(mut self, to: &Path) -> io::Result<PathBuf> {
         let mut reg = registry();
+        // A result carries no lock mark.
+        let _ = std::fs::remove_file(self.path.join(LOCK_MARK));
         std::fs::rename(&self.path, to)?;
         reg.dirs.retain(|d| d != &self.path);
+        keep_if_killed(&self.path);
         self.path = PathBuf::new(); // nothing left for drop to remove
         Ok(to.to_path_buf())
     }
@@ -248,10 +337,176 @@ impl Drop for TempDir {
         let mut reg = registry();
         let _ = std::fs::remove_dir_all(&self.path);
         reg.dirs.retain(|d| d != &self.path);
+        keep_if_killed(&self.path);
     }
 }
 
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// The write end of the pipe to the guard, and the guard's pid; -1 and 0
+/// without one (before [`install`], in tests, after [`finish`]).
+static GUARD: AtomicI32 = AtomicI32::new(-1);
+static GUARD_PID: AtomicI32 = AtomicI32::new(0);
+
+/// Tell the guard that `what` (a process group, `g`, or a directory, `d`)
+/// is now to be stopped or removed if the runner dies (`on`), or no longer.
+/// One record, `+g1234\0`, in one `write` of at most `PIPE_BUF` bytes: it
+/// reaches the guard whole, never interleaved with another thread's.
+fn tell_guard(kind: u8, what: &[u8], on: bool) {
+    let fd = GUARD.load(Ordering::Acquire);
+    if fd < 0 || what.len() + 3 > libc::PIPE_BUF || what.contains(&0) {
+        return;
+    }
+    let mut record = Vec::with_capacity(what.len() + 3);
+    record.extend([if on { b'+' } else { b'-' }, kind]);
+    record.extend_from_slice(what);
+    record.push(0);
+    // SAFETY: a valid buffer of `record.len()` bytes. A guard that has gone
+    // gives EPIPE (Rust programs ignore SIGPIPE): nothing more to tell.
+    unsafe { libc::write(fd, record.as_ptr().cast(), record.len()) };
+}
+
+/// Remove the directory `path` if the runner is killed before it calls
+/// [`keep_if_killed`] (the runner's half-written results, say).
+pub fn remove_if_killed(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    tell_guard(b'd', path.as_os_str().as_bytes(), true);
+}
+
+/// The guard no longer removes `path`: it was moved into place, or removed.
+pub fn keep_if_killed(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    tell_guard(b'd', path.as_os_str().as_bytes(), false);
+}
+
+/// Fork the guard. Called by [`install`] before any thread exists, so the
+/// child may run ordinary code (no lock can be held by a thread it lacks).
+fn start_guard(program: &'static str) -> io::Result<()> {
+    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
+    // SAFETY: the process has one thread (install runs first in main), so
+    // the child inherits no lock held elsewhere and may allocate.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(write_end);
+            guard(program, read_end)
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(read_end);
+            GUARD_PID.store(child.as_raw(), Ordering::Release);
+            GUARD.store(write_end.into_raw_fd(), Ordering::Release);
+            Ok(())
+        }
+        Err(e) => Err(io::Error::from_raw_os_error(e as i32)),
+    }
+}
+
+/// The guard's whole life: keep the runner's records until the pipe ends,
+/// then stop and remove whatever is still registered, and exit.
+fn guard(program: &str, pipe: std::os::fd::OwnedFd) -> ! {
+    use std::io::BufRead;
+    use std::os::unix::ffi::OsStrExt;
+    // Out of the runner's process group (a Ctrl-C or a `kill -9 -PGID` of
+    // the runner's group must not take the guard with it), and named so
+    // that `ps` says what it is.
+    let _ = nix::unistd::setpgid(
+        nix::unistd::Pid::from_raw(0),
+        nix::unistd::Pid::from_raw(0),
+    );
+    // SAFETY: prctl with a valid NUL-terminated name; signal with SIG_IGN.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"lab-guard".as_ptr(), 0, 0, 0);
+        for sig in SIGNALS {
+            libc::signal(sig, libc::SIG_IGN);
+        }
+    }
+    let mut groups: Vec<i32> = Vec::new();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut records = io::BufReader::new(std::fs::File::from(pipe));
+    let mut record = Vec::new();
+    loop {
+        record.clear();
+        match records.read_until(0, &mut record) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Some((&[sign, kind], rest)) =
+            record.strip_suffix(&[0]).map(|r| r.split_at(2.min(r.len())))
+        else {
+            continue;
+        };
+        match kind {
+            b'g' => {
+                let Some(pgid) =
+                    std::str::from_utf8(rest).ok().and_then(|t| t.parse().ok())
+                else {
+                    continue;
+                };
+                groups.retain(|&g| g != pgid);
+                if sign == b'+' {
+                    groups.push(pgid);
+                }
+            }
+            b'd' => {
+                let dir = PathBuf::from(std::ffi::OsStr::from_bytes(rest));
+                dirs.retain(|d| d != &dir);
+                if sign == b'+' {
+                    dirs.push(dir);
+                }
+            }
+            _ => {}
+        }
+    }
+    // End of file: the runner has exited. Nothing registered that is still
+    // there (a group with a member, a directory): it cleaned up itself.
+    // SAFETY: killpg with signal 0 only checks that the group has a member.
+    groups.retain(|&g| unsafe { libc::killpg(g, 0) } == 0);
+    dirs.retain(|d| d.exists());
+    if groups.is_empty() && dirs.is_empty() {
+        // SAFETY: _exit ends the guard at once.
+        unsafe { libc::_exit(0) }
+    }
+    for &pgid in &groups {
+        // SAFETY: killpg only sends a signal. The group's leader was the
+        // runner's child, killed by its death signal; the group id stays
+        // ours while any member lives, and no new group can take it then.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+    let mut removed = Vec::new();
+    for dir in &dirs {
+        if std::fs::remove_dir_all(dir).is_ok() {
+            removed.push(dir.display().to_string());
+        }
+    }
+    let removed = if removed.is_empty() {
+        "no directory to remove".to_string()
+    } else {
+        format!("removed {}", removed.join(", "))
+    };
+    eprintln!(
+        "{program}: the runner died without cleaning up (killed?); its guard \
+         stopped {} program group{} and {removed}",
+        groups.len(),
+        if groups.len() == 1 { "" } else { "s" }
+    );
+    // SAFETY: _exit ends the guard at once.
+    unsafe { libc::_exit(0) }
+}
+
+/// Call last in `main` (the interrupt does it too): close the pipe to the
+/// guard, which then finds nothing registered and exits, and reap it, so
+/// that the runner leaves no process behind when it ends.
+pub fn finish() {
+    let fd = GUARD.swap(-1, Ordering::AcqRel);
+    if fd >= 0 {
+        // SAFETY: the write end is ours, and no longer published.
+        unsafe { libc::close(fd) };
+    }
+    let pid = GUARD_PID.swap(0, Ordering::AcqRel);
+    if pid > 0 {
+        let _ = crate::children::wait4(pid, 0);
+    }
+}
 
 /// The write end of the pipe the handler reports a signal on; -1 before
 /// [`install`].
@@ -274,7 +529,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 }
 
 /// Take over SIGINT, SIGTERM and SIGHUP for `program` (the name its line
-/// starts with). Call it first in `main`. A handler (with `SA_RESTART`, so
+/// starts with), and start the guard that cleans up after a runner killed
+/// outright. Call it first in `main`, before any thread, and [`finish`]
+/// last. A handler (with `SA_RESTART`, so
 /// the main thread's system calls go on undisturbed) writes the signal to
 /// a pipe that a thread of its own waits on. Nothing is blocked, so the
 /// programs the runner starts inherit no blocked signal, and `execve`
@@ -284,6 +541,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// stopped, to remove what else the program was writing (the runner's
 /// half-written run folder, say); it returns what it removed.
 pub fn install(program: &'static str, also: fn() -> Vec<PathBuf>) -> io::Result<()> {
+    start_guard(program)?;
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
     SIGNAL_PIPE.store(write_end.into_raw_fd(), Ordering::Relaxed);
@@ -336,6 +594,15 @@ fn interrupted(program: &str, sig: libc::c_int, also: fn() -> Vec<PathBuf>) -> !
     }
     removed.extend(also().iter().map(|d| d.display().to_string()));
     eprintln!("{}", interrupt_line(program, sig, reg.groups.len(), &removed));
+    // Every group is reaped and every directory removed: what the guard
+    // still holds needs nothing more.
+    for &pgid in reg.groups.keys() {
+        tell_guard(b'g', pgid.to_string().as_bytes(), false);
+    }
+    for dir in &reg.dirs {
+        keep_if_killed(dir);
+    }
+    finish();
     std::process::exit(128 + sig)
 }
 

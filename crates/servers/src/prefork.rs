@@ -140,13 +140,15 @@ impl Children {
     /// lock a parent thread may hold, no std I/O that locks (`println!`),
     /// no panic.
     pub(crate) unsafe fn fork(&mut self, body: impl FnOnce()) -> Result<Pid> {
+        let parent = std::process::id() as i32;
         // SAFETY: the child stays async-signal-safe: it runs `in_child`
-        // (signal, sigprocmask), then `body`, which the caller guarantees
-        // is async-signal-safe and allocates nothing, then `exit_child`,
-        // which leaves with _exit. The parent only records the pid.
+        // (prctl, getppid, signal, sigprocmask), then `body`, which the
+        // caller guarantees is async-signal-safe and allocates nothing, then
+        // `exit_child`, which leaves with _exit. The parent only records the
+        // pid.
         match unsafe { fork() } {
             Ok(ForkResult::Child) => {
-                in_child();
+                in_child(parent);
                 body();
                 exit_child()
             }
@@ -213,11 +215,16 @@ impl Children {
     }
 }
 
-/// First thing in every child: ignore SIGINT and SIGHUP (a Ctrl-C reaches
-/// the whole process group; the parent decides how its children stop) and
-/// unblock the signals the parent blocked, so that the parent's SIGTERM
-/// ends a child at once.
-pub(crate) fn in_child() {
+/// First thing in every child: die with the parent if it is killed
+/// outright (a pool member is the runner's grandchild, which the runner's
+/// own death signal does not reach), ignore SIGINT and SIGHUP (a Ctrl-C
+/// reaches the whole process group; the parent decides how its children
+/// stop) and unblock the signals the parent blocked, so that the parent's
+/// SIGTERM ends a child at once.
+pub(crate) fn in_child(parent: i32) {
+    if !labkit::children::die_with_parent(parent) {
+        exit_child(); // the parent is already gone
+    }
     // SAFETY: signal and sigprocmask are async-signal-safe; an empty set
     // on the stack.
     unsafe {
