@@ -14,13 +14,24 @@ use crate::report::Published;
 use crate::runs;
 
 /// Find a run: a folder path, or the name of a folder under `runs/` or
-/// `results/`.
+/// `results/`. A folder that is not a lab run (no manifest, no results) is
+/// a usage error: nothing is judged or written there.
 pub fn resolve(name: &str) -> Result<PathBuf> {
     let as_path = PathBuf::from(name);
     for dir in
         [as_path, runs::runs_root().join(name), runs::results_root().join(name)]
     {
         if dir.is_dir() {
+            if !runs::is_run(&dir)? {
+                return Err(Error::usage(format!(
+                    "{} is not a lab run (no {} manifest and no results): give a \
+                     run folder under {} or {}",
+                    dir.display(),
+                    runs::MANIFEST,
+                    runs::runs_root().display(),
+                    runs::results_root().display()
+                )));
+            }
             return Ok(dir);
         }
     }
@@ -75,30 +86,6 @@ pub struct Comparison {
     pub claims: Vec<claims::Row>,
 }
 
-/// The result folders of a run, `NAME` and `NAME/VARIANT`, in the book's
-/// order of experiments.
-fn folders(run: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in crate::experiments::ALL {
-        let dir = run.join(e.name);
-        if dir.join(format!("{}.json", e.name)).is_file() {
-            found.push(e.name.to_string());
-        }
-        let mut subs: Vec<String> = std::fs::read_dir(&dir)
-            .into_iter()
-            .flatten()
-            .filter_map(|d| d.ok())
-            .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|d| d.file_name().into_string().ok())
-            .filter(|n| !n.starts_with('.'))
-            .filter(|n| dir.join(n).join(format!("{}.json", e.name)).is_file())
-            .collect();
-        subs.sort();
-        found.extend(subs.into_iter().map(|s| format!("{}/{s}", e.name)));
-    }
-    found
-}
-
 fn read(run: &Path, folder: &str) -> Result<Option<Published>> {
     let experiment = folder.split('/').next().unwrap_or(folder);
     Published::read(&run.join(folder), experiment)
@@ -122,17 +109,21 @@ pub fn differences(a: &Published, b: &Published) -> Vec<(String, String, String)
         ("CPUs allowed", sa.cpus_allowed.clone(), sb.cpus_allowed.clone()),
         ("command", a.header.command.clone(), b.header.command.clone()),
     ];
-    pairs
-        .into_iter()
-        .filter(|(_, x, y)| x != y)
-        .map(|(what, x, y)| (what.to_string(), x, y))
-        .collect()
+    let mut named: Vec<(String, String, String)> =
+        pairs.into_iter().map(|(what, x, y)| (what.to_string(), x, y)).collect();
+    // What each experiment chose itself (--quick, loops, ladder blocks).
+    let mut used: Vec<&String> = sa.used.keys().chain(sb.used.keys()).collect();
+    used.sort();
+    used.dedup();
+    let shown = |s: &Settings, k: &str| s.used.get(k).cloned().unwrap_or("-".into());
+    named.extend(used.into_iter().map(|k| (k.clone(), shown(sa, k), shown(sb, k))));
+    named.into_iter().filter(|(_, x, y)| x != y).collect()
 }
 
 /// Compare run folder `run` with run folder `against`.
 pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
-    let mut names = folders(run);
-    for f in folders(against) {
+    let mut names = runs::experiments_in(run);
+    for f in runs::experiments_in(against) {
         if !names.contains(&f) {
             names.push(f);
         }
@@ -261,9 +252,29 @@ impl Comparison {
     }
 }
 
-/// `lab compare [RUN] [AGAINST]`: print the comparison, and write
-/// `compare.md` and `compare.json` into RUN.
-pub fn main(run: Option<String>, against: Option<String>) -> Result<()> {
+/// `lab compare [RUN] [AGAINST] [--out DIR]`: print the comparison, and
+/// write `compare.md` and `compare.json` into `--out DIR`, or else into RUN
+/// when it is a finished run of the reader's own under `runs/`. Nothing is
+/// ever written into `results/`, or into a folder that is not a lab run.
+pub fn main(
+    run: Option<String>,
+    against: Option<String>,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    if let Some(dir) = &out {
+        let inside = |root: PathBuf| {
+            let dir = std::fs::canonicalize(dir).unwrap_or(dir.clone());
+            dir.starts_with(std::fs::canonicalize(&root).unwrap_or(root))
+        };
+        if inside(runs::results_root()) {
+            return Err(Error::usage(format!(
+                "--out {}: results/ holds only the reference run; write the \
+                 comparison elsewhere",
+                dir.display()
+            )));
+        }
+    }
+    runs::sweep_and_say();
     let run = resolve_or(run, runs::latest, || {
         format!(
             "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",
@@ -275,13 +286,36 @@ pub fn main(run: Option<String>, against: Option<String>) -> Result<()> {
     })?;
     let comparison = compare(&run, &against)?;
     labkit::error::print(&comparison.text())?;
-    // The reference is committed: a comparison never rewrites it.
-    if run.starts_with(runs::results_root()) {
-        eprintln!("lab: {} is a reference run; comparison not saved", run.display());
-        return Ok(());
-    }
-    crate::results::write_file(&run.join("compare.md"), &comparison.markdown())?;
-    crate::results::write_json(&run.join("compare.json"), &comparison)?;
-    eprintln!("lab: comparison written to {}", run.join("compare.md").display());
+    let into = match out {
+        Some(dir) => {
+            crate::results::check_writable(&dir)?;
+            dir
+        }
+        None => {
+            let (runs_root, real) = (
+                std::fs::canonicalize(runs::runs_root())
+                    .unwrap_or(runs::runs_root()),
+                std::fs::canonicalize(&run).unwrap_or(run.clone()),
+            );
+            let why = if !real.starts_with(&runs_root) {
+                Some("it is not a run of yours under runs/")
+            } else if !runs::is_finished(&run) {
+                Some("it is unfinished")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                eprintln!(
+                    "lab: comparison not saved in {}: {why}; --out DIR saves it",
+                    run.display()
+                );
+                return Ok(());
+            }
+            run
+        }
+    };
+    crate::results::write_file(&into.join("compare.md"), &comparison.markdown())?;
+    crate::results::write_json(&into.join("compare.json"), &comparison)?;
+    eprintln!("lab: comparison written to {}", into.join("compare.md").display());
     Ok(())
 }

@@ -63,6 +63,14 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Run the lab's test suite (`cargo test --release ARGS`, from
+    /// `cargo lab test`) and end with how many tests skipped, and why
+    #[command(disable_help_flag = true)]
+    Test {
+        /// Arguments for `cargo test --release`
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
     /// Put a run beside another: by default your latest run (runs/) beside
     /// the reference run the book shows (results/)
     Compare {
@@ -71,6 +79,10 @@ enum Command {
         run: Option<String>,
         /// The run to compare with [default: the reference run]
         against: Option<String>,
+        /// Write compare.md and compare.json into DIR [default: into RUN, if
+        /// it is a finished run of yours under runs/; never into results/]
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -85,7 +97,8 @@ fn list(indent: &str) -> String {
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
     match labkit::cli::parse_from::<Cli, _, _>(args).command {
         Command::List => labkit::error::print(&list("")),
-        Command::Compare { run, against } => compare::main(run, against),
+        Command::Test { args } => test(args),
+        Command::Compare { run, against, out } => compare::main(run, against, out),
         Command::Verdicts { run, markdown } => verdicts(run, markdown),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
             labkit::error::print(&format!(
@@ -98,8 +111,46 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
         Command::Run { name, args } if name == "all" => run_all(args),
         Command::Run { name, args } => {
             let experiment = find(&name)?;
+            runs::sweep_and_say();
             run_one(experiment, args)
         }
+    }
+}
+
+/// `lab test [ARGS]`: `cargo test --release ARGS` with every skip logged,
+/// then the count of skipped tests and their reasons. Exits as cargo did.
+fn test(args: Vec<OsString>) -> labkit::Result<()> {
+    let cargo = std::env::var_os("CARGO").ok_or_else(|| {
+        Error::usage("lab test runs cargo: start it as `cargo lab test`")
+    })?;
+    let dir = labkit::cleanup::tempdir("lab-test-")
+        .map_err(|e| Error::io("cannot create a temporary directory", e))?;
+    let log = dir.path().join("skipped.txt");
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.args(["test", "--release"]).args(&args).env("LAB_SKIP_LOG", &log);
+    cmd.current_dir(results::checkout());
+    let status = labkit::cleanup::spawn(&mut cmd)
+        .and_then(|mut t| t.wait4())
+        .map_err(|e| Error::io("cannot run cargo test", e))?
+        .0;
+    let skips = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut lines: Vec<&str> = skips.lines().collect();
+    lines.sort_unstable();
+    let summary = if lines.is_empty() {
+        "lab test: no test skipped\n".to_string()
+    } else {
+        let reasons: String = lines.iter().map(|l| format!("  {l}\n")).collect();
+        format!(
+            "lab test: {} test{} skipped (did not run here):\n{reasons}",
+            lines.len(),
+            if lines.len() == 1 { "" } else { "s" }
+        )
+    };
+    labkit::error::print(&summary)?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::failed(format!("cargo test {}", labkit::children::ended(status))))
     }
 }
 
@@ -127,6 +178,56 @@ fn find(name: &str) -> labkit::Result<&'static experiments::Experiment> {
     })
 }
 
+/// `lab run all`'s own flags, checked before anything starts (a bad one
+/// is a usage error with no run folder): the arguments to pass to every
+/// experiment, or `None` for `--help`.
+fn all_flags(args: Vec<OsString>) -> labkit::Result<Option<Vec<OsString>>> {
+    let mut extra: Vec<OsString> = Vec::new();
+    let mut rest = args.into_iter();
+    while let Some(arg) = rest.next() {
+        let text = arg.to_string_lossy().into_owned();
+        let (flag, inline) = match text.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => {
+                (f.to_string(), Some(v.to_string()))
+            }
+            _ => (text.clone(), None),
+        };
+        let mut value = |what: &str| {
+            inline
+                .clone()
+                .or_else(|| rest.next().map(|v| v.to_string_lossy().into_owned()))
+                .ok_or_else(|| Error::usage(format!("{flag} needs {what}")))
+        };
+        match flag.as_str() {
+            "--cpus" => {
+                let list = value("a CPU list, e.g. --cpus 0")?;
+                let cpus = labkit::affinity::parse_list(&list)
+                    .map_err(|e| Error::usage(format!("--cpus {list}: {e}")))?;
+                labkit::affinity::check_allowed(&cpus).map_err(|e| {
+                    Error::usage(format!("--cpus {list}: {}", e.message))
+                })?;
+                extra.extend(["--cpus".into(), list.into()]);
+            }
+            "--rounds" => {
+                let n = value("a number of rounds, e.g. --rounds 5")?;
+                if !n.parse::<u32>().is_ok_and(|r| (1..=1000).contains(&r)) {
+                    return Err(Error::usage(format!(
+                        "--rounds {n}: rounds are a whole number from 1 to 1000"
+                    )));
+                }
+                extra.extend(["--rounds".into(), n.into()]);
+            }
+            "--help" | "-h" => return Ok(None),
+            _ => {
+                return Err(Error::usage(format!(
+                    "lab run all takes only --cpus LIST and --rounds N, not {text}"
+                )));
+            }
+        }
+    }
+    Ok(Some(extra))
+}
+
 /// Run one experiment and move its finished results into place: a new run
 /// folder, or the reference. A failed run leaves nothing behind.
 fn run_one(
@@ -149,6 +250,10 @@ fn run_one(
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
     claims::write(&pending.run)?;
+    if pending.owns_run {
+        runs::finish(&pending.run, &[])?;
+        labkit::cleanup::keep_if_killed(&pending.run);
+    }
     Ok(())
 }
 
@@ -156,41 +261,34 @@ fn run_one(
 /// the lighter settings each names for `all`, a progress line per step, and
 /// the then-and-now table at the end.
 fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
-    let mut extra: Vec<OsString> = Vec::new();
-    let mut rest = args.into_iter();
-    while let Some(arg) = rest.next() {
-        match arg.to_str() {
-            Some("--cpus") => {
-                let list = rest.next().ok_or_else(|| {
-                    Error::usage("--cpus needs a CPU list, e.g. --cpus 0")
-                })?;
-                extra.extend([arg, list]);
-            }
-            Some(a) if a.starts_with("--cpus=") => extra.push(arg),
-            Some("--help" | "-h") => {
-                return labkit::error::print(
-                    "Run every experiment, each with its lighter settings for `all`, \
-                     into one run folder under runs/.\n\n\
-                     Usage: lab run all [--cpus LIST]\n\n\
-                     Options:\n  --cpus LIST  Confine the whole run to these CPUs, e.g. 0\n",
-                );
-            }
-            _ => {
-                return Err(Error::usage(format!(
-                    "lab run all takes only --cpus LIST, not {}",
-                    arg.to_string_lossy()
-                )));
-            }
-        }
-    }
+    let Some(extra) = all_flags(args)? else {
+        return labkit::error::print(
+            "Run every experiment, each with its lighter settings for `all`, \
+             into one run folder under runs/.\n\n\
+             Usage: lab run all [--cpus LIST] [--rounds N]\n\n\
+             Options:\n  --cpus LIST  Confine the whole run to these CPUs, e.g. 0\n  \
+             --rounds N   Rounds per setting in every experiment (1 to 1000) \
+             [default: each experiment's own under all]\n",
+        );
+    };
+    runs::sweep_and_say();
     let run = runs::new_run()?;
     report::share_run(Some(run.clone()));
     let started = Instant::now();
     let total = experiments::ALL.len();
     let mut failed = Vec::new();
+    let rounds_given = extra.iter().any(|a| a == "--rounds");
     for (i, e) in experiments::ALL.iter().enumerate() {
-        let mut args: Vec<OsString> =
-            e.all_args.iter().map(OsString::from).collect();
+        let mut args: Vec<OsString> = Vec::new();
+        let mut own = e.all_args.iter();
+        while let Some(a) = own.next() {
+            // --rounds given to `all` replaces an experiment's own.
+            if rounds_given && *a == "--rounds" {
+                own.next();
+                continue;
+            }
+            args.push(a.into());
+        }
         args.extend(extra.iter().cloned());
         let shown: Vec<String> =
             args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -216,6 +314,15 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         }
     }
     report::share_run(None);
+    if runs::experiments_in(&run).is_empty() {
+        // Nothing finished: no run to keep, nothing to judge.
+        let _ = std::fs::remove_dir_all(&run);
+        return Err(Error::failed(format!(
+            "every experiment failed ({}); no run kept",
+            failed.join(", ")
+        )));
+    }
+    runs::finish(&run, &failed)?;
     let rows = claims::write(&run)?;
     labkit::error::print(&format!("\n{}", claims::text(&rows)))?;
     let lighter: Vec<String> = experiments::ALL

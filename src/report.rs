@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
-use crate::results::{Header, Settings, check_writable, write_file, write_json};
+use crate::results::{Header, Settings, check_writable};
 use crate::table::Table;
 use clap::Args;
 use labkit::{Error, Result};
@@ -96,16 +96,21 @@ impl Common {
             return Ok(dir.clone());
         }
         let shared = SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let run = match shared {
-            _ if self.reference => runs::reference_run()?,
-            Some(run) => run,
-            None => runs::new_run()?,
+        let (run, owns_run) = match shared {
+            _ if self.reference => (runs::reference_run()?, false),
+            Some(run) => (run, false),
+            None => (runs::new_run()?, true),
         };
+        if owns_run {
+            // Killed outright before it is finished, this run leaves nothing.
+            labkit::cleanup::remove_if_killed(&run);
+        }
         let target = runs::target(&run, experiment, self.variant.as_deref());
-        runs::stage(&run, &target)
+        runs::stage(&run, &target, owns_run)
     }
 
-    /// What the results header records of these flags.
+    /// What the results header records of these flags (an experiment adds
+    /// what it chose itself: [`Settings::ran`]).
     pub fn settings(&self) -> Settings {
         let allowed = labkit::affinity::allowed_cpus().unwrap_or_default();
         Settings {
@@ -116,6 +121,7 @@ impl Common {
             cpu_count: allowed.len(),
             variant: self.variant.clone(),
             reference: self.reference,
+            used: Default::default(),
         }
     }
 }
@@ -282,27 +288,27 @@ impl<T: Serialize> Report<T> {
     /// `<out>/tables.md`, one SVG per chart and every further file.
     pub fn publish(&self, common: &Common, out: &Path) -> Result<()> {
         let mut header = self.header.clone();
-        header.settings = common.settings();
+        header.settings = common.settings().ran(&self.header.settings);
         let name = &header.experiment;
         let doc =
             Document { header: &header, headline: &self.headline, data: &self.data };
-        write_json(&out.join(format!("{name}.json")), &doc)?;
+        let encode = |e| Error::failed(format!("cannot encode results: {e}"));
+        let mut json = serde_json::to_string_pretty(&doc).map_err(encode)?;
+        json.push('\n');
         let md = markdown(&header, &self.tables);
-        write_file(&out.join("tables.md"), &md)?;
+        // Shown first: a folder that cannot take the files (a full disk)
+        // still leaves the reader the tables.
+        labkit::error::print(if common.json { &json } else { &md })?;
+        let mut files =
+            vec![(format!("{name}.json"), json), ("tables.md".into(), md)];
         for (stem, chart) in &self.charts {
-            let svg = chart.to_svg().map_err(Error::failed)?;
-            write_file(&out.join(format!("{stem}.svg")), &svg)?;
+            files.push((
+                format!("{stem}.svg"),
+                chart.to_svg().map_err(Error::failed)?,
+            ));
         }
-        for (name, contents) in &self.files {
-            write_file(&out.join(name), contents)?;
-        }
-        if common.json {
-            let json = serde_json::to_string_pretty(&doc)
-                .map_err(|e| Error::failed(format!("cannot encode results: {e}")))?;
-            labkit::error::print(&format!("{json}\n"))?;
-        } else {
-            labkit::error::print(&md)?;
-        }
+        files.extend(self.files.iter().cloned());
+        crate::results::write_all(out, &files)?;
         // A staged run says where it went once it is renamed into place.
         if common.out.is_some() {
             eprintln!("lab: results written to {}", out.display());

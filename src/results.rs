@@ -39,6 +39,29 @@ pub struct Settings {
     pub variant: Option<String>,
     /// Written by the reference command, from a clean commit.
     pub reference: bool,
+    /// What else the experiment chose and ran with, by name (`--quick`,
+    /// loops, the ladder's blocks): what `lab compare` must name when two
+    /// runs differ in it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub used: std::collections::BTreeMap<String, String>,
+}
+
+impl Settings {
+    /// These flags' settings, with what the experiment itself recorded
+    /// (`chosen`, its header's) over them: the rounds it really ran, when
+    /// it chose them (`--quick` runs one), and every setting it used.
+    pub fn ran(mut self, chosen: &Settings) -> Settings {
+        if chosen.rounds != 0 {
+            self.rounds = chosen.rounds;
+        }
+        self.used.extend(chosen.used.clone());
+        self
+    }
+
+    /// Record a setting the experiment used.
+    pub fn used(&mut self, name: &str, value: impl ToString) {
+        self.used.insert(name.to_string(), value.to_string());
+    }
 }
 
 /// The lab's checkout: where `runs/` and `results/` live and whose commit a
@@ -72,7 +95,11 @@ pub fn write_file(path: &Path, text: &str) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text).map_err(|e| Error::io(tmp.display(), e))?;
+    std::fs::write(&tmp, text).map_err(|e| {
+        // A full disk: no half-written file is left behind.
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(tmp.display(), e)
+    })?;
     std::fs::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         Error::io(path.display(), e)
@@ -88,8 +115,31 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
 }
 
 /// Check that `dir` can be created and written before an experiment spends
-/// minutes measuring, so a bad `--out` fails at once.
+/// minutes measuring, so a bad `--out` fails at once. What it creates to
+/// find out, it removes: a run that fails later leaves nothing behind.
 pub fn check_writable(dir: &Path) -> Result<()> {
+    // Made here to try it, and removed again.
+    let made = first_missing(dir);
+    let checked = try_writing(dir);
+    if let Some(made) = made {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    checked
+}
+
+/// The first folder of `dir`'s path that does not exist yet (`dir` itself,
+/// or one of its parents): what creating `dir` makes.
+fn first_missing(dir: &Path) -> Option<PathBuf> {
+    let mut made = None;
+    let mut up = Some(dir);
+    while let Some(d) = up.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        made = Some(d.to_path_buf());
+        up = d.parent();
+    }
+    made
+}
+
+fn try_writing(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| {
         // create_dir_all reports EEXIST for a path that is a file (or a
         // device, like /dev/full): say what is wrong with it instead.
@@ -103,8 +153,37 @@ pub fn check_writable(dir: &Path) -> Result<()> {
         }
     })?;
     let probe = dir.join(".lab-write-test");
-    std::fs::write(&probe, b"").map_err(|e| Error::io(dir.display(), e))?;
-    std::fs::remove_file(&probe).map_err(|e| Error::io(probe.display(), e))
+    let written =
+        std::fs::write(&probe, b"").map_err(|e| Error::io(dir.display(), e));
+    let _ = std::fs::remove_file(&probe);
+    written
+}
+
+/// Write `files` (name and contents) into `dir` whole, or not at all: on
+/// an error (a full disk) the ones already written are removed, and `dir`
+/// too if this call made it.
+pub fn write_all(dir: &Path, files: &[(String, String)]) -> Result<()> {
+    let made = first_missing(dir);
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = dir.join(name);
+        if let Err(e) = write_file(&path, text) {
+            for done in &written {
+                let _ = std::fs::remove_file(done);
+            }
+            if let Some(made) = &made {
+                // Only what this call made, now empty: nothing of anyone's.
+                let mut d = Some(dir);
+                while let Some(here) = d.filter(|h| h.starts_with(made)) {
+                    let _ = std::fs::remove_dir(here);
+                    d = here.parent();
+                }
+            }
+            return Err(e);
+        }
+        written.push(path);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

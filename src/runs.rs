@@ -11,12 +11,264 @@
 //! An experiment writes into a hidden staging folder beside its target
 //! (`.NAME.partial-<pid>`); only a finished run is renamed into place, so an
 //! interrupted one never looks like a whole one to `lab compare`.
+//!
+//! Every run folder the lab makes holds a manifest, `run.json` ([`Manifest`]):
+//! what is not a lab run is never judged or written into. The process that
+//! writes a run holds an `flock` on the run folder for as long as it lives;
+//! the kernel drops it when the process dies, `kill -9` included. So the
+//! next run tells a dead run from a live one, and [`sweep`] removes what a
+//! dead one left behind (its staging folders, a run folder with no finished
+//! experiment, its temporary directories) and never a live run's files. A
+//! run whose manifest has no end is unfinished: never "your latest run".
 
+use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use serde::{Deserialize, Serialize};
+
 use crate::results::checkout;
 use labkit::{Error, Result};
+
+/// The manifest's file name in a run folder.
+pub const MANIFEST: &str = "run.json";
+
+/// What makes a folder a lab run: written when the run starts, given its
+/// end when the run is over.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The manifest's format; its presence marks a lab run.
+    pub lab_run: u32,
+    /// `run` (a reader's own, under runs/) or `reference` (results/).
+    pub kind: String,
+    /// The command that started it.
+    pub command: String,
+    /// The lab's version.
+    pub lab_version: String,
+    pub started: String,
+    /// When it was finished; `None` while it runs, or if it died.
+    pub ended: Option<String>,
+    /// The experiments that failed in it (`lab run all` goes on past them).
+    #[serde(default)]
+    pub failed: Vec<String>,
+}
+
+impl Manifest {
+    /// The manifest of `run`: `None` when it has none; an error naming the
+    /// file when it is there but is not a manifest.
+    pub fn read(run: &Path) -> Result<Option<Manifest>> {
+        let path = run.join(MANIFEST);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+                Error::failed(format!("{}: not a run manifest: {e}", path.display()))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(path.display(), e)),
+        }
+    }
+
+    fn write(&self, run: &Path) -> Result<()> {
+        crate::results::write_json(&run.join(MANIFEST), self)
+    }
+}
+
+/// The run folders this process writes, locked for as long as it lives: a
+/// static, since the lock must outlive every value (it is the process's
+/// mark of life), and the kernel releases it however the process ends.
+static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
+
+/// Take the run folder `dir`'s lock without waiting: `Ok(None)` when a
+/// live process holds it.
+fn try_lock(dir: &Path) -> Result<Option<File>> {
+    let file = File::open(dir).map_err(|e| Error::io(dir.display(), e))?;
+    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(Some(file));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(None)
+    } else {
+        Err(Error::io(dir.display(), e))
+    }
+}
+
+/// Is a live process writing the run `dir` (its lock is held)?
+pub fn is_live(dir: &Path) -> bool {
+    matches!(try_lock(dir), Ok(None))
+}
+
+/// Lock `run` for the life of this process and give it a manifest if it
+/// has none (a reference folder that several commands fill keeps its
+/// first). A run another live process is writing is refused.
+fn claim(run: &Path, kind: &str) -> Result<()> {
+    let lock = try_lock(run)?.ok_or_else(|| {
+        Error::usage(format!(
+            "{}: another lab process is writing this run; wait for it to end",
+            run.display()
+        ))
+    })?;
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+    let mut manifest = Manifest::read(run)?.unwrap_or_else(|| Manifest {
+        lab_run: 1,
+        kind: kind.into(),
+        command: String::new(),
+        lab_version: env!("CARGO_PKG_VERSION").into(),
+        started: String::new(),
+        ended: None,
+        failed: vec![],
+    });
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    manifest.command = format!("lab {}", args.join(" "));
+    manifest.started = crate::machine::utc_now();
+    manifest.ended = None;
+    manifest.write(run)
+}
+
+/// Mark `run` finished, with the experiments that failed in it.
+pub fn finish(run: &Path, failed: &[&str]) -> Result<()> {
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    manifest.ended = Some(crate::machine::utc_now());
+    manifest.failed = failed.iter().map(|f| f.to_string()).collect();
+    manifest.write(run)
+}
+
+/// Is `dir` a lab run: a folder with a manifest, or (made before the lab
+/// wrote manifests) one that holds an experiment's results?
+pub fn is_run(dir: &Path) -> Result<bool> {
+    Ok(Manifest::read(dir)?.is_some() || !experiments_in(dir).is_empty())
+}
+
+/// Is `run` finished: its manifest has an end (a run made before the lab
+/// wrote manifests counts as finished when it holds results)?
+pub fn is_finished(run: &Path) -> bool {
+    match Manifest::read(run) {
+        Ok(Some(m)) => m.ended.is_some(),
+        Ok(None) => !experiments_in(run).is_empty(),
+        Err(_) => false,
+    }
+}
+
+/// The finished results folders of a run, `NAME` and `NAME/VARIANT`, in
+/// the book's order of experiments.
+pub fn experiments_in(run: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for e in crate::experiments::ALL {
+        let dir = run.join(e.name);
+        if dir.join(format!("{}.json", e.name)).is_file() {
+            found.push(e.name.to_string());
+        }
+        let mut subs: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d.ok())
+            .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|d| d.file_name().into_string().ok())
+            .filter(|n| !n.starts_with('.'))
+            .filter(|n| dir.join(n).join(format!("{}.json", e.name)).is_file())
+            .collect();
+        subs.sort();
+        found.extend(subs.into_iter().map(|s| format!("{}/{s}", e.name)));
+    }
+    found
+}
+
+/// Remove what dead runs left behind, and say what: staging folders and
+/// half-swapped results in the run folders of `runs/` and `results/`
+/// whose writer is gone, the reader's run folders that hold no finished
+/// experiment, and the temporary directories of dead processes. A live
+/// run's files are never touched (its lock is held).
+pub fn sweep() -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for root in [runs_root(), results_root()] {
+        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        let mut runs: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
+            .map(|e| e.path())
+            .collect();
+        runs.sort();
+        for run in runs {
+            sweep_run(&run, root == runs_root(), &mut removed);
+        }
+    }
+    removed.extend(labkit::cleanup::remove_dead_tempdirs());
+    removed
+}
+
+fn sweep_run(run: &Path, reader_run: bool, removed: &mut Vec<PathBuf>) {
+    let manifest = Manifest::read(run).ok().flatten();
+    // Held while we look, so the run cannot start again meanwhile.
+    let _lock = match try_lock(run) {
+        Ok(Some(lock)) => lock,
+        _ => return, // live, or unreadable: not ours to judge
+    };
+    let mut dirs = vec![run.to_path_buf()];
+    dirs.extend(
+        std::fs::read_dir(run)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|e| e.file_name().to_str().is_some_and(|n| !n.starts_with('.')))
+            .map(|e| e.path()),
+    );
+    for dir in dirs {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(leaf) = name.strip_prefix('.') else { continue };
+            let path = entry.path();
+            let stale = if let Some((_, pid)) = leaf.rsplit_once(".partial-") {
+                // A run with no manifest (an older lab's) has no lock: its
+                // staging folder is stale when its process is gone.
+                manifest.is_some() || !pid_alive(pid)
+            } else if let Some(target) = leaf.strip_suffix(".old") {
+                // A commit killed between its two renames: the old results
+                // go back if the new ones never arrived.
+                let into = dir.join(target);
+                if !into.exists() && std::fs::rename(&path, &into).is_ok() {
+                    continue;
+                }
+                manifest.is_some()
+            } else {
+                false
+            };
+            if stale && std::fs::remove_dir_all(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    let unfinished = manifest.as_ref().is_some_and(|m| m.ended.is_none());
+    if reader_run
+        && unfinished
+        && experiments_in(run).is_empty()
+        && std::fs::remove_dir_all(run).is_ok()
+    {
+        removed.push(run.to_path_buf());
+    }
+}
+
+/// Is process `pid` (as a folder name spells it) alive?
+fn pid_alive(pid: &str) -> bool {
+    pid.parse::<u32>().is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists())
+}
+
+/// [`sweep`], and one line on stderr when it removed anything.
+pub fn sweep_and_say() {
+    let removed = sweep();
+    if !removed.is_empty() {
+        let shown: Vec<String> =
+            removed.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "lab: removed what {} left behind: {}",
+            if removed.len() == 1 { "a dead run" } else { "dead runs" },
+            shown.join(", ")
+        );
+    }
+}
 
 /// The folder of the reader's own runs.
 pub fn runs_root() -> PathBuf {
@@ -34,7 +286,8 @@ pub fn reference() -> Option<PathBuf> {
     newest(&results_root())
 }
 
-/// The reader's latest run: the newest folder under `runs/`.
+/// The reader's latest run: the newest finished run under `runs/` (one
+/// that is still running, or that died, is passed over).
 pub fn latest() -> Option<PathBuf> {
     newest(&runs_root())
 }
@@ -46,6 +299,7 @@ fn newest(root: &Path) -> Option<PathBuf> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
         .map(|e| e.path())
+        .filter(|run| is_finished(run))
         .collect();
     runs.sort();
     runs.pop()
@@ -93,7 +347,12 @@ pub fn new_run() -> Result<PathBuf> {
         let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };
         let dir = root.join(name);
         match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
+            Ok(()) => {
+                // Locked before the manifest exists: a sweep sees a manifest
+                // only in a folder whose writer can be told apart.
+                claim(&dir, "run")?;
+                return Ok(dir);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(Error::io(dir.display(), e)),
         }
@@ -134,6 +393,7 @@ pub fn reference_run() -> Result<PathBuf> {
     };
     let dir = results_root().join(name);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
+    claim(&dir, "reference")?;
     Ok(dir)
 }
 
@@ -171,6 +431,10 @@ pub struct Pending {
     pub target: PathBuf,
     /// The run folder it belongs to (for the then-and-now table).
     pub run: PathBuf,
+    /// This experiment made the run folder (`lab run NAME`): a failure
+    /// removes the folder with it. Under `lab run all`, or for the
+    /// reference, the folder is someone else's to keep or remove.
+    pub owns_run: bool,
 }
 
 /// The experiment this process is writing now; the runner finishes it
@@ -179,7 +443,7 @@ static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
 
 /// Start writing an experiment into `target` inside `run`: make a hidden
 /// staging folder beside the target and return it.
-pub fn stage(run: &Path, target: &Path) -> Result<PathBuf> {
+pub fn stage(run: &Path, target: &Path, owns_run: bool) -> Result<PathBuf> {
     let parent = target.parent().expect("a target inside a run folder");
     std::fs::create_dir_all(parent).map_err(|e| Error::io(parent.display(), e))?;
     let leaf = target.file_name().and_then(|n| n.to_str()).unwrap_or("run");
@@ -189,10 +453,13 @@ pub fn stage(run: &Path, target: &Path) -> Result<PathBuf> {
             .map_err(|e| Error::io(staging.display(), e))?;
     }
     std::fs::create_dir(&staging).map_err(|e| Error::io(staging.display(), e))?;
+    // A runner killed outright: its guard removes the staging folder.
+    labkit::cleanup::remove_if_killed(&staging);
     let pending = Pending {
         staging: staging.clone(),
         target: target.to_path_buf(),
         run: run.to_path_buf(),
+        owns_run,
     };
     *PENDING.lock().unwrap_or_else(|e| e.into_inner()) = Some(pending);
     Ok(staging)
@@ -212,6 +479,14 @@ impl Pending {
     /// sub-runs (`NAME/cpu0`, ...) move into the new one. If the new
     /// folder cannot be put in place, the old one is put back.
     pub fn commit(&self) -> Result<()> {
+        let done = self.commit_staging();
+        if done.is_ok() {
+            labkit::cleanup::keep_if_killed(&self.staging);
+        }
+        done
+    }
+
+    fn commit_staging(&self) -> Result<()> {
         let err = |p: &Path, e| Error::io(p.display(), e);
         if !self.target.exists() {
             return std::fs::rename(&self.staging, &self.target)
@@ -244,6 +519,13 @@ impl Pending {
         if std::fs::remove_dir_all(&self.staging).is_ok() {
             removed.push(self.staging.clone());
         }
+        labkit::cleanup::keep_if_killed(&self.staging);
+        // A run folder this experiment made and that holds nothing finished
+        // goes too: its manifest alone is not a run.
+        if self.owns_run && experiments_in(&self.run).is_empty() {
+            let _ = std::fs::remove_file(self.run.join(MANIFEST));
+            labkit::cleanup::keep_if_killed(&self.run);
+        }
         let root = runs_root();
         let mut dir = self.staging.parent();
         while let Some(d) = dir.filter(|d| d.starts_with(&root) && *d != root) {
@@ -271,6 +553,54 @@ mod tests {
         assert!(!is_run_name("fork-vs-thread"));
     }
 
+    /// A run folder with an unfinished manifest and a staging folder.
+    fn unfinished(run: &Path) -> PathBuf {
+        std::fs::create_dir_all(run).unwrap();
+        let m = Manifest {
+            lab_run: 1,
+            kind: "run".into(),
+            command: "lab run demo".into(),
+            lab_version: "0".into(),
+            started: "2026-01-01T00:00:00Z".into(),
+            ended: None,
+            failed: vec![],
+        };
+        m.write(run).unwrap();
+        let staging = run.join(".demo.partial-1");
+        std::fs::create_dir(&staging).unwrap();
+        staging
+    }
+
+    #[test]
+    fn a_sweep_removes_a_dead_run_and_never_touches_a_live_one() {
+        let root = tempfile::tempdir().unwrap();
+        let (live, dead) = (root.path().join("live"), root.path().join("dead"));
+        let live_staging = unfinished(&live);
+        let dead_staging = unfinished(&dead);
+        // The live run's writer holds its lock (here, this test).
+        let held = try_lock(&live).unwrap().expect("a free lock");
+        assert!(is_live(&live) && !is_live(&dead));
+        let mut removed = Vec::new();
+        sweep_run(&live, true, &mut removed);
+        assert!(removed.is_empty() && live_staging.is_dir());
+        sweep_run(&dead, true, &mut removed);
+        // Its staging folder, then the run, which held nothing finished.
+        assert_eq!(removed, [dead_staging, dead.clone()]);
+        assert!(!dead.exists());
+        drop(held);
+        // A dead reference keeps its folder (its results are committed);
+        // only the staging folder goes.
+        let mut removed = Vec::new();
+        sweep_run(&live, false, &mut removed);
+        assert_eq!(removed, [live_staging]);
+        assert!(live.join(MANIFEST).is_file());
+        // A commit killed between its renames: the old results come back.
+        let old = live.join(".demo.old");
+        std::fs::create_dir(&old).unwrap();
+        sweep_run(&live, false, &mut removed);
+        assert!(live.join("demo").is_dir() && !old.exists());
+    }
+
     #[test]
     fn a_commit_that_fails_puts_the_old_results_back() {
         // Both stage through the one pending experiment: one at a time.
@@ -279,7 +609,7 @@ mod tests {
         let target = target(run.path(), "demo", None);
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("demo.json"), "old").unwrap();
-        let staging = stage(run.path(), &target).unwrap();
+        let staging = stage(run.path(), &target, false).unwrap();
         let pending = pending().take().unwrap();
         // The new results cannot be renamed into place: they are gone.
         std::fs::remove_dir(&staging).unwrap();
@@ -299,7 +629,7 @@ mod tests {
         std::fs::create_dir_all(target.join("cpu0")).unwrap();
         std::fs::write(target.join("demo.json"), "old").unwrap();
         std::fs::write(target.join("cpu0/demo.json"), "sub").unwrap();
-        let staging = stage(run.path(), &target).unwrap();
+        let staging = stage(run.path(), &target, false).unwrap();
         assert!(staging.file_name().unwrap().to_str().unwrap().starts_with('.'));
         std::fs::write(staging.join("demo.json"), "new").unwrap();
         let pending = pending().take().unwrap();

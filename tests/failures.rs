@@ -226,6 +226,85 @@ fn an_out_that_is_not_a_directory_says_so() {
 }
 
 #[test]
+fn an_out_on_a_full_disk_leaves_nothing_and_still_prints_the_tables() {
+    use std::os::unix::process::CommandExt;
+    // A disk that is full for this run: files larger than 2 KiB fail with
+    // EFBIG (RLIMIT_FSIZE, SIGXFSZ ignored), as a full disk fails with
+    // ENOSPC. The programs' own small reports and logs still fit.
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("new/out");
+    let mut cmd = plain("lab");
+    cmd.args(["run", "fork-vs-thread", "--procs", "2", "--counts", "3"]);
+    cmd.args(["--rounds", "1", "--out"]).arg(&out_dir);
+    // SAFETY: signal and setrlimit are async-signal-safe system calls.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit { rlim_cur: 2048, rlim_max: 2048 };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let out = cmd.output().unwrap();
+    let line = one_line(&out, 1);
+    assert!(
+        line.starts_with(&format!(
+            "lab: {}/fork-vs-thread.json.tmp: ",
+            out_dir.display()
+        )) && line.ends_with("(EFBIG)"),
+        "{line}"
+    );
+    // The tables were shown all the same.
+    let tables = String::from_utf8_lossy(&out.stdout);
+    assert!(tables.starts_with("Measured with `lab run fork-vs-thread"), "{tables}");
+    assert!(tables.contains("fork"), "{tables}");
+    // Nothing is left: not the half-written file, not the folders made.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
+    // A distribution's wrapper for another kernel: several lines, the last
+    // a bare package name.
+    let bin = tempfile::tempdir().unwrap();
+    let perf = bin.path().join("perf");
+    std::fs::write(
+        &perf,
+        "#!/bin/sh\n[ \"$1\" = --version ] && exit 1\n\
+         echo 'WARNING: perf not found for kernel 6.99' >&2\necho >&2\n\
+         echo '  You may need to install the following packages:' >&2\n\
+         echo '    linux-perf-6.99' >&2\nexit 2\n",
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&perf).status().unwrap();
+    let path =
+        format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap());
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = plain("lab")
+        .env("PATH", path)
+        .args(["run", "ctx-switch", "--modes", "threads", "--pins", "none"])
+        .args(["--rounds", "1", "-n", "100", "--json", "--out"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let saved: serde_json::Value = labkit::testing::json(&out.stdout);
+    let note = saved["perf"]["note"].as_str().unwrap();
+    assert_eq!(
+        note,
+        "`perf bench sched pipe -l 10` exited with status 2: WARNING: perf not \
+         found for kernel 6.99",
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("running without perf: {note}")), "{stderr}");
+}
+
+#[test]
 fn spawn_methods_says_why_exec_failed() {
     let _serial = labkit::testing::serial();
     let out_dir = tempfile::tempdir().unwrap();

@@ -178,7 +178,8 @@ macro_rules! interrupt_tests {
 fn has_arg(pid: i32, arg: &str) -> bool {
     let comm =
         std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    comm.trim() != "lab"
+    // Not lab, nor its guard (a fork of lab, with lab's arguments).
+    !comm.trim().starts_with("lab")
         && std::fs::read(format!("/proc/{pid}/cmdline"))
             .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a == arg.as_bytes()))
 }
@@ -360,6 +361,227 @@ interrupt_tests! {
                removed */.mq-sweep.partial-*",
         ..Default::default()
     };
+}
+
+// ------------------------------------------------------ killed outright
+
+/// `lab run EXPERIMENT ARGS` killed with SIGKILL, which it cannot catch,
+/// once the program with `marker` has `grandchildren` children.
+struct Killed {
+    experiment: &'static str,
+    args: &'static [&'static str],
+    marker: &'static str,
+    grandchildren: usize,
+}
+
+const KILLED: [Killed; 3] = [
+    Killed {
+        experiment: "fork-vs-thread",
+        args: &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
+        marker: "10000000",
+        grandchildren: 3,
+    },
+    // The broker's reader threads are no children: wait for the broker.
+    Killed {
+        experiment: "mq-sweep",
+        args: &[
+            "--threads",
+            "1",
+            "--no-event-loop",
+            "--duration",
+            "600",
+            "--rounds",
+            "1",
+            "--switch-cost-us",
+            "1",
+        ],
+        marker: "--readers",
+        grandchildren: 0,
+    },
+    // A prefork server's pool members are the runner's grandchildren.
+    Killed {
+        experiment: "server-designs",
+        args: &["--designs", "prefork", "--rounds", "5", "--loops", "100000"],
+        marker: "prefork",
+        grandchildren: 3,
+    },
+];
+
+/// Start `case` in a scratch checkout with a TMPDIR of its own, beside an
+/// earlier run; wait for its program; return lab, its stderr, the
+/// program's tree, and the scratch folders.
+fn start_killed(
+    case: &Killed,
+) -> (Running, std::thread::JoinHandle<String>, Vec<i32>, [tempfile::TempDir; 2]) {
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tempfile::tempdir().unwrap();
+    let earlier =
+        checkout.path().join("runs/2000-01-01-000000-earlier/fork-vs-thread");
+    std::fs::create_dir_all(&earlier).unwrap();
+    std::fs::write(earlier.join("fork-vs-thread.json"), "{}\n").unwrap();
+    let mut cmd = common::lab_std();
+    cmd.env("TMPDIR", tmp.path()).env("LAB_CHECKOUT", checkout.path());
+    cmd.args(["run", case.experiment]).args(case.args);
+    let (mut lab, stderr) = start(&mut cmd);
+    let lab_pid = lab.id() as i32;
+    let tree = wait_until("the program's children", || {
+        if let Some(status) = lab.try_wait().unwrap() {
+            panic!("lab ended before it was killed: {status}");
+        }
+        children::of(lab_pid).unwrap().iter().find_map(|c| {
+            if !has_arg(c.pid, case.marker) {
+                return None;
+            }
+            let mut tree: Vec<i32> =
+                children::of(c.pid).unwrap().iter().map(|k| k.pid).collect();
+            (tree.len() >= case.grandchildren).then(|| {
+                tree.push(c.pid);
+                tree
+            })
+        })
+    });
+    (lab, stderr, tree, [tmp, checkout])
+}
+
+/// The run folders under `checkout`'s `runs/`, and the entries of `tmp`.
+fn leftovers(tmp: &Path, checkout: &Path) -> (Vec<String>, Vec<String>) {
+    let names = |dir: &Path| -> Vec<String> {
+        let mut n: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        n.sort();
+        n
+    };
+    (names(&checkout.join("runs")), names(tmp))
+}
+
+#[test]
+fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
+    let _serial = labkit::testing::serial();
+    become_subreaper();
+    for case in &KILLED {
+        let (mut lab, stderr, tree, [tmp, checkout]) = start_killed(case);
+        let lab_pid = lab.id() as i32;
+        signal(lab_pid, libc::SIGKILL);
+        let status = finish(&mut lab);
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{}", case.experiment);
+        // The guard ends once it has cleaned up; its line is the last.
+        let stderr = stderr.join().unwrap();
+        wait_until("the guard to end", || {
+            let kids = children::of(std::process::id() as i32).unwrap();
+            let gone = kids.iter().all(|c| {
+                let comm = std::fs::read_to_string(format!("/proc/{}/comm", c.pid));
+                comm.unwrap_or_default().trim() != "lab-guard" || c.state == 'Z'
+            });
+            gone.then_some(())
+        });
+        // Reap what was handed to this subreaper: the guard, and the
+        // programs the death signal killed.
+        while let Ok(status) =
+            nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+        {
+            if status == nix::sys::wait::WaitStatus::StillAlive {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let what = case.experiment;
+        assert_nothing_left(&tree, &[tree[tree.len() - 1], lab_pid]);
+        let (runs, tmp_left) = leftovers(tmp.path(), checkout.path());
+        assert_eq!(runs, ["2000-01-01-000000-earlier"], "{what}: {stderr}");
+        assert_eq!(tmp_left, Vec::<String>::new(), "{what}: {stderr}");
+        let line = stderr.lines().last().unwrap_or("");
+        assert!(
+            labkit::testing::shape(
+                line,
+                "lab: the runner died without cleaning up (killed?); its guard \
+                 stopped # program group* and removed *"
+            ),
+            "{what}: {line:?}"
+        );
+    }
+}
+
+#[test]
+fn the_next_run_removes_what_a_run_killed_with_its_guard_left() {
+    let _serial = labkit::testing::serial();
+    become_subreaper();
+    let case = &KILLED[0];
+    let (mut lab, stderr, tree, [tmp, checkout]) = start_killed(case);
+    let lab_pid = lab.id() as i32;
+    // The guard first (as `pkill -9 lab` would), then lab: nothing cleans
+    // up but the kernel's death signal, which ends the programs.
+    let guard = children::of(lab_pid)
+        .unwrap()
+        .into_iter()
+        .find(|c| {
+            std::fs::read_to_string(format!("/proc/{}/comm", c.pid))
+                .is_ok_and(|n| n.trim() == "lab-guard")
+        })
+        .expect("lab has a guard");
+    signal(guard.pid, libc::SIGKILL);
+    signal(lab_pid, libc::SIGKILL);
+    finish(&mut lab);
+    let _ = stderr.join().unwrap();
+    wait_until("the programs to end", || {
+        let alive = tree.iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .is_ok_and(|s| !s.contains(") Z "))
+        });
+        (!alive).then_some(())
+    });
+    while let Ok(s) =
+        nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG))
+    {
+        if s == nix::sys::wait::WaitStatus::StillAlive {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // Left behind: the run folder with its staging folder, the log's
+    // temporary directory.
+    let (runs, tmp_left) = leftovers(tmp.path(), checkout.path());
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(tmp_left.len(), 1, "{tmp_left:?}");
+    assert!(tmp_left[0].starts_with("lab-fork-vs-thread-"), "{tmp_left:?}");
+    // A live process's temporary directory, marked and locked: kept.
+    let live = tmp.path().join("lab-live-test");
+    std::fs::create_dir(&live).unwrap();
+    let held = std::fs::File::open(&live).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+    // SAFETY: flock on a descriptor we own.
+    let locked = unsafe { libc::flock(fd, libc::LOCK_EX) };
+    assert_eq!(locked, 0);
+    std::fs::write(live.join(labkit::cleanup::LOCK_MARK), "").unwrap();
+    // An unmarked one is never judged.
+    std::fs::create_dir(tmp.path().join("lab-unmarked")).unwrap();
+
+    let out = common::lab_std()
+        .env("TMPDIR", tmp.path())
+        .env("LAB_CHECKOUT", checkout.path())
+        .arg("compare")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        labkit::testing::shape(
+            first,
+            "lab: removed what dead runs left behind: */runs/*/.fork-vs-thread.\
+             partial-#, */runs/*, {tmp}/lab-fork-vs-thread-*"
+                .replace("{tmp}", &tmp.path().display().to_string())
+                .as_str()
+        ),
+        "{first:?}"
+    );
+    // The dead run was no finished run: `lab compare` finds none of the
+    // reader's, not the killed one.
+    let (runs, mut tmp_left) = leftovers(tmp.path(), checkout.path());
+    assert_eq!(runs, ["2000-01-01-000000-earlier"]);
+    tmp_left.sort();
+    assert_eq!(tmp_left, ["lab-live-test", "lab-unmarked"]);
+    drop(held);
+    no_child_left();
 }
 
 // ------------------------------------------------------- program parents

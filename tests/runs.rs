@@ -95,11 +95,15 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
     assert_eq!(runs.len(), 2, "{runs:?}");
     for run in &runs {
         let dir = checkout.path().join("runs").join(run);
-        // Whole runs only: the results, the verdicts, no staging folder.
+        // Whole runs only: the results, the verdicts, the manifest (with
+        // its end), no staging folder.
         assert_eq!(
             entries(&dir),
-            ["fork-vs-thread", "then-and-now.json", "then-and-now.md"]
+            ["fork-vs-thread", "run.json", "then-and-now.json", "then-and-now.md"]
         );
+        let manifest = common::read_json(dir.join("run.json"));
+        assert_eq!(manifest["kind"], "run");
+        assert!(manifest["ended"].is_string(), "{manifest}");
         assert!(dir.join("fork-vs-thread/fork-vs-thread.json").is_file());
     }
 }
@@ -217,12 +221,25 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 3.0)]);
     results(&b, "pipe-speed", "2.6", 2, &[("pipe_buffer_bytes", 4096.0)]);
 
+    // Neither is a run of the reader's under runs/: nothing is written
+    // into them; --out says where the comparison goes.
+    let saved = root.path().join("saved");
+    let compare = || {
+        let mut cmd = lab();
+        cmd.arg("compare").arg(&a).arg(&b).arg("--out").arg(&saved);
+        cmd.output().unwrap()
+    };
     let out = lab().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("comparison not saved"), "{err}");
+    assert!(!a.join("compare.json").exists() && !a.join("compare.md").exists());
+    let out = compare();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("differs: kernel: 6.1 | 2.6"), "{text}");
-    let json = common::read_json(a.join("compare.json"));
-    assert!(a.join("compare.md").is_file());
+    let json = common::read_json(saved.join("compare.json"));
+    assert!(saved.join("compare.md").is_file());
     // The element of the list `json[list]` whose `key` is `value`.
     let find = |list: &str, key: &str, value: &str| {
         let mut items = json[list].as_array().unwrap().iter();
@@ -254,9 +271,8 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
 
     // The same figures judged the other way: 1.0 on the one-CPU run holds.
     results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 1.0)]);
-    let out = lab().arg("compare").arg(&a).arg(&b).output().unwrap();
-    assert!(out.status.success());
-    let json = common::read_json(a.join("compare.json"));
+    assert!(compare().status.success());
+    let json = common::read_json(saved.join("compare.json"));
     let printing = json["claims"]
         .as_array()
         .unwrap()
@@ -276,6 +292,110 @@ fn compare_without_runs_says_what_is_missing() {
     assert!(err.contains("no run of yours"), "{err}");
     let err = common::lab_refuses(&["compare", "no-such-run"]);
     assert!(err.contains("no run 'no-such-run'"), "{err}");
+}
+
+/// A run folder with a manifest, finished or not.
+fn manifest(run: &Path, ended: bool) {
+    std::fs::create_dir_all(run).unwrap();
+    let doc = serde_json::json!({
+        "lab_run": 1, "kind": "run", "command": "lab run all",
+        "lab_version": "0.1.0", "started": "2026-01-01T00:00:00Z",
+        "ended": if ended { Some("2026-01-01T00:01:00Z") } else { None },
+    });
+    std::fs::write(run.join("run.json"), doc.to_string()).unwrap();
+}
+
+#[test]
+fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
+    let checkout = tempfile::tempdir().unwrap();
+    let stranger = tempfile::tempdir().unwrap();
+    std::fs::write(stranger.path().join("notes.txt"), "mine").unwrap();
+    let reference = checkout.path().join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let lab_in = || {
+        let mut cmd = lab();
+        cmd.env("LAB_CHECKOUT", checkout.path());
+        cmd
+    };
+    let experiment = reference.join("fork-vs-thread");
+    for args in [
+        vec!["verdicts".to_string(), stranger.path().display().to_string()],
+        vec!["compare".into(), stranger.path().display().to_string()],
+        // An experiment's folder inside a run is not a run.
+        vec!["compare".into(), experiment.display().to_string()],
+        vec!["verdicts".into(), "/etc".into()],
+    ] {
+        let out = lab_in().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("is not a lab run"), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}: no verdict printed");
+    }
+    let names = |d: &Path| -> Vec<_> {
+        std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name()).collect()
+    };
+    assert_eq!(names(stranger.path()), ["notes.txt"]);
+    // The reference compared with itself: shown, never written into results/.
+    let out = lab_in().arg("compare").arg(&reference).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(names(&reference), ["fork-vs-thread"]);
+    let inside = reference.join("cmp");
+    let mut cmd = lab_in();
+    let out = cmd.arg("compare").arg(&reference).arg("--out").arg(&inside);
+    let out = out.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!inside.exists());
+}
+
+#[test]
+fn the_latest_run_is_the_newest_finished_one() {
+    let checkout = tempfile::tempdir().unwrap();
+    let runs = checkout.path().join("runs");
+    let finished = runs.join("2026-01-01-000000-done");
+    manifest(&finished, true);
+    results(&finished, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    // Newer, with a finished experiment, but never finished itself (a run
+    // all that died): not "your latest run", and not written into.
+    let died = runs.join("2026-01-02-000000-died");
+    manifest(&died, false);
+    results(&died, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 9.0)]);
+    let reference = checkout.path().join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(&finished.display().to_string()), "{text}");
+    assert!(finished.join("compare.md").is_file(), "{err}");
+    assert!(!died.join("compare.md").exists());
+    // Named, the unfinished run is shown, and nothing is written into it.
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .arg("compare")
+        .arg(&died)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("not saved") && err.contains("unfinished"), "{err}");
+    assert!(!died.join("compare.md").exists());
+    // A dead run with nothing finished is removed by the next command.
+    let empty = runs.join("2026-01-03-000000-empty");
+    manifest(&empty, false);
+    std::fs::create_dir(empty.join(".fork-vs-thread.partial-1")).unwrap();
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("lab: removed what dead runs left behind: "), "{err}");
+    assert!(!empty.exists(), "{err}");
+    assert!(died.join("fork-vs-thread/fork-vs-thread.json").is_file());
 }
 
 #[test]
@@ -315,9 +435,29 @@ fn cpus_confines_the_programs_and_is_recorded() {
 }
 
 #[test]
-fn run_all_takes_only_cpus() {
-    let err = common::lab_refuses(&["run", "all", "--rounds", "3"]);
-    assert!(err.contains("only --cpus"), "{err}");
+fn run_all_checks_its_flags_before_anything_starts() {
+    let checkout = scratch_checkout();
+    for (args, says) in [
+        (&["--cpus", "9999"][..], "--cpus 9999: "),
+        (&["--cpus", "0,0"], "names CPU 0 twice"),
+        (&["--cpus"], "--cpus needs a CPU list"),
+        (&["--rounds", "0"], "--rounds 0: rounds are a whole number"),
+        (&["--rounds=x"], "--rounds x: "),
+        (&["--bogus"], "takes only --cpus LIST and --rounds N"),
+    ] {
+        let out = lab()
+            .env("LAB_CHECKOUT", checkout.path())
+            .args(["run", "all"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("lab: ") && err.contains(says), "{args:?}: {err}");
+        // Refused before the first experiment: no run folder at all.
+        assert!(!checkout.path().join("runs").exists(), "{args:?}");
+    }
     lab().args(["run", "all", "--help"]).assert().success();
 }
 

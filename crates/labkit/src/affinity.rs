@@ -27,10 +27,13 @@ pub fn parse_list(text: &str) -> std::result::Result<Vec<usize>, String> {
         if lo > hi || hi >= CpuSet::count() {
             return Err(bad());
         }
+        if let Some(twice) = (lo..=hi).find(|c| cpus.contains(c)) {
+            // `0,0` or `0-2,1`: a typo, most likely, and never what was meant.
+            return Err(format!("'{text}' names CPU {twice} twice"));
+        }
         cpus.extend(lo..=hi);
     }
     cpus.sort_unstable();
-    cpus.dedup();
     Ok(cpus)
 }
 
@@ -154,6 +157,8 @@ mod tests {
         assert!(parse_list("2-1").is_err());
         assert!(parse_list("x").is_err());
         assert!(parse_list("").is_err());
+        assert_eq!(parse_list("0,0").unwrap_err(), "'0,0' names CPU 0 twice");
+        assert_eq!(parse_list("0-2,1").unwrap_err(), "'0-2,1' names CPU 1 twice");
         assert_eq!(format_list(&[0, 1, 2, 4, 5, 7]), "0-2,4-5,7");
         assert_eq!(format_list(&[]), "");
     }

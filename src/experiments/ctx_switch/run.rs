@@ -64,12 +64,18 @@ pub(super) fn perf_check(perf: &Path) -> PerfInfo {
             perf.display(),
             labkit::error::describe_io(e)
         ),
-        Ok(o) if !o.status.success() => format!(
-            "`{} bench sched pipe` failed ({}): {}",
-            perf.display(),
-            o.status,
-            String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("").trim()
-        ),
+        Ok(o) if !o.status.success() => {
+            // The first line says what went wrong; a distribution's wrapper
+            // (Debian's perf for another kernel) ends with a package name.
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            let first = stderr.lines().map(str::trim).find(|l| !l.is_empty());
+            format!(
+                "`{} bench sched pipe -l 10` {}: {}",
+                perf.display(),
+                labkit::children::ended(o.status),
+                first.unwrap_or("(nothing on stderr)")
+            )
+        }
         Ok(o) if parse_perf(&String::from_utf8_lossy(&o.stdout)).is_none() => {
             format!("`{} bench sched pipe` printed no usecs/op", perf.display())
         }

@@ -359,6 +359,10 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     // The side files are written from this header: the settings now, as
     // publish fills them for tables.md.
     header.settings = args.common.settings();
+    match &data.ladder {
+        Some(ladder) => ladder.record(&mut header.settings),
+        None => header.settings.used("ladder", "none (--no-ladder)"),
+    }
     let mut files = Vec::new();
     let mut tables = tables::tables(&data);
     if !data.vs_c.is_empty() {

@@ -372,8 +372,13 @@ fn main(argv: Vec<OsString>) -> Result<()> {
         rate_sweep,
         verdict,
     };
+    let mut header = Header::new(EXPERIMENT.name);
+    // What ran, whatever --rounds said: --quick runs one round.
+    header.settings.rounds = rounds as u32;
+    header.settings.used("--quick", args.quick);
+    header.settings.used("loops per client", loops);
     let report = Report {
-        header: Header::new(EXPERIMENT.name),
+        header,
         headline: headline(&data.verdict),
         tables: tables(&data),
         charts: charts(&data),

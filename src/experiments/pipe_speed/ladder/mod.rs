@@ -203,6 +203,8 @@ struct Best {
 pub(super) struct Ladder {
     rungs: Vec<RungInfo>,
     blocks: Vec<u64>,
+    /// MiB each run moves (unless --count set blocks).
+    mib: u64,
     /// MB/s of one copy of `dram_bytes` (the faster of memcpy and a vector
     /// loop), once per round; None if the memory was not free.
     dram_bytes: u64,
@@ -211,6 +213,17 @@ pub(super) struct Ladder {
     loadavg_after: String,
     rows: Vec<Row>,
     goals: Goals,
+}
+
+impl Ladder {
+    /// The settings it ran with, for the results header: its blocks and
+    /// how much each run moved.
+    pub(super) fn record(&self, settings: &mut crate::results::Settings) {
+        let blocks: Vec<String> =
+            self.blocks.iter().map(|&b| format_size(b)).collect();
+        settings.used("ladder blocks", blocks.join(","));
+        settings.used("ladder MiB per run", self.mib);
+    }
 }
 
 /// 256 MiB: far more than any cache of today's machines.
@@ -287,6 +300,7 @@ pub(super) fn run_ladder(
             })
             .collect(),
         blocks,
+        mib,
         dram_bytes: DRAM_BYTES,
         dram_mb_per_s: dram,
         loadavg_before,
@@ -483,6 +497,7 @@ mod tests {
                 })
                 .into(),
             blocks: vec![4096, KIB_64],
+            mib: 32,
             dram_bytes: DRAM_BYTES,
             dram_mb_per_s: Summary::of(&[10_000.0]),
             loadavg_before: "0".into(),
