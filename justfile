@@ -8,9 +8,9 @@ default:
 run NAME *FLAGS:
     cargo lab run {{NAME}} {{FLAGS}}
 
-# Run the test suite (the README's test command)
-test:
-    cargo test --release
+# Run the test suite (the README's test command), then list the skips
+test *ARGS:
+    cargo lab test {{ARGS}}
 
 # Build the book and open it in a browser
 book:
