@@ -28,8 +28,8 @@ impl Service {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = labkit::cleanup::spawn(cmd)
             .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
-        let stdout = BufReader::new(child.child().stdout.take().expect("piped"));
-        let stderr = labkit::cleanup::drain(child.child().stderr.take());
+        let stdout = BufReader::new(child.take_stdout().expect("piped"));
+        let stderr = labkit::cleanup::drain(child.take_stderr());
         let mut service = Service {
             child,
             stdout,

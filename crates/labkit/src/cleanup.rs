@@ -68,6 +68,25 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 /// A program started by [`spawn`]: the leader of its own process group.
 /// Dropping it before it was waited for kills the group and reaps it.
+///
+/// ```
+/// use std::process::{Command, Stdio};
+/// let mut echo = Command::new("echo");
+/// let mut t = labkit::cleanup::spawn(echo.arg("hi").stdout(Stdio::piped())).unwrap();
+/// let out = labkit::cleanup::drain(t.take_stdout());
+/// let (status, _usage) = t.wait4().unwrap();
+/// assert!(status.success());
+/// assert_eq!(out.join().unwrap(), b"hi\n");
+/// ```
+///
+/// Only its pipes are handed out, never the `Child`, so no caller can reap
+/// the leader behind the registry's back (its group id could then be given
+/// to another group while still registered for `killpg`):
+///
+/// ```compile_fail,E0616
+/// let mut t = labkit::cleanup::spawn(&mut std::process::Command::new("true")).unwrap();
+/// t.child.wait(); // private field: a wait goes through Tracked::wait4
+/// ```
 #[derive(Debug)]
 pub struct Tracked {
     child: Child,
@@ -105,8 +124,8 @@ pub fn output(cmd: &mut Command) -> io::Result<Output> {
     use std::process::Stdio;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut tracked = spawn(cmd)?;
-    let out = drain(tracked.child.stdout.take());
-    let err = drain(tracked.child.stderr.take());
+    let out = drain(tracked.take_stdout());
+    let err = drain(tracked.take_stderr());
     let (status, _) = tracked.wait4()?;
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
@@ -131,10 +150,17 @@ impl Tracked {
         self.child.id() as i32
     }
 
-    /// The std `Child`, to take its pipes. Do not wait through it: use
-    /// [`Tracked::wait4`] or [`Tracked::try_wait`].
-    pub fn child(&mut self) -> &mut Child {
-        &mut self.child
+    /// Its standard output, if piped (once). Only the pipes are handed
+    /// out, never the `Child`: a wait through it would reap the leader
+    /// behind the registry's back, and the group id could then be reused
+    /// while still registered, which the `killpg` calls here rest on.
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Its standard error, if piped (once); see [`Tracked::take_stdout`].
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
     }
 
     /// Wait for the program with `wait4`, which also returns the kernel's

@@ -243,8 +243,8 @@ pub fn run(
     // Its own process group, tracked: an interrupt, an error below or the
     // deadline stops the child and everything it made.
     let mut child = crate::cleanup::spawn(cmd)?;
-    let out = crate::cleanup::drain(child.child().stdout.take());
-    let err = crate::cleanup::drain(child.child().stderr.take());
+    let out = crate::cleanup::drain(child.take_stdout());
+    let err = crate::cleanup::drain(child.take_stderr());
     let mut timed_out = false;
     let status = loop {
         if let Some(status) = child.try_wait()? {

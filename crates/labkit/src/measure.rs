@@ -58,7 +58,7 @@ pub fn run(cmd: &mut Command) -> std::io::Result<Finished> {
     let start = Instant::now();
     let mut child = crate::cleanup::spawn(cmd)?;
     let mut stderr = String::new();
-    if let Some(mut pipe) = child.child().stderr.take() {
+    if let Some(mut pipe) = child.take_stderr() {
         // Read to the end before reaping so a chatty program cannot block
         // on a full pipe; its children inherit the pipe and have exited by
         // the time the program has. On an error `child` is dropped, which

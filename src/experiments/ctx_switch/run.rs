@@ -129,8 +129,8 @@ pub(super) fn perf_once(
     // Tracked: an error below, or an interrupt, kills and reaps perf.
     let mut child = labkit::cleanup::spawn(&mut cmd)
         .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
-    let stdout = labkit::cleanup::drain(child.child().stdout.take());
-    let stderr = labkit::cleanup::drain(child.child().stderr.take());
+    let stdout = labkit::cleanup::drain(child.take_stdout());
+    let stderr = labkit::cleanup::drain(child.take_stderr());
     let mut moved_after_ms = None;
     let mut ended = None;
     if let Some([_, b]) = cpus.filter(|[a, b]| a != b) {
