@@ -2,14 +2,14 @@
 //! whole process, its stats, a load run, and protocol-level clients.
 #![allow(dead_code)]
 
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, ChildStdout, Command};
 use std::time::Duration;
 
 use mq::Stats;
 use mq::load::LoadReport;
-use mq::protocol::{LEN, Stamp};
+use mq::protocol::{self, HELLO_SEND, LEN, Stamp};
 
 /// One test per broker design for each `name: check(pool flags);`:
 /// `name::with_thread_pools` runs `check(&pool flags)`,
@@ -192,17 +192,79 @@ pub fn bound_not_listening() -> (std::os::fd::OwnedFd, u16) {
     (owned, u16::from_be(addr.sin_port))
 }
 
-/// True if the broker closed the connection (end of stream or reset)
-/// rather than leaving it open for `wait`.
-pub fn closed_by_broker(s: &mut TcpStream, wait: Duration) -> bool {
-    s.set_read_timeout(Some(wait)).unwrap();
-    let mut byte = [0u8];
-    match s.read(&mut byte) {
-        Ok(0) => true,
-        Err(e) => !matches!(
-            e.kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-        ),
-        Ok(_) => false,
+/// Wait until the broker has closed `s`, a sender's connection, which it
+/// never writes to (end of stream or reset); 10 s at most, which only
+/// bounds a broken broker.
+pub fn closed_by_broker(s: &mut TcpStream) {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    loop {
+        match s.read(&mut [0u8]) {
+            Ok(0) => return,
+            Ok(_) => panic!("the broker wrote to a sender"),
+            // A stop and continue (^Z, a freezer) interrupts a read that has
+            // a timeout: that is not the broker closing it.
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut
+                ) =>
+            {
+                panic!("the broker left the connection open for 10 s")
+            }
+            Err(_) => return,
+        }
     }
+}
+
+/// A new connection says hello as a sender and publishes one message
+/// stamped `sender` for `queue`; true if the broker serves it, false if it
+/// refuses it. Decided by what the broker does, not by how long nothing
+/// happened: a served connection stays open and its message reaches `r`, a
+/// receiver of `queue` with nothing else to come; a refused one is closed
+/// and its message goes nowhere.
+pub fn served(addr: &str, r: &mut TcpStream, queue: u16, sender: u32) -> bool {
+    use nix::errno::Errno;
+    use nix::poll::{PollFd, PollFlags, poll};
+    use std::os::fd::AsFd;
+    let mut s = TcpStream::connect(addr).unwrap();
+    let mut buf = protocol::hello(HELLO_SEND, 0);
+    Stamp { sender, seq: 0, sent_ns: 0 }.publish(queue, 32, &mut buf);
+    // A refused connection may be closed before this is written.
+    if s.write_all(&buf).is_err() {
+        return false;
+    }
+    let delivered = loop {
+        let mut fds = [
+            PollFd::new(s.as_fd(), PollFlags::POLLIN),
+            PollFd::new(r.as_fd(), PollFlags::POLLIN),
+        ];
+        // The bound is for a broken broker, not a synchronisation.
+        match poll(&mut fds, 10_000u16) {
+            Ok(0) => panic!("sender {sender}: neither closed nor delivered in 10 s"),
+            Ok(_) => break fds[1].any() != Some(false),
+            Err(Errno::EINTR) => {}
+            Err(e) => panic!("poll: {e}"),
+        }
+    };
+    // The broker never writes to a sender: a read that does not block
+    // sees the end of the stream or a reset.
+    s.set_nonblocking(true).unwrap();
+    let open = match s.read(&mut [0u8]) {
+        Ok(0) => false,
+        Ok(_) => panic!("sender {sender}: the broker wrote to a sender"),
+        Err(e) => e.kind() == ErrorKind::WouldBlock,
+    };
+    if delivered {
+        // Only this sender's message, not one a refused connection sent.
+        assert_eq!(
+            take(r, queue, 1),
+            vec![(sender, 0)],
+            "a refused sender's message"
+        );
+        assert!(open, "sender {sender}: its message delivered, and then refused");
+    } else {
+        assert!(!open, "sender {sender}: poll saw it closed, read did not");
+    }
+    delivered
 }
