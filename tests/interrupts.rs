@@ -504,6 +504,31 @@ fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
 }
 
 #[test]
+fn lab_reaps_its_guard_on_every_way_out() {
+    let _serial = labkit::testing::serial();
+    become_subreaper();
+    let checkout = tempfile::tempdir().unwrap();
+    // --help, a usage error, a failure, a success: the guard is reaped
+    // by lab itself, never handed to this subreaper.
+    for (args, code) in [
+        (&["--help"][..], 0),
+        (&["run", "fork-vs-thread", "--help"], 0),
+        (&["run", "fork-vs-thread", "--bogus"], 2),
+        (&["compare", "/"], 2),
+        (&["verdicts"], 2),
+        (&["list"], 0),
+    ] {
+        let out = common::lab_std()
+            .env("LAB_CHECKOUT", checkout.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}");
+        no_child_left();
+    }
+}
+
+#[test]
 fn the_next_run_removes_what_a_run_killed_with_its_guard_left() {
     let _serial = labkit::testing::serial();
     become_subreaper();

@@ -48,9 +48,14 @@ where
         Ok(parsed) => parsed,
         Err(e) => {
             use clap::error::ErrorKind;
+            // The process ends here: the runner's guard, if it has one,
+            // is reaped first, so nothing outlives it.
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
             {
-                e.exit()
+                let _ = e.print();
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+                crate::cleanup::finish();
+                std::process::exit(0)
             }
             let name = args.first().map_or_else(
                 || T::command().get_name().to_string(),
@@ -78,6 +83,7 @@ where
             } else {
                 eprintln!("{}", usage_line(&name, &e.render().to_string()));
             }
+            crate::cleanup::finish();
             std::process::exit(crate::ExitCode::Usage as i32)
         }
     }
