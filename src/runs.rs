@@ -219,6 +219,14 @@ fn sweep_run(run: &Path, reader_run: bool, removed: &mut Vec<PathBuf>) {
     for dir in dirs {
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") && entry.file_type().is_ok_and(|t| t.is_file())
+            {
+                // A file killed half-written (write_file's temporary name).
+                if std::fs::remove_file(entry.path()).is_ok() {
+                    removed.push(entry.path());
+                }
+                continue;
+            }
             let Some(leaf) = name.strip_prefix('.') else { continue };
             let path = entry.path();
             let stale = if let Some((_, pid)) = leaf.rsplit_once(".partial-") {
@@ -595,6 +603,10 @@ mod tests {
         assert_eq!(removed, [live_staging]);
         assert!(live.join(MANIFEST).is_file());
         // A commit killed between its renames: the old results come back.
+        std::fs::write(live.join("run.json.tmp"), "{").unwrap();
+        let mut removed = Vec::new();
+        sweep_run(&live, false, &mut removed);
+        assert_eq!(removed, [live.join("run.json.tmp")]);
         let old = live.join(".demo.old");
         std::fs::create_dir(&old).unwrap();
         sweep_run(&live, false, &mut removed);
