@@ -5,11 +5,13 @@
 //! - `{{#result EXP/FILE}}` is replaced by the file `FILE` of the reference
 //!   run's folder `EXP` (a table, a chart), e.g.
 //!   `{{#result fork-vs-thread/tables.md}}`.
-//! - `{{#figure EXP[/SUB] /json/pointer [DECIMALS]}}` is replaced by the
-//!   value at that JSON pointer in the reference file
-//!   `EXP[/SUB]/EXP.json`, e.g.
+//! - `{{#figure EXP[/SUB] /path [DECIMALS]}}` is replaced by the value at
+//!   that path in the reference file `EXP[/SUB]/EXP.json`, e.g.
 //!   `{{#figure create-destroy /headline/fork_us/value 0}}`. A null value
-//!   (a figure the run could not give) prints as `-`.
+//!   (a figure the run could not give) prints as `-`. The path is a JSON
+//!   pointer whose steps into an array name the element by its setting,
+//!   never by its position: `/variants[key=pipespeed2t]/points[block_bytes=4096]/mb_per_s/median`
+//!   ([`select`]), so a run with one more point quotes the same figures.
 //!
 //! - `{{#repository}}` is replaced by the lab's public address: the book's
 //!   `output.html.git-repository-url`, which `book/build` sets from the
@@ -35,6 +37,8 @@ pub fn expand(
     repository: Option<&str>,
 ) -> Result<String> {
     let mut out = String::with_capacity(text.len());
+    // Each results file is read and parsed once per chapter.
+    let mut files = std::collections::HashMap::new();
     let mut rest = text;
     while let Some(start) = rest.find("{{#") {
         let (before, from) = rest.split_at(start);
@@ -57,7 +61,8 @@ pub fn expand(
                     Some(d) => Some(d.parse::<usize>().map_err(|_| bad(inner))?),
                     None => None,
                 };
-                out.push_str(&figure(reference, folder, pointer, decimals)?);
+                let json = results_file(&mut files, reference, folder)?;
+                out.push_str(&figure(json, pointer, decimals)?);
             }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             // {{#include}} and the like are mdBook's own.
@@ -83,21 +88,32 @@ fn result(reference: &Path, file: &str) -> Result<String> {
     std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))
 }
 
-fn figure(
+/// The results file `EXP[/SUB]/EXP.json` of the reference, parsed (once).
+fn results_file<'a>(
+    files: &'a mut std::collections::HashMap<PathBuf, Value>,
     reference: &Path,
     folder: &str,
+) -> Result<(&'a Path, &'a Value)> {
+    let experiment = folder.split('/').next().unwrap_or(folder);
+    let path = reference.join(folder).join(format!("{experiment}.json"));
+    if !files.contains_key(&path) {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(path.display(), e))?;
+        let json: Value = serde_json::from_str(&text)
+            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
+        files.insert(path.clone(), json);
+    }
+    let (path, json) = files.get_key_value(&path).expect("inserted above");
+    Ok((path.as_path(), json))
+}
+
+fn figure(
+    (path, json): (&Path, &Value),
     pointer: &str,
     decimals: Option<usize>,
 ) -> Result<String> {
-    let experiment = folder.split('/').next().unwrap_or(folder);
-    let path = reference.join(folder).join(format!("{experiment}.json"));
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))?;
-    let json: Value = serde_json::from_str(&text)
+    let value = select(json, pointer)
         .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
-    let value = json.pointer(pointer).ok_or_else(|| {
-        Error::failed(format!("{}: no value at {pointer}", path.display()))
-    })?;
     Ok(match (value, decimals) {
         (Value::Number(n), Some(d)) => {
             let x = n.as_f64().unwrap_or(f64::NAN);
@@ -108,6 +124,99 @@ fn figure(
         (Value::Null, _) => "-".to_string(),
         (other, _) => other.to_string(),
     })
+}
+
+/// The value at `path` in `json`: a JSON pointer (`/a/b`, with `~1` for
+/// `/` and `~0` for `~` in a key) in which a step into an array names one
+/// element by its settings, `name[field=value,field=value]`: the one
+/// element whose fields have those values, compared as words
+/// ([`crate::report::slug`]: `[method=fork-exit-waitpid]` names "fork +
+/// _exit + waitpid"; `placement.name` is a field of a field). For the rounds of a setting, which have no setting of
+/// their own, `runs[round=1]` is the first. A position (`/points/3`) is
+/// refused: a new point would shift it silently.
+pub fn select<'a>(
+    json: &'a Value,
+    path: &str,
+) -> std::result::Result<&'a Value, String> {
+    let Some(steps) = path.strip_prefix('/') else {
+        return Err(format!("{path}: a path starts with /"));
+    };
+    let mut here = json;
+    for step in steps.split('/') {
+        let (key, picks) = match step.split_once('[') {
+            Some((key, rest)) => {
+                let picks = rest
+                    .strip_suffix(']')
+                    .ok_or_else(|| format!("{path}: '{step}' has no closing ]"))?;
+                (key, Some(picks))
+            }
+            None => (step, None),
+        };
+        let key = key.replace("~1", "/").replace("~0", "~");
+        here = match here {
+            Value::Object(map) => map.get(&key),
+            Value::Array(_) => {
+                return Err(format!(
+                    "{path}: '{step}' is a position in an array; name the \
+                     element by its setting, as in points[block_bytes=4096]"
+                ));
+            }
+            _ => None,
+        }
+        .ok_or_else(|| format!("no value at {path} (no '{key}')"))?;
+        if let Some(picks) = picks {
+            here = pick(here, picks).map_err(|e| format!("{path}: {e}"))?;
+        }
+    }
+    Ok(here)
+}
+
+/// The one element of the array `list` that `picks` (`field=value,...`)
+/// names.
+fn pick<'a>(list: &'a Value, picks: &str) -> std::result::Result<&'a Value, String> {
+    let Value::Array(items) = list else {
+        return Err(format!("[{picks}] picks from an array, and this is none"));
+    };
+    let mut wanted = Vec::new();
+    for pair in picks.split(',') {
+        let (field, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("[{picks}]: '{pair}' is not field=value"))?;
+        wanted.push((field.trim(), crate::report::slug(value)));
+    }
+    if let [(field, n)] = wanted.as_slice()
+        && *field == "round"
+    {
+        let round: usize =
+            n.parse().map_err(|_| format!("[round={n}]: not a round"))?;
+        return round.checked_sub(1).and_then(|i| items.get(i)).ok_or_else(|| {
+            format!("[round={n}]: there are {} rounds", items.len())
+        });
+    }
+    let word = |v: &Value| match v {
+        Value::String(s) => Some(crate::report::slug(s)),
+        Value::Number(_) | Value::Bool(_) => {
+            Some(crate::report::slug(&v.to_string()))
+        }
+        _ => None,
+    };
+    // `placement.name`: a field of a field.
+    let field_of = |item: &'a Value, field: &str| {
+        field.split('.').try_fold(item, |v, f| v.get(f))
+    };
+    let matches = |item: &&'a Value| {
+        wanted.iter().all(|(field, value)| {
+            field_of(item, field).and_then(word).is_some_and(|w| w == *value)
+        })
+    };
+    let mut found = items.iter().filter(matches);
+    match (found.next(), found.next()) {
+        (Some(one), None) => Ok(one),
+        (None, _) => Err(format!("no element has {picks}")),
+        (Some(_), Some(_)) => {
+            Err(format!("more than one element has {picks}: name it by more fields"))
+        }
+    }
 }
 
 /// The reference folder for the book at `root` (the folder of book.toml).
@@ -290,6 +399,35 @@ mod tests {
         let edit = edit_url_template("https://github.com/o/r").unwrap();
         assert_eq!(edit, "https://github.com/o/r/edit/main/book/{path}");
         assert!(edit_url_template("https://example.org/o/r").is_none());
+    }
+
+    #[test]
+    fn array_steps_name_the_element_by_its_setting() {
+        let json = serde_json::json!({"points": [
+            {"block_bytes": 4096, "mode": "fork + _exit", "v": 1, "runs": [5, 6],
+             "at": {"cpu": 0}},
+            {"block_bytes": 8192, "mode": "fork + _exit", "v": 2, "runs": [7]},
+            {"block_bytes": 8192, "mode": "thread", "v": 3, "runs": []},
+        ]});
+        let at = |p: &str| select(&json, p).map(|v| v.to_string());
+        assert_eq!(at("/points[block_bytes=4096]/v").unwrap(), "1");
+        assert_eq!(at("/points[block_bytes=8192,mode=thread]/v").unwrap(), "3");
+        assert_eq!(at("/points[mode=fork-exit,block_bytes=8192]/v").unwrap(), "2");
+        assert_eq!(at("/points[block_bytes=4096]/runs[round=2]").unwrap(), "6");
+        assert_eq!(at("/points[at.cpu=0]/v").unwrap(), "1");
+        let refused = [
+            ("/points/0/v", "is a position in an array"),
+            ("/points[block_bytes=8192]/v", "more than one element"),
+            ("/points[block_bytes=1]/v", "no element has block_bytes=1"),
+            ("/points[block_bytes=4096]/runs[round=3]", "there are 2 rounds"),
+            ("/points[block_bytes=4096/v", "no closing ]"),
+            ("/points[4096]/v", "is not field=value"),
+            ("/points[block_bytes=4096]/w", "no value at"),
+        ];
+        for (path, says) in refused {
+            let err = at(path).unwrap_err();
+            assert!(err.contains(says), "{path}: {err}");
+        }
     }
 
     #[test]

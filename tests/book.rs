@@ -111,3 +111,112 @@ fn a_missing_anchor_or_an_unclosed_one_is_caught() {
     assert!(anchored(text, "y").is_err(), "opened, never closed");
     assert!(anchored(text, "z").is_err(), "not there");
 }
+
+/// Every chapter of the book, name and text.
+fn chapters() -> Vec<(String, String)> {
+    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let mut found: Vec<(String, String)> = std::fs::read_dir(&book)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Copy the reference folder `from` into `to`, each results file with one
+/// more point in every list of settings: a copy of its first element, with
+/// every setting changed, put first (where a quote by position would take
+/// it). The rounds of a setting (`runs`, and thread-limits' `pthread` and
+/// `std` tries) are no settings: a round is named by its number.
+fn copy_with_an_extra_point(from: &Path, to: &Path) {
+    fn changed(v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::String(s) => Value::String(format!("{s} extra")),
+            Value::Number(n) => {
+                serde_json::json!(n.as_f64().unwrap_or(0.0) + 1e9 + 0.5)
+            }
+            Value::Object(map) => Value::Object(
+                map.iter().map(|(k, v)| (k.clone(), changed(v))).collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    fn grow(v: &mut serde_json::Value, key: &str) {
+        use serde_json::Value;
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map.iter_mut() {
+                    grow(child, k);
+                }
+            }
+            Value::Array(items) => {
+                for child in items.iter_mut() {
+                    grow(child, "");
+                }
+                let rounds = ["runs", "pthread", "std"].contains(&key);
+                if let Some(first @ Value::Object(_)) = items.first().cloned()
+                    && !rounds
+                {
+                    items.insert(0, changed(&first));
+                }
+            }
+            _ => {}
+        }
+    }
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let (path, into) = (entry.path(), to.join(entry.file_name()));
+        if path.is_dir() {
+            copy_with_an_extra_point(&path, &into);
+        } else if path.extension().is_some_and(|e| e == "json") {
+            let mut json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap();
+            grow(&mut json, "");
+            std::fs::write(&into, json.to_string()).unwrap();
+        } else {
+            std::fs::copy(&path, &into).unwrap();
+        }
+    }
+}
+
+#[test]
+fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
+    let reference = lab::runs::reference().expect("a reference run in results/");
+    let grown = tempfile::tempdir().unwrap();
+    copy_with_an_extra_point(&reference, grown.path());
+    let mut quoted = 0;
+    for (name, text) in chapters() {
+        quoted += text.matches("{{#figure ").count();
+        let want = lab::book::expand(&text, &reference, None)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let got = lab::book::expand(&text, grown.path(), None)
+            .unwrap_or_else(|e| panic!("{name}, with an extra point: {e}"));
+        assert!(
+            want == got,
+            "{name}: an extra point changed what the chapter quotes"
+        );
+    }
+    assert!(quoted > 200, "{quoted} figures quoted");
+}
+
+#[test]
+fn no_chapter_quotes_a_figure_by_its_position() {
+    for (name, text) in chapters() {
+        for quote in text.split("{{#figure ").skip(1) {
+            let path = quote.split_whitespace().nth(1).unwrap_or("");
+            let positional = path.split('/').any(|s| s.parse::<usize>().is_ok());
+            assert!(
+                !positional,
+                "{name}: {path} names an array element by position"
+            );
+        }
+    }
+}
