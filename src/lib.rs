@@ -165,7 +165,12 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
         claims::markdown(&rows, &name)
     } else {
         claims::text(&rows)
-    })
+    })?;
+    // Figures from older programs: how much older.
+    if let Some(behind) = runs::commits_behind(&run) {
+        eprintln!("lab: {behind}");
+    }
+    Ok(())
 }
 
 fn find(name: &str) -> labkit::Result<&'static experiments::Experiment> {

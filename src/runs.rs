@@ -175,6 +175,53 @@ pub fn experiments_in(run: &Path) -> Vec<String> {
     found
 }
 
+/// How far the checkout has moved on from the commits `run` was made
+/// from: "made from commit abc (5 commits that touch crates/ since)", the
+/// range when its experiments were made from several; `None` when its
+/// results name no commit this checkout knows (or it is not a checkout).
+pub fn commits_behind(run: &Path) -> Option<String> {
+    let dir = checkout();
+    let mut commits: Vec<String> = experiments_in(run)
+        .iter()
+        .filter_map(|folder| {
+            let experiment = folder.split('/').next()?;
+            let published =
+                crate::report::Published::read(&run.join(folder), experiment)
+                    .ok()??;
+            Some(published.header.machine.commit)
+        })
+        .collect();
+    commits.sort();
+    commits.dedup();
+    let mut behind: Vec<usize> = Vec::new();
+    for commit in &commits {
+        let clean = commit.trim_end_matches("-dirty");
+        let range = format!("{clean}..HEAD");
+        let n = crate::machine::git(
+            &dir,
+            &["rev-list", "--count", &range, "--", "crates"],
+        )?;
+        behind.push(n.parse().ok()?);
+    }
+    let (lo, hi) = (*behind.iter().min()?, *behind.iter().max()?);
+    let count = if lo == hi { lo.to_string() } else { format!("{lo} to {hi}") };
+    let made = if commits.len() == 1 {
+        format!("commit {}", commits[0])
+    } else {
+        format!("{} commits ({})", commits.len(), commits.join(", "))
+    };
+    let (commit, touch, lie) = if hi == 1 {
+        ("commit", "touches", "lies")
+    } else {
+        ("commits", "touch", "lie")
+    };
+    Some(format!(
+        "{} was made from {made}; {count} {commit} that {touch} crates/ {lie} between \
+         it and this checkout",
+        run.display()
+    ))
+}
+
 /// Remove what dead runs left behind, and say what: staging folders and
 /// half-swapped results in the run folders of `runs/` and `results/`
 /// whose writer is gone, the reader's run folders that hold no finished

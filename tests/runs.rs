@@ -354,6 +354,39 @@ fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
 }
 
 #[test]
+fn verdicts_say_how_far_the_checkout_has_moved_on_from_the_reference() {
+    let checkout = scratch_checkout();
+    let commit = |dir: &Path, file: &str| {
+        std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
+        std::fs::write(dir.join(file), file).unwrap();
+        git(dir, &["add", "."]);
+        let who = ["-c", "user.name=t", "-c", "user.email=t@t"];
+        git(dir, &[&who[..], &["commit", "-qm", file]].concat());
+    };
+    let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
+    let reference = checkout.path().join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let file = reference.join("fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&file);
+    doc["machine"]["commit"] = head.trim().into();
+    std::fs::write(&file, doc.to_string()).unwrap();
+    commit(checkout.path(), "crates/a.rs");
+    commit(checkout.path(), "book/b.md");
+    commit(checkout.path(), "crates/c.rs");
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("verdicts").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let want = format!(
+        "lab: {} was made from commit {}; 2 commits that touch crates/ lie \
+         between it and this checkout\n",
+        std::fs::canonicalize(&reference).unwrap().display(),
+        head.trim()
+    );
+    assert_eq!(err, want);
+}
+
+#[test]
 fn the_latest_run_is_the_newest_finished_one() {
     let checkout = tempfile::tempdir().unwrap();
     let runs = checkout.path().join("runs");
