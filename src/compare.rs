@@ -64,6 +64,8 @@ pub struct Entry {
     pub missing: Option<String>,
     /// (setting, run, against) for each setting that differs.
     pub differences: Vec<(String, String, String)>,
+    /// Which side was measured on a busy machine, and how busy.
+    pub busy: Vec<String>,
     pub figures: Vec<FigureRow>,
 }
 
@@ -135,11 +137,17 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
             results: folder,
             missing: None,
             differences: vec![],
+            busy: vec![],
             figures: vec![],
         };
         match (&a, &b) {
             (Some(a), Some(b)) => {
                 entry.differences = differences(a, b);
+                for (side, p) in [("this run", a), ("against", b)] {
+                    if let Some(load) = p.header.load.as_ref().filter(|l| l.busy) {
+                        entry.busy.push(format!("{side}: {}", load.describe()));
+                    }
+                }
                 let mut keys: Vec<String> = a.headline.keys().cloned().collect();
                 keys.extend(
                     b.headline
@@ -196,6 +204,9 @@ impl Comparison {
                 md.push_str(&format!("Missing: {why}.\n"));
                 continue;
             }
+            for busy in &e.busy {
+                md.push_str(&format!("Measured on a busy machine, {busy}.\n\n"));
+            }
             if !e.differences.is_empty() {
                 md.push_str("| setting | this run | against |\n|---|---|---|\n");
                 for (what, a, b) in &e.differences {
@@ -235,6 +246,9 @@ impl Comparison {
             }
             for (what, a, b) in &e.differences {
                 out.push_str(&format!("  differs: {what}: {a} | {b}\n"));
+            }
+            for busy in &e.busy {
+                out.push_str(&format!("  busy machine: {busy}\n"));
             }
             for f in &e.figures {
                 out.push_str(&format!(

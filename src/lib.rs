@@ -328,6 +328,24 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         )));
     }
     runs::finish(&run, &failed)?;
+    let busy: Vec<String> = runs::experiments_in(&run)
+        .into_iter()
+        .filter(|folder| {
+            let experiment = folder.split('/').next().unwrap_or(folder);
+            report::Published::read(&run.join(folder), experiment)
+                .ok()
+                .flatten()
+                .and_then(|p| p.header.load)
+                .is_some_and(|l| l.busy)
+        })
+        .collect();
+    if !busy.is_empty() {
+        eprintln!(
+            "lab: note: the machine was busy during {} (other processes used over \
+             a quarter of a CPU): their figures may not come back on a quiet one",
+            busy.join(", ")
+        );
+    }
     let rows = claims::write(&run)?;
     labkit::error::print(&format!("\n{}", claims::text(&rows)))?;
     let lighter: Vec<String> = experiments::ALL

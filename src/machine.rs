@@ -182,3 +182,151 @@ mod tests {
         assert!(m.summary().contains(&m.kernel));
     }
 }
+
+/// What else the machine was doing while an experiment ran: its load
+/// average at the start and at the end, and the CPU time the rest of the
+/// machine used meanwhile (every CPU's busy time, from `/proc/stat`, less
+/// the run's own: this process and every child it reaped).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Load {
+    /// `/proc/loadavg` at the start and at the end (1, 5 and 15 minutes).
+    pub loadavg_start: String,
+    pub loadavg_end: String,
+    /// CPU seconds used by other processes while it ran.
+    pub others_cpu_s: f64,
+    pub wall_s: f64,
+    /// Other processes used more than [`BUSY_SHARE`] of one CPU on average.
+    pub busy: bool,
+}
+
+/// The share of one CPU that other processes may use, on average over an
+/// experiment, before the machine counts as busy. The kernel's tick-based
+/// busy time and the run's own exact CPU time disagree by a little even on
+/// an idle machine; a quarter of a CPU is well above that and well below
+/// what a browser or a build takes.
+pub const BUSY_SHARE: f64 = 0.25;
+
+/// A load reading at one moment, to be turned into a [`Load`] later.
+#[derive(Clone, Debug)]
+pub struct LoadMark {
+    loadavg: String,
+    machine_busy_s: Option<f64>,
+    own_s: f64,
+    at: std::time::Instant,
+}
+
+impl LoadMark {
+    pub fn now() -> LoadMark {
+        LoadMark {
+            loadavg: loadavg(),
+            machine_busy_s: machine_busy_s(),
+            own_s: own_cpu_s(),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    /// The load from this mark to now.
+    pub fn until_now(&self) -> Load {
+        let end = LoadMark::now();
+        let wall_s = end.at.duration_since(self.at).as_secs_f64();
+        let others = match (self.machine_busy_s, end.machine_busy_s) {
+            (Some(a), Some(b)) => (b - a) - (end.own_s - self.own_s),
+            _ => 0.0,
+        };
+        Load::new(self.loadavg.clone(), end.loadavg, others.max(0.0), wall_s)
+    }
+}
+
+impl Load {
+    pub fn new(start: String, end: String, others_cpu_s: f64, wall_s: f64) -> Load {
+        let busy = wall_s > 0.0 && others_cpu_s / wall_s > BUSY_SHARE;
+        Load { loadavg_start: start, loadavg_end: end, others_cpu_s, wall_s, busy }
+    }
+
+    /// "other processes used 3.1 CPU-s in 10 s (31% of a CPU); load
+    /// average 1.20 at the start, 1.80 at the end".
+    pub fn describe(&self) -> String {
+        let first = |l: &str| l.split_whitespace().next().unwrap_or("?").to_string();
+        format!(
+            "other processes used {:.1} CPU-s in {:.0} s ({:.0}% of a CPU); load \
+             average {} at the start, {} at the end",
+            self.others_cpu_s,
+            self.wall_s,
+            100.0 * self.others_cpu_s / self.wall_s.max(1e-9),
+            first(&self.loadavg_start),
+            first(&self.loadavg_end)
+        )
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map_or("unknown".into(), |s| s.trim().to_string())
+}
+
+/// Every CPU's busy time so far, in seconds: the first line of
+/// `/proc/stat` (user, nice, system, idle, iowait, irq, softirq, steal),
+/// less idle and iowait.
+fn machine_busy_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    busy_s_of(stat.lines().next()?)
+}
+
+fn busy_s_of(cpu_line: &str) -> Option<f64> {
+    let mut fields = cpu_line.split_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let ticks: Vec<f64> =
+        fields.take(8).map(|f| f.parse().ok()).collect::<Option<_>>()?;
+    if ticks.len() < 8 {
+        return None;
+    }
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7];
+    Some(busy / hz.max(1.0))
+}
+
+/// This process's CPU time and its reaped children's, in seconds.
+fn own_cpu_s() -> f64 {
+    use labkit::measure::{rusage, seconds};
+    [libc::RUSAGE_SELF, libc::RUSAGE_CHILDREN]
+        .into_iter()
+        .map(|who| {
+            let ru = rusage(who);
+            seconds(ru.ru_utime) + seconds(ru.ru_stime)
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod load_tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_is_read_from_the_cpu_line() {
+        // SAFETY: sysconf only reads a constant.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let line = "cpu  100 20 30 5000 40 5 5 10 0 0";
+        let busy = busy_s_of(line).unwrap();
+        assert!((busy - 170.0 / hz).abs() < 1e-9, "{busy}");
+        assert_eq!(busy_s_of("cpu0 1 2 3"), None);
+        assert_eq!(busy_s_of("intr 1 2 3 4 5 6 7 8"), None);
+    }
+
+    #[test]
+    fn a_machine_is_busy_above_a_quarter_of_a_cpu() {
+        let load =
+            |others| Load::new("0.5 0 0".into(), "1.5 0 0".into(), others, 10.0);
+        assert!(!load(2.0).busy);
+        assert!(load(3.0).busy);
+        assert_eq!(
+            load(3.0).describe(),
+            "other processes used 3.0 CPU-s in 10 s (30% of a CPU); load average \
+             0.5 at the start, 1.5 at the end"
+        );
+        // A reading over no time is not busy.
+        assert!(!Load::new(String::new(), String::new(), 1.0, 0.0).busy);
+    }
+}

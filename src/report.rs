@@ -81,11 +81,31 @@ pub fn share_run(run: Option<PathBuf>) {
     *SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()) = run;
 }
 
+/// A started experiment: the folder its results go to, and the machine's
+/// load when it started.
+pub struct Started {
+    pub dir: PathBuf,
+    load: crate::machine::LoadMark,
+}
+
+impl std::ops::Deref for Started {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.dir
+    }
+}
+
 impl Common {
     /// Start the experiment: confine it to `--cpus`, and make (and check
     /// writable) the folder its results go to, before any work, so that a
-    /// bad `--out` or a dirty reference checkout fails at once.
-    pub fn start(&self, experiment: &str) -> Result<PathBuf> {
+    /// bad `--out` or a dirty reference checkout fails at once; and note
+    /// the machine's load.
+    pub fn start(&self, experiment: &str) -> Result<Started> {
+        let dir = self.folder(experiment)?;
+        Ok(Started { dir, load: crate::machine::LoadMark::now() })
+    }
+
+    fn folder(&self, experiment: &str) -> Result<PathBuf> {
         if let Some(list) = &self.cpus {
             labkit::affinity::confine(&list.cpus).map_err(|e| {
                 Error::usage(format!("--cpus {}: {}", list.text, e.message))
@@ -286,9 +306,20 @@ impl Published {
 impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md`, one SVG per chart and every further file.
-    pub fn publish(&self, common: &Common, out: &Path) -> Result<()> {
+    pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
         let mut header = self.header.clone();
         header.settings = common.settings().ran(&self.header.settings);
+        let load = out.load.until_now();
+        if load.busy {
+            eprintln!(
+                "lab: note: the machine was busy during {}: {}; its figures may \
+                 not come back on a quiet one",
+                header.experiment,
+                load.describe()
+            );
+        }
+        header.load = Some(load);
+        let out: &Path = out;
         let name = &header.experiment;
         let doc =
             Document { header: &header, headline: &self.headline, data: &self.data };

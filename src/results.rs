@@ -20,6 +20,10 @@ pub struct Header {
     /// they were recorded).
     #[serde(default)]
     pub settings: Settings,
+    /// What else the machine was doing meanwhile (absent in files written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::machine::Load>,
 }
 
 /// How a run was made: what `lab compare` names when two runs differ.
@@ -83,6 +87,7 @@ impl Header {
             command: format!("lab {}", args.join(" ")),
             machine: Machine::capture(),
             settings: Settings::default(),
+            load: None,
         }
     }
 }

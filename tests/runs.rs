@@ -64,7 +64,15 @@ fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
     let after = git(checkout, &["status", "--porcelain"]);
     let kept = target.join("fork-vs-thread.json").is_file();
     let table = run.join("then-and-now.md").is_file();
+    // What else the machine did meanwhile is recorded with the results.
+    let load = common::read_json(target.join("fork-vs-thread.json"))["load"].clone();
     std::fs::remove_dir_all(&run).unwrap();
+    assert!(load["wall_s"].as_f64().is_some_and(|s| s > 0.0), "{load}");
+    assert!(load["others_cpu_s"].as_f64().is_some_and(|s| s >= 0.0), "{load}");
+    assert!(
+        load["busy"].is_boolean() && load["loadavg_start"].is_string(),
+        "{load}"
+    );
     assert_eq!(before, after, "a plain run changed what git sees");
     assert!(run.starts_with(checkout.join("runs")), "{}", run.display());
     assert!(kept && table, "the run folder holds the results and the verdicts");
@@ -221,6 +229,14 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 3.0)]);
     results(&b, "pipe-speed", "2.6", 2, &[("pipe_buffer_bytes", 4096.0)]);
 
+    // A was measured while other processes used 30% of a CPU.
+    let file = a.join("fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&file);
+    doc["load"] = serde_json::json!({
+        "loadavg_start": "1.50 1.00 0.50 2/100 7", "loadavg_end": "1.70 1.1 0.5 1/99 8",
+        "others_cpu_s": 3.0, "wall_s": 10.0, "busy": true
+    });
+    std::fs::write(&file, doc.to_string()).unwrap();
     // Neither is a run of the reader's under runs/: nothing is written
     // into them; --out says where the comparison goes.
     let saved = root.path().join("saved");
@@ -238,6 +254,13 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("differs: kernel: 6.1 | 2.6"), "{text}");
+    assert!(
+        text.contains(
+            "busy machine: this run: other processes used 3.0 CPU-s in 10 s (30% \
+             of a CPU); load average 1.50 at the start, 1.70 at the end"
+        ),
+        "{text}"
+    );
     let json = common::read_json(saved.join("compare.json"));
     assert!(saved.join("compare.md").is_file());
     // The element of the list `json[list]` whose `key` is `value`.
