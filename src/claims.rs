@@ -291,8 +291,7 @@ mod tests {
                     assert!(!e.is_empty() && !k.is_empty(), "{}", c.id);
                     assert!(lo <= hi, "{}", c.id);
                     assert!(
-                        crate::experiments::find(e).is_some()
-                            || e == "server-designs",
+                        crate::experiments::find(e).is_some(),
                         "{}: no experiment {e}",
                         c.id
                     );

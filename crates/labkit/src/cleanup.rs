@@ -314,9 +314,7 @@ pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
     tempdir_in(&std::env::temp_dir(), prefix)
 }
 
-/// Create a directory `<parent>/<prefix>XXXXXX`: a results folder being
-/// written, say, that [`TempDir::persist`] renames into place when it is
-/// complete and an interrupt removes before.
+/// Create a directory `<parent>/<prefix>XXXXXX`.
 pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     let mut reg = registry();
     // mkdtemp(3): a new directory, mode 0700, under a name no one else got.
@@ -339,27 +337,10 @@ impl TempDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
-
-    /// Rename the directory to `to` and stop tracking it: from then on it
-    /// is a result, which an interrupt leaves alone. On an error the
-    /// directory stays temporary (removed when dropped).
-    pub fn persist(mut self, to: &Path) -> io::Result<PathBuf> {
-        let mut reg = registry();
-        // A result carries no lock mark.
-        let _ = std::fs::remove_file(self.path.join(LOCK_MARK));
-        std::fs::rename(&self.path, to)?;
-        reg.dirs.retain(|d| d != &self.path);
-        keep_if_killed(&self.path);
-        self.path = PathBuf::new(); // nothing left for drop to remove
-        Ok(to.to_path_buf())
-    }
 }
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        if self.path.as_os_str().is_empty() {
-            return; // persisted
-        }
         let mut reg = registry();
         let _ = std::fs::remove_dir_all(&self.path);
         reg.dirs.retain(|d| d != &self.path);
@@ -725,13 +706,28 @@ mod tests {
         drop(dir);
         assert!(!path.exists());
         assert!(!registry().dirs.contains(&path));
-        let parent = tempdir("labkit-parent-").unwrap();
-        let dir = tempdir_in(parent.path(), ".run-").unwrap();
-        let path = dir.path().to_path_buf();
-        assert!(path.starts_with(parent.path()));
-        std::fs::write(path.join("f"), "x").unwrap();
-        let kept = dir.persist(&parent.path().join("run")).unwrap();
-        assert_eq!(std::fs::read_to_string(kept.join("f")).unwrap(), "x");
-        assert!(!registry().dirs.contains(&path));
+    }
+
+    #[test]
+    fn a_dead_makers_tempdir_is_removed_and_a_live_ones_kept() {
+        // A live one: this process holds its lock.
+        let live = tempdir("lab-sweep-test-").unwrap();
+        assert!(live.path().join(LOCK_MARK).is_file());
+        // A dead maker's: marked, and nobody holds its lock.
+        let dead = std::env::temp_dir()
+            .join(format!("lab-sweep-dead-{}", std::process::id()));
+        std::fs::create_dir(&dead).unwrap();
+        std::fs::write(dead.join(LOCK_MARK), "").unwrap();
+        // An unmarked one is never judged.
+        let plain = std::env::temp_dir()
+            .join(format!("lab-sweep-plain-{}", std::process::id()));
+        std::fs::create_dir(&plain).unwrap();
+        let removed = remove_dead_tempdirs();
+        assert!(removed.contains(&dead), "{removed:?}");
+        assert!(
+            !removed.contains(&live.path().to_path_buf()) && live.path().is_dir()
+        );
+        assert!(plain.is_dir());
+        std::fs::remove_dir(&plain).unwrap();
     }
 }

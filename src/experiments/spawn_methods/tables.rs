@@ -191,13 +191,7 @@ mod tests {
             method: kind.label(),
             kind: Some(kind),
             iterations: 10,
-            us: Summary {
-                n: 2,
-                median: us,
-                min: us * 0.5,
-                max: us * 2.0,
-                trimmed_mean: us,
-            },
+            us: Summary { n: 2, median: us, min: us * 0.5, max: us * 2.0 },
             runs_us: vec![us * 0.5, us * 2.0],
         }
     }
