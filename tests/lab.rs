@@ -72,3 +72,63 @@ fn help_reaches_the_runner_and_each_experiment() {
         );
     }
 }
+
+/// The experiments a list names, sorted.
+fn sorted(mut names: Vec<String>) -> Vec<String> {
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The experiments CONTRIBUTING.md says a new one is added to, checked
+/// against `ALL`: the justfile's reference recipe runs each one, the book
+/// has a chapter for each in SUMMARY.md, and every claim with a rule names
+/// one of them. A place forgotten fails here.
+#[test]
+fn the_lists_of_experiments_agree() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let all =
+        sorted(lab::experiments::ALL.iter().map(|e| e.name.to_string()).collect());
+    let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
+
+    // `lab run NAME --reference ...` in the justfile's results recipe.
+    let justfile = read("justfile");
+    let recipe = justfile.split("\nresults:").nth(1).expect("a results recipe");
+    let recipe = recipe.split("\n\n").next().unwrap_or(recipe);
+    let reference: Vec<String> = recipe
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("lab run "))
+        .filter(|l| l.contains("--reference"))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert_eq!(sorted(reference), all, "the justfile's results recipe");
+
+    // `- [Title](NAME.md)` at the top level of SUMMARY.md, for those
+    // chapters that are an experiment's (the others are the book's own).
+    let summary = read("book/src/SUMMARY.md");
+    let chapters: Vec<String> = summary
+        .lines()
+        .filter_map(|l| l.strip_prefix("- ["))
+        .filter_map(|l| {
+            l.split("](").nth(1)?.strip_suffix(".md)").map(str::to_string)
+        })
+        .collect();
+    assert_eq!(sorted(chapters), all, "the experiments' chapters in SUMMARY.md");
+    for name in &all {
+        assert!(
+            root.join("book/src").join(format!("{name}.md")).is_file(),
+            "{name}"
+        );
+    }
+
+    // Every claim that is judged names a registered experiment.
+    for claim in lab::claims::all() {
+        if let Some((experiment, _)) = claim.figure_ref() {
+            assert!(
+                all.iter().any(|e| e == experiment),
+                "{}: {experiment}",
+                claim.id
+            );
+        }
+    }
+}
