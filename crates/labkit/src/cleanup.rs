@@ -548,7 +548,15 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// stopped, to remove what else the program was writing (the runner's
 /// half-written run folder, say); it returns what it removed.
 pub fn install(program: &'static str, also: fn() -> Vec<PathBuf>) -> io::Result<()> {
-    start_guard(program)?;
+    if let Err(e) = start_guard(program) {
+        // Under a process limit that is already reached, say: the programs'
+        // death signal still stands, but what they start may not die.
+        eprintln!(
+            "{program}: note: no guard process ({}): a kill -9 of {program} may \
+             leave what its programs started running",
+            crate::error::describe_io(&e)
+        );
+    }
     let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
     SIGNAL_PIPE.store(write_end.into_raw_fd(), Ordering::Relaxed);
