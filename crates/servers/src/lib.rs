@@ -37,7 +37,9 @@ pub mod prethread;
 pub mod prethread_handoff;
 pub mod protocol;
 pub mod thread_per_client;
+#[cfg(feature = "run")]
 pub mod tokio_runtime;
+#[cfg(feature = "run")]
 pub mod uring;
 
 use std::net::{SocketAddr, TcpListener};
@@ -277,6 +279,7 @@ pub fn run(cfg: &Config) -> Result<Stats> {
         .map_err(|e| Error::failed(format!("sigprocmask: {}", describe_errno(e))))?;
     // io_uring may be refused by the kernel or a sandbox: find out before
     // printing an address.
+    #[cfg(feature = "run")]
     let ring =
         if cfg.design == Design::IoUring { Some(uring::Ring::new()?) } else { None };
     let listener = listen(cfg.listen, cfg.design == Design::Reuseport)?;
@@ -301,10 +304,17 @@ pub fn run(cfg: &Config) -> Result<Stats> {
         Design::Epoll | Design::EpollExclusive | Design::Reuseport => {
             event_loop::run(cfg, listener, meters)
         }
+        #[cfg(feature = "run")]
         Design::Tokio => tokio_runtime::run(cfg, listener, meters),
+        #[cfg(feature = "run")]
         Design::IoUring => {
             uring::run(cfg, ring.expect("made above"), listener, meters)
         }
+        #[cfg(not(feature = "run"))]
+        Design::Tokio | Design::IoUring => Err(Error::failed(format!(
+            "{} needs the servers crate's `run` feature (tokio, io_uring)",
+            cfg.design.name()
+        ))),
     }?;
     Ok(stats(cfg, meters, &outcome))
 }

@@ -257,7 +257,14 @@ fn run_method(method: Method, n: u64, setup: &Setup<'_>) -> Result<f64> {
         Method::Thread => methods::thread_join(n, None)?,
         Method::Thread64k => methods::thread_join(n, Some(64 << 10))?,
         Method::Pool => return methods::pool(n, setup.worker_cpu),
+        #[cfg(feature = "run")]
         Method::Tokio => return methods::tokio_tasks(n),
+        #[cfg(not(feature = "run"))]
+        Method::Tokio => {
+            return Err(Error::failed(
+                "the tokio method needs spawn-methods' `run` feature (tokio)",
+            ));
+        }
     }
     Ok(start.elapsed().as_secs_f64() * 1e6 / n as f64)
 }

@@ -271,6 +271,7 @@ pub fn pool(n: u64, worker_cpu: Option<usize>) -> Result<f64> {
 }
 // ANCHOR_END: pool
 
+#[cfg(feature = "run")]
 // ANCHOR: tokio
 /// Microseconds per task spawned and awaited on a current-thread runtime.
 pub fn tokio_tasks(n: u64) -> Result<f64> {
