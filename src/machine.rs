@@ -195,7 +195,8 @@ pub struct Load {
     /// CPU seconds used by other processes while it ran.
     pub others_cpu_s: f64,
     pub wall_s: f64,
-    /// Other processes used more than [`BUSY_SHARE`] of one CPU on average.
+    /// Other processes used more than [`BUSY_SHARE`] of one CPU on average,
+    /// and more than [`BUSY_MIN_S`] in all.
     pub busy: bool,
 }
 
@@ -205,6 +206,11 @@ pub struct Load {
 /// an idle machine; a quarter of a CPU is well above that and well below
 /// what a browser or a build takes.
 pub const BUSY_SHARE: f64 = 0.25;
+
+/// CPU seconds other processes must use before a run counts as busy at
+/// all: `/proc/stat` counts in clock ticks (10 ms), so over a run of a
+/// tenth of a second a tick or two is already a large share.
+pub const BUSY_MIN_S: f64 = 0.2;
 
 /// A load reading at one moment, to be turned into a [`Load`] later.
 #[derive(Clone, Debug)]
@@ -239,7 +245,7 @@ impl LoadMark {
 
 impl Load {
     pub fn new(start: String, end: String, others_cpu_s: f64, wall_s: f64) -> Load {
-        let busy = wall_s > 0.0 && others_cpu_s / wall_s > BUSY_SHARE;
+        let busy = others_cpu_s > BUSY_MIN_S && others_cpu_s / wall_s > BUSY_SHARE;
         Load { loadavg_start: start, loadavg_end: end, others_cpu_s, wall_s, busy }
     }
 
@@ -326,7 +332,7 @@ mod load_tests {
             "other processes used 3.0 CPU-s in 10 s (30% of a CPU); load average \
              0.5 at the start, 1.5 at the end"
         );
-        // A reading over no time is not busy.
-        assert!(!Load::new(String::new(), String::new(), 1.0, 0.0).busy);
+        // A tick or two over a tiny run is not a busy machine.
+        assert!(!Load::new(String::new(), String::new(), 0.02, 0.05).busy);
     }
 }

@@ -309,16 +309,8 @@ impl<T: Serialize> Report<T> {
     pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
         let mut header = self.header.clone();
         header.settings = common.settings().ran(&self.header.settings);
-        let load = out.load.until_now();
-        if load.busy {
-            eprintln!(
-                "lab: note: the machine was busy during {}: {}; its figures may \
-                 not come back on a quiet one",
-                header.experiment,
-                load.describe()
-            );
-        }
-        header.load = Some(load);
+        // Recorded with the results; `run all` and `compare` name a busy one.
+        header.load = Some(out.load.until_now());
         let out: &Path = out;
         let name = &header.experiment;
         let doc =
