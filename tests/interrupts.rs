@@ -293,12 +293,29 @@ fn interrupt_lab(case: &LabCase) {
     assert!(labkit::testing::shape(line, &says), "{line:?} is not {says:?}");
 }
 
+/// fork-vs-thread with 3 workers that print for a long while.
+const FORK_VS_THREAD_LONG: &[&str] =
+    &["--procs", "3", "--counts", "10000000", "--rounds", "1"];
+
+/// mq-sweep's thread-pool broker at one point, for ten minutes.
+const MQ_SWEEP_FOR_TEN_MINUTES: &[&str] = &[
+    "--threads",
+    "1",
+    "--no-event-loop",
+    "--duration",
+    "600",
+    "--rounds",
+    "1",
+    "--switch-cost-us",
+    "1",
+];
+
 interrupt_tests! {
     interrupt_lab:
     // ... and the run folder being written, which was this run's only one.
     sigint_to_lab_stops_fork_vs_thread_and_removes_its_directory: LabCase {
         experiment: "fork-vs-thread",
-        args: &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
+        args: FORK_VS_THREAD_LONG,
         marker: "10000000",
         grandchildren: 3,
         sig: libc::SIGINT,
@@ -343,17 +360,7 @@ interrupt_tests! {
     // may not have started: either way nothing may be left.
     sigterm_to_lab_stops_mq_sweep_and_its_broker: LabCase {
         experiment: "mq-sweep",
-        args: &[
-            "--threads",
-            "1",
-            "--no-event-loop",
-            "--duration",
-            "600",
-            "--rounds",
-            "1",
-            "--switch-cost-us",
-            "1",
-        ],
+        args: MQ_SWEEP_FOR_TEN_MINUTES,
         marker: "--readers",
         sig: libc::SIGTERM,
         blocks_signals_itself: true,
@@ -377,24 +384,14 @@ struct Killed {
 const KILLED: [Killed; 3] = [
     Killed {
         experiment: "fork-vs-thread",
-        args: &["--procs", "3", "--counts", "10000000", "--rounds", "1"],
+        args: FORK_VS_THREAD_LONG,
         marker: "10000000",
         grandchildren: 3,
     },
     // The broker's reader threads are no children: wait for the broker.
     Killed {
         experiment: "mq-sweep",
-        args: &[
-            "--threads",
-            "1",
-            "--no-event-loop",
-            "--duration",
-            "600",
-            "--rounds",
-            "1",
-            "--switch-cost-us",
-            "1",
-        ],
+        args: MQ_SWEEP_FOR_TEN_MINUTES,
         marker: "--readers",
         grandchildren: 0,
     },
