@@ -464,19 +464,17 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
 
 /// The results file of `experiment` that another experiment may build on
 /// (mq-sweep takes its switch cost from ctx-switch): the one in the run
-/// being written, else the reference run's.
+/// being written, and only that one. Another run's, the reference's
+/// included, was measured at another time, maybe on another machine: a
+/// figure that combines the two would rest on neither.
 pub fn earlier_result(experiment: &str) -> Option<PathBuf> {
     let file = format!("{experiment}.json");
-    let shared = PENDING
+    let run = PENDING
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .as_ref()
-        .map(|p| p.run.clone());
-    shared
-        .into_iter()
-        .chain(reference())
-        .map(|run| run.join(experiment).join(&file))
-        .find(|path| path.is_file())
+        .map(|p| p.run.clone())?;
+    Some(run.join(experiment).join(file)).filter(|path| path.is_file())
 }
 
 /// An experiment being written: its staging folder and where it goes.

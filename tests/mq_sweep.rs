@@ -128,3 +128,32 @@ fn bad_sweep_flags_exit_2() {
     ]);
     assert!(err.contains("--receivers 2 leaves queues without a receiver"), "{err}");
 }
+
+#[test]
+fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
+    let _serial = labkit::testing::serial();
+    // A checkout whose reference has ctx-switch results: a run of mq-sweep
+    // alone must not read them (another run, maybe another machine).
+    let checkout = tempfile::tempdir().unwrap();
+    let reference = lab::runs::reference().expect("a reference run in results/");
+    let theirs = checkout.path().join("results/2026-01-01-ref/ctx-switch");
+    std::fs::create_dir_all(&theirs).unwrap();
+    std::fs::copy(
+        reference.join("ctx-switch/ctx-switch.json"),
+        theirs.join("ctx-switch.json"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let args = [
+        &["--threads", "1", "--no-event-loop", "--rounds", "1", "--duration", "0.2"]
+            [..],
+        &["--senders", "2", "--receivers", "2", "--queues", "1", "--size", "64"],
+    ];
+    let mut cmd = common::lab_run("mq-sweep", &args.concat(), out.path());
+    let done =
+        cmd.env("LAB_CHECKOUT", checkout.path()).arg("--json").output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let doc: serde_json::Value = labkit::testing::json(&done.stdout);
+    let source = doc["switch_cost"]["source"].as_str().unwrap();
+    assert!(source.starts_with("measured"), "{source}");
+}

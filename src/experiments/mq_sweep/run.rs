@@ -82,8 +82,8 @@ pub(super) fn run_once(
 // ANCHOR_END: run_once
 
 /// The cost of one switch: given with `--switch-cost-us`, read from the
-/// ctx-switch results named with `--switch-cost-from` (or else this run's
-/// or the reference run's), or measured with `ctxswitch`. A figure that
+/// ctx-switch results named with `--switch-cost-from` (or else this run's,
+/// never another run's), or measured with `ctxswitch`. A figure that
 /// cannot be had is an error, never a zero.
 pub(super) fn switch_cost(args: &Args) -> Result<SwitchCost> {
     if let Some(us) = args.switch_cost_us {
