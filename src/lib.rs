@@ -112,7 +112,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
         Command::Run { name, args } => {
             let experiment = find(&name)?;
             runs::sweep_and_say();
-            run_one(experiment, args)
+            run_one(experiment, args, &report::Context::alone())
         }
     }
 }
@@ -238,12 +238,13 @@ fn all_flags(args: Vec<OsString>) -> labkit::Result<Option<Vec<OsString>>> {
 fn run_one(
     experiment: &experiments::Experiment,
     args: Vec<OsString>,
+    ctx: &report::Context,
 ) -> labkit::Result<()> {
     let argv =
         std::iter::once(OsString::from(format!("lab run {}", experiment.name)))
             .chain(args)
             .collect();
-    let result = (experiment.run)(argv);
+    let result = (experiment.run)(ctx, argv);
     // Held until the results are committed or discarded: an interrupt
     // meanwhile waits, then finds nothing half done (runs::pending).
     let mut held = runs::pending();
@@ -278,7 +279,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     };
     runs::sweep_and_say();
     let run = runs::new_run()?;
-    report::share_run(Some(run.clone()));
+    let ctx = report::Context::within(run.clone());
     let started = Instant::now();
     let total = experiments::ALL.len();
     let mut failed = Vec::new();
@@ -305,7 +306,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
             shown.join(" ")
         );
         let t = Instant::now();
-        match run_one(e, args) {
+        match run_one(e, args, &ctx) {
             Ok(()) => eprintln!(
                 "lab: [{}/{total}] {}: done in {:.0} s",
                 i + 1,
@@ -318,7 +319,6 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
             }
         }
     }
-    report::share_run(None);
     if runs::experiments_in(&run).is_empty() {
         // Nothing finished: no run to keep, nothing to judge.
         let _ = std::fs::remove_dir_all(&run);

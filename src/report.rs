@@ -73,18 +73,31 @@ fn parse_variant(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-/// The run folder that `lab run all` shares between its experiments.
-static SHARED_RUN: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
-
-/// Make the next experiments of this process write into `run`.
-pub fn share_run(run: Option<PathBuf>) {
-    *SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()) = run;
+/// Where an experiment's results go, handed to it by the runner: a run
+/// folder of its own, or the one that `lab run all` shares between its
+/// experiments.
+#[derive(Clone, Debug, Default)]
+pub struct Context {
+    shared_run: Option<PathBuf>,
 }
 
-/// A started experiment: the folder its results go to, and the machine's
-/// load when it started.
+impl Context {
+    /// An experiment run alone (`lab run NAME`): a new run folder.
+    pub fn alone() -> Context {
+        Context::default()
+    }
+
+    /// One experiment of `lab run all`: into `run`.
+    pub fn within(run: PathBuf) -> Context {
+        Context { shared_run: Some(run) }
+    }
+}
+
+/// A started experiment: the folder its results go to, the run folder it
+/// belongs to (none with `--out`), and the machine's load when it started.
 pub struct Started {
     pub dir: PathBuf,
+    pub run: Option<PathBuf>,
     load: crate::machine::LoadMark,
 }
 
@@ -100,12 +113,17 @@ impl Common {
     /// writable) the folder its results go to, before any work, so that a
     /// bad `--out` or a dirty reference checkout fails at once; and note
     /// the machine's load.
-    pub fn start(&self, experiment: &str) -> Result<Started> {
-        let dir = self.folder(experiment)?;
-        Ok(Started { dir, load: crate::machine::LoadMark::now() })
+    pub fn start(&self, ctx: &Context, experiment: &str) -> Result<Started> {
+        let (dir, run) = self.folder(ctx, experiment)?;
+        Ok(Started { dir, run, load: crate::machine::LoadMark::now() })
     }
 
-    fn folder(&self, experiment: &str) -> Result<PathBuf> {
+    /// The folder the results go to, and the run folder it is in.
+    fn folder(
+        &self,
+        ctx: &Context,
+        experiment: &str,
+    ) -> Result<(PathBuf, Option<PathBuf>)> {
         if let Some(list) = &self.cpus {
             labkit::affinity::confine(&list.cpus).map_err(|e| {
                 Error::usage(format!("--cpus {}: {}", list.text, e.message))
@@ -113,10 +131,9 @@ impl Common {
         }
         if let Some(dir) = &self.out {
             check_writable(dir)?;
-            return Ok(dir.clone());
+            return Ok((dir.clone(), None));
         }
-        let shared = SHARED_RUN.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let (run, owns_run) = match shared {
+        let (run, owns_run) = match ctx.shared_run.clone() {
             _ if self.reference => (runs::reference_run()?, false),
             Some(run) => (run, false),
             None => (runs::new_run()?, true),
@@ -126,7 +143,7 @@ impl Common {
             labkit::cleanup::remove_if_killed(&run);
         }
         let target = runs::target(&run, experiment, self.variant.as_deref());
-        runs::stage(&run, &target, owns_run)
+        Ok((runs::stage(&run, &target, owns_run)?, Some(run)))
     }
 
     /// What the results header records of these flags (an experiment adds

@@ -463,18 +463,13 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
 }
 
 /// The results file of `experiment` that another experiment may build on
-/// (mq-sweep takes its switch cost from ctx-switch): the one in the run
-/// being written, and only that one. Another run's, the reference's
+/// (mq-sweep takes its switch cost from ctx-switch): the one in `run`, the
+/// run being written, and only that one. Another run's, the reference's
 /// included, was measured at another time, maybe on another machine: a
 /// figure that combines the two would rest on neither.
-pub fn earlier_result(experiment: &str) -> Option<PathBuf> {
-    let file = format!("{experiment}.json");
-    let run = PENDING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .as_ref()
-        .map(|p| p.run.clone())?;
-    Some(run.join(experiment).join(file)).filter(|path| path.is_file())
+pub fn earlier_result(run: Option<&Path>, experiment: &str) -> Option<PathBuf> {
+    let path = run?.join(experiment).join(format!("{experiment}.json"));
+    path.is_file().then_some(path)
 }
 
 /// An experiment being written: its staging folder and where it goes.
@@ -490,8 +485,10 @@ pub struct Pending {
     pub owns_run: bool,
 }
 
-/// The experiment this process is writing now; the runner finishes it
-/// when the experiment returns (and an interrupt removes it).
+/// The experiment this process is writing now; the runner commits it when
+/// the experiment returns. A static because a signal path needs it: the
+/// interrupt, on a thread of its own, removes it (`lab`'s main) and must
+/// find it whatever the main thread is doing.
 static PENDING: Mutex<Option<Pending>> = Mutex::new(None);
 
 /// Start writing an experiment into `target` inside `run`: make a hidden

@@ -20,7 +20,7 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Headline, Report};
+use crate::report::{Common, Context, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "footprint",
@@ -88,9 +88,9 @@ struct Data {
     cow: Vec<Row>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let program = crate::bins::programs(&["footprint"])?.remove(0);
     let workers = match (args.workers.is_empty(), args.common.full) {
         (false, _) => args.workers.clone(),

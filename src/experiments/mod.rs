@@ -4,6 +4,8 @@
 
 use std::ffi::OsString;
 
+use crate::report::Context;
+
 pub mod create_destroy;
 pub mod ctx_switch;
 pub mod footprint;
@@ -23,8 +25,8 @@ pub struct Experiment {
     /// default would not fit all of them in a few minutes on 2 cores.
     pub all_args: &'static [&'static str],
     /// Parse the experiment's own arguments (the first is the command name)
-    /// and run it.
-    pub run: fn(Vec<OsString>) -> labkit::Result<()>,
+    /// and run it, its results going where the context says.
+    pub run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
 }
 
 impl Experiment {
@@ -32,7 +34,7 @@ impl Experiment {
     pub const fn new(
         name: &'static str,
         about: &'static str,
-        run: fn(Vec<OsString>) -> labkit::Result<()>,
+        run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
     ) -> Self {
         Experiment { name, about, all_args: &[], run }
     }

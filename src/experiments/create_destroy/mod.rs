@@ -21,7 +21,7 @@ use labkit::Result;
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 use run::{Ct, Loop};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
@@ -108,9 +108,9 @@ struct Data {
     creattime_c: Vec<CreattimeRow>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
     let bins = crate::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;

@@ -28,7 +28,7 @@ use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "ctx-switch",
@@ -150,9 +150,9 @@ pub struct Data {
     pub skipped: Vec<String>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
     let ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);

@@ -18,7 +18,7 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "fork-vs-thread",
@@ -193,9 +193,9 @@ struct Data {
     grids: Vec<GridResult>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let grids = if args.procs.is_empty() {
         article_grids(args.common.full)
     } else {

@@ -25,7 +25,7 @@ use mq::load::LoadReport;
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Headline, Report};
+use crate::report::{Common, Context, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004)", main).under_all(&["--rounds", "3"]);
 
@@ -131,13 +131,13 @@ struct Data {
     rows: Vec<Row>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
     args.shape.check()?;
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
-    let switch_cost = run::switch_cost(&args)?;
+    let switch_cost = run::switch_cost(&args, out.run.as_deref())?;
     let mut points: Vec<Option<u32>> =
         args.threads.iter().map(|&t| Some(t)).collect();
     if !args.no_event_loop {

@@ -85,14 +85,14 @@ pub(super) fn run_once(
 /// ctx-switch results named with `--switch-cost-from` (or else this run's,
 /// never another run's), or measured with `ctxswitch`. A figure that
 /// cannot be had is an error, never a zero.
-pub(super) fn switch_cost(args: &Args) -> Result<SwitchCost> {
+pub(super) fn switch_cost(args: &Args, run: Option<&Path>) -> Result<SwitchCost> {
     if let Some(us) = args.switch_cost_us {
         return Ok(SwitchCost { us, source: "given with --switch-cost-us".into() });
     }
     if let Some(path) = &args.switch_cost_from {
         return from_ctx_switch(path);
     }
-    match crate::runs::earlier_result("ctx-switch") {
+    match crate::runs::earlier_result(run, "ctx-switch") {
         Some(path) => from_ctx_switch(&path).or_else(|e| {
             eprintln!(
                 "lab: note: {}; measuring it with ctxswitch instead",

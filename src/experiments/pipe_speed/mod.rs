@@ -30,7 +30,7 @@ use labkit::measure::Usage;
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 
 mod ladder;
 mod run;
@@ -251,9 +251,9 @@ fn pair_count(block: u64) -> u64 {
     (count_for(block, true) / 10).max(16)
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let mut bins = crate::bins::programs(&["pipespeed2"])?;
     bins.extend(crate::bins::package_programs(
         "pipespeed2t",

@@ -18,7 +18,7 @@ use labkit::Result;
 use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 
 mod run;
 mod tables;
@@ -270,9 +270,9 @@ struct Data {
     verdict: Verdict,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let bins = crate::bins::package_programs("servers", &["server", "client"])?;
     let ports = ports();
     let rounds = if args.quick { 1 } else { args.common.rounds as usize };

@@ -27,7 +27,7 @@ use serde::Serialize;
 use spawn_methods::Method;
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "spawn-methods",
@@ -233,7 +233,7 @@ fn value(m: Method) -> String {
     m.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
     if !args.exec.is_file() {
@@ -250,7 +250,7 @@ fn main(argv: Vec<OsString>) -> Result<()> {
     for &bytes in &args.rss {
         spawn_methods::check_rss(bytes, available)?;
     }
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let path = crate::bins::programs(&["spawn-methods"])?.remove(0);
     let program = Program { path, exec: &args.exec, budget };
     let rounds = args.common.rounds as usize;

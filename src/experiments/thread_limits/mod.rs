@@ -25,7 +25,7 @@ use labkit::limits::{format_size, size_in};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
-use crate::report::{Common, Report};
+use crate::report::{Common, Context, Report};
 use run::{copy_for_nobody, count, limited, process_rows, run_thread};
 use tables::{
     chart, headline, overflow_table, process_table, program_table, stack_table,
@@ -141,9 +141,9 @@ struct Data {
     overflow: Vec<Overflow>,
 }
 
-fn main(argv: Vec<OsString>) -> Result<()> {
+fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(EXPERIMENT.name)?;
+    let out = args.common.start(ctx, EXPERIMENT.name)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = crate::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
