@@ -90,7 +90,7 @@ pub fn run_json<T: serde::de::DeserializeOwned>(
     what: &str,
 ) -> Result<(T, labkit::measure::Usage)> {
     use std::io::{Read, Seek};
-    let mut file = tempfile::tempfile()
+    let mut file = labkit::cleanup::tempfile()
         .map_err(|e| Error::io("cannot create a temporary file", e))?;
     let stdout = file.try_clone().map_err(|e| Error::io("temporary file", e))?;
     cmd.stdin(std::process::Stdio::null()).stdout(stdout);

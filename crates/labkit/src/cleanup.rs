@@ -309,6 +309,39 @@ pub fn remove_dead_tempdirs() -> Vec<PathBuf> {
     removed
 }
 
+/// An unnamed file in the temporary folder (honouring `TMPDIR`), for a
+/// program's output to be read back: it has no name from the start
+/// (`O_TMPFILE`), or loses it at once where the file system lacks that, so
+/// nothing is left to remove however the process ends.
+pub fn tempfile() -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = std::env::temp_dir();
+    let unnamed = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&dir);
+    match unnamed {
+        Ok(file) => Ok(file),
+        Err(e)
+            if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR)) =>
+        {
+            let folder = tempdir("lab-file-")?;
+            let path = folder.path().join("out");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path)?;
+            drop(folder); // removes the name; the open file lives on
+            Ok(file)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Create a directory `<tmp>/<prefix>XXXXXX` (honouring `TMPDIR`).
 pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
     tempdir_in(&std::env::temp_dir(), prefix)
@@ -336,6 +369,13 @@ pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
 impl TempDir {
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Remove it now, and say if that failed (dropping it says nothing).
+    pub fn close(self) -> io::Result<()> {
+        let removed = std::fs::remove_dir_all(&self.path);
+        drop(self); // unregisters it; the folder is gone already
+        removed
     }
 }
 
@@ -714,6 +754,20 @@ mod tests {
         drop(dir);
         assert!(!path.exists());
         assert!(!registry().dirs.contains(&path));
+    }
+
+    #[test]
+    fn a_tempfile_has_no_name_and_reads_back() {
+        use std::io::{Read, Seek, Write};
+        let mut file = tempfile().unwrap();
+        file.write_all(b"report").unwrap();
+        file.rewind().unwrap();
+        let mut back = String::new();
+        file.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "report");
+        // No name: its link count is 0.
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(file.metadata().unwrap().nlink(), 0);
     }
 
     #[test]

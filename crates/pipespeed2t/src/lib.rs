@@ -110,9 +110,7 @@ fn channel(opts: &Options) -> Result<(OwnedFd, OwnedFd, Option<u64>)> {
 /// A named pipe with both ends open, in a temporary directory that is gone
 /// again before the first byte moves.
 fn fifo() -> Result<(OwnedFd, OwnedFd)> {
-    let dir = tempfile::Builder::new()
-        .prefix("pipespeed2t-")
-        .tempdir()
+    let dir = labkit::cleanup::tempdir("pipespeed2t-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let path = dir.path().join("fifo");
     nix::unistd::mkfifo(
