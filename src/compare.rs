@@ -266,6 +266,26 @@ impl Comparison {
     }
 }
 
+/// Where `path` really is, whether it exists yet or not: its nearest
+/// existing folder with links resolved, and the rest of the path under it
+/// (`results/new` from the checkout is `/…/results/new`).
+fn real_path(path: &Path) -> PathBuf {
+    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = path.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name())
+        else {
+            break;
+        };
+        rest.push(name);
+        existing = parent;
+    }
+    let mut real = std::fs::canonicalize(existing).unwrap_or(existing.to_path_buf());
+    real.extend(rest.iter().rev());
+    real
+}
+
 /// `lab compare [RUN] [AGAINST] [--out DIR]`: print the comparison, and
 /// write `compare.md` and `compare.json` into `--out DIR`, or else into RUN
 /// when it is a finished run of the reader's own under `runs/`. Nothing is
@@ -276,11 +296,7 @@ pub fn main(
     out: Option<PathBuf>,
 ) -> Result<()> {
     if let Some(dir) = &out {
-        let inside = |root: PathBuf| {
-            let dir = std::fs::canonicalize(dir).unwrap_or(dir.clone());
-            dir.starts_with(std::fs::canonicalize(&root).unwrap_or(root))
-        };
-        if inside(runs::results_root()) {
+        if real_path(dir).starts_with(real_path(&runs::results_root())) {
             return Err(Error::usage(format!(
                 "--out {}: results/ holds only the reference run; write the \
                  comparison elsewhere",
@@ -306,12 +322,8 @@ pub fn main(
             dir
         }
         None => {
-            let (runs_root, real) = (
-                std::fs::canonicalize(runs::runs_root())
-                    .unwrap_or(runs::runs_root()),
-                std::fs::canonicalize(&run).unwrap_or(run.clone()),
-            );
-            let why = if !real.starts_with(&runs_root) {
+            let ours = real_path(&run).starts_with(real_path(&runs::runs_root()));
+            let why = if !ours {
                 Some("it is not a run of yours under runs/")
             } else if !runs::is_finished(&run) {
                 Some("it is unfinished")

@@ -249,17 +249,22 @@ fn run_one(
     // meanwhile waits, then finds nothing half done (runs::pending).
     let mut held = runs::pending();
     let Some(pending) = held.take() else { return result };
+    if pending.owns_run && result.is_ok() {
+        // From here on the run folder holds, or is about to hold, finished
+        // results: a runner killed now must not have its guard remove them
+        // (a folder left half done is the next run's sweep's to judge).
+        labkit::cleanup::keep_if_killed(&pending.run);
+    }
     if let Err(e) = result.and_then(|()| pending.commit()) {
         pending.discard();
         return Err(e);
     }
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
-    claims::write(&pending.run)?;
     if pending.owns_run {
         runs::finish(&pending.run, &[])?;
-        labkit::cleanup::keep_if_killed(&pending.run);
     }
+    claims::write(&pending.run)?;
     Ok(())
 }
 

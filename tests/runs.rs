@@ -374,6 +374,13 @@ fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!inside.exists());
+    // The same, named relative to the checkout, where nothing exists yet.
+    let mut cmd = lab_in();
+    cmd.current_dir(checkout.path()).arg("compare").arg(&reference);
+    let out = cmd.args(["--out", "results/new/cmp"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!checkout.path().join("results/new").exists());
 }
 
 #[test]
