@@ -265,7 +265,9 @@ impl Load {
     }
 }
 
-fn loadavg() -> String {
+/// `/proc/loadavg` as it reads: the 1, 5 and 15-minute load averages, the
+/// runnable and all tasks, the last pid.
+pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map_or("unknown".into(), |s| s.trim().to_string())
 }

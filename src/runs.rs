@@ -22,7 +22,6 @@
 //! run whose manifest has no end is unfinished: never "your latest run".
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -81,18 +80,7 @@ static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
 /// Take the run folder `dir`'s lock without waiting: `Ok(None)` when a
 /// live process holds it.
 fn try_lock(dir: &Path) -> Result<Option<File>> {
-    let file = File::open(dir).map_err(|e| Error::io(dir.display(), e))?;
-    // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if r == 0 {
-        return Ok(Some(file));
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        Ok(None)
-    } else {
-        Err(Error::io(dir.display(), e))
-    }
+    labkit::cleanup::try_lock_dir(dir).map_err(|e| Error::io(dir.display(), e))
 }
 
 /// Is a live process writing the run `dir` (its lock is held)?

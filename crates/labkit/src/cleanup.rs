@@ -274,14 +274,19 @@ pub struct TempDir {
 /// lock on it: a directory without it is never judged.
 pub const LOCK_MARK: &str = ".lab-lock";
 
-/// Take an exclusive `flock` on directory `dir` without waiting; `None`
-/// when someone else holds it (or it cannot be opened).
-fn try_lock_dir(dir: &Path) -> Option<std::fs::File> {
+/// Take an exclusive `flock` on directory `dir` without waiting: the open
+/// directory, which holds the lock until it is closed (or its process
+/// ends, however it ends), or `None` when a live process holds it.
+pub fn try_lock_dir(dir: &Path) -> io::Result<Option<std::fs::File>> {
     use std::os::fd::AsRawFd;
-    let file = std::fs::File::open(dir).ok()?;
+    let file = std::fs::File::open(dir)?;
     // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    (r == 0).then_some(file)
+    if r == 0 {
+        return Ok(Some(file));
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(None) } else { Err(e) }
 }
 
 /// Remove the temporary directories (`<tmp>/lab*`) whose makers died
@@ -300,7 +305,7 @@ pub fn remove_dead_tempdirs() -> Vec<PathBuf> {
         if !ours || !path.join(LOCK_MARK).is_file() {
             continue;
         }
-        if let Some(_held) = try_lock_dir(&path)
+        if let Ok(Some(_held)) = try_lock_dir(&path)
             && std::fs::remove_dir_all(&path).is_ok()
         {
             removed.push(path);
@@ -355,7 +360,7 @@ pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     reg.dirs.push(path.clone());
     remove_if_killed(&path);
     // Locked, then marked: a sweep that sees the mark finds the lock held.
-    let lock = try_lock_dir(&path);
+    let lock = try_lock_dir(&path).ok().flatten();
     let marked = lock.is_some();
     let dir = TempDir { path, _lock: lock };
     drop(reg); // dropping `dir` on an error below takes the lock

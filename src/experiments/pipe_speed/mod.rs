@@ -30,6 +30,7 @@ use labkit::measure::Usage;
 use serde::Serialize;
 
 use super::Experiment;
+use crate::machine::loadavg;
 use crate::report::{Common, Context, Report};
 
 mod ladder;
@@ -391,11 +392,6 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         Some(md) if !args.common.json => labkit::error::print(&md),
         _ => Ok(()),
     }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map_or("unknown".into(), |s| s.trim().to_string())
 }
 
 /// The pipe as this kernel makes it, asked of pipespeed2 itself.

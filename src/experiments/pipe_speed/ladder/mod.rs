@@ -15,7 +15,8 @@ use labkit::measure::Usage;
 use pipespeed2t::ladder::{Cost, LadderReport};
 use serde::Serialize;
 
-use super::{PipeFacts, loadavg};
+use super::PipeFacts;
+use crate::machine::loadavg;
 
 mod tables;
 
