@@ -21,7 +21,7 @@
 //! experiment, its temporary directories) and never a live run's files. A
 //! run whose manifest has no end is unfinished: never "your latest run".
 
-use std::fs::File;
+use labkit::cleanup::DirLock;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -75,11 +75,11 @@ impl Manifest {
 /// The run folders this process writes, locked for as long as it lives: a
 /// static, since the lock must outlive every value (it is the process's
 /// mark of life), and the kernel releases it however the process ends.
-static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
+static HELD: Mutex<Vec<DirLock>> = Mutex::new(Vec::new());
 
 /// Take the run folder `dir`'s lock without waiting: `Ok(None)` when a
 /// live process holds it.
-fn try_lock(dir: &Path) -> Result<Option<File>> {
+fn try_lock(dir: &Path) -> Result<Option<DirLock>> {
     labkit::cleanup::try_lock_dir(dir).map_err(|e| Error::io(dir.display(), e))
 }
 

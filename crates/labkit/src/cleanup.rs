@@ -267,23 +267,40 @@ fn reap_group(pgid: i32) {
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
-    _lock: Option<std::fs::File>,
+    _lock: Option<DirLock>,
 }
 
 /// The file in a locked temporary directory that says its maker holds a
 /// lock on it: a directory without it is never judged.
 pub const LOCK_MARK: &str = ".lab-lock";
 
-/// Take an exclusive `flock` on directory `dir` without waiting: the open
-/// directory, which holds the lock until it is closed (or its process
-/// ends, however it ends), or `None` when a live process holds it.
-pub fn try_lock_dir(dir: &Path) -> io::Result<Option<std::fs::File>> {
+/// An exclusive `flock` on a directory, held until this is dropped (or its
+/// process ends, however it ends).
+///
+/// Dropping it unlocks before closing. A bare close would not be enough:
+/// the lock belongs to the open file description, and a child that
+/// another thread forks at that moment shares the description until it
+/// execs, so the lock would outlive the drop for a while.
+#[derive(Debug)]
+pub struct DirLock(std::fs::File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a descriptor we own.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Take an exclusive `flock` on directory `dir` without waiting, or `None`
+/// when a live process holds it.
+pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
     use std::os::fd::AsRawFd;
     let file = std::fs::File::open(dir)?;
     // SAFETY: flock on a descriptor we own; LOCK_NB never blocks.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r == 0 {
-        return Ok(Some(file));
+        return Ok(Some(DirLock(file)));
     }
     let e = io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(None) } else { Err(e) }
@@ -694,6 +711,44 @@ pub fn settle() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dropped_lock_is_free_even_while_another_thread_forks() {
+        use std::os::unix::process::CommandExt;
+        let dir =
+            std::env::temp_dir().join(format!("labkit-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let forks = std::sync::Arc::new(AtomicI32::new(0));
+        let forker = {
+            let (stop, forks) = (stop.clone(), forks.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    // A pre_exec makes std fork: the child shares every open
+                    // descriptor, the lock's among them, until it execs.
+                    let mut cmd = std::process::Command::new("true");
+                    // SAFETY: the closure does nothing.
+                    unsafe { cmd.pre_exec(|| Ok(())) };
+                    cmd.status().unwrap();
+                    forks.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let (mut busy, mut tries) = (0, 0);
+        // Until the other thread has forked often enough to have overlapped.
+        while tries < 300 || forks.load(Ordering::Relaxed) < 100 {
+            tries += 1;
+            let lock = try_lock_dir(&dir).unwrap();
+            drop(lock);
+            if try_lock_dir(&dir).unwrap().is_none() {
+                busy += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        forker.join().unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        assert_eq!(busy, 0, "a dropped lock was still held {busy} times of {tries}");
+    }
 
     #[test]
     fn the_line_names_signal_programs_and_dirs() {
