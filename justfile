@@ -49,6 +49,7 @@ results:
     lab run mq-sweep --reference
     lab run mq-sweep --reference --variant cpu0 --cpus 0
     lab run server-designs --reference
+    lab run controls --reference --rounds 10
 
 # Exactly what CI runs
 ci:

@@ -13,6 +13,14 @@
 //!   never by its position: `/variants[key=pipespeed2t]/points[block_bytes=4096]/mb_per_s/median`
 //!   ([`select`]), so a run with one more point quotes the same figures.
 //!
+//! - `{{#verdict ID}}` is replaced by claim `ID`'s verdict on the reference,
+//!   with its figure, 95% interval, rounds and settings, and a link to its
+//!   entry on the then-and-now page: a chapter's conclusion about a claim
+//!   comes from the same evaluation as the table, so the two cannot
+//!   disagree.
+//! - `{{#then-and-now}}` is replaced by the then-and-now table of the
+//!   reference ([`crate::claims::markdown`]), each claim linked to the
+//!   chapter whose `{{#verdict ID}}` discusses it.
 //! - `{{#repository}}` is replaced by the lab's public address: the book's
 //!   `output.html.git-repository-url`, which `book/build` sets from the
 //!   checkout's `origin` remote ([`web_url`]); without one, a placeholder
@@ -36,6 +44,63 @@ pub fn expand(
     reference: &Path,
     repository: Option<&str>,
 ) -> Result<String> {
+    expand_with(text, reference, repository, &Chapters::new())
+}
+
+/// Claim id -> the chapter (file under `src/`) whose `{{#verdict ID}}`
+/// discusses it.
+pub type Chapters = std::collections::BTreeMap<String, String>;
+
+/// The claim ids of the `{{#verdict ID}}` directives in `text`.
+pub fn verdicts_in(text: &str) -> Vec<String> {
+    text.match_indices("{{#verdict ")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + "{{#verdict ".len()..];
+            let end = rest.find("}}")?;
+            Some(rest[..end].trim().to_string())
+        })
+        .collect()
+}
+
+/// The reference's then-and-now rows, evaluated once per chapter.
+fn rows<'a>(
+    cache: &'a mut Option<Vec<crate::claims::Row>>,
+    reference: &Path,
+) -> Result<&'a [crate::claims::Row]> {
+    if cache.is_none() {
+        *cache = Some(crate::claims::evaluate(reference)?);
+    }
+    Ok(cache.as_deref().expect("filled above"))
+}
+
+/// The sentence `{{#verdict ID}}` stands for.
+fn verdict_sentence(row: &crate::claims::Row) -> String {
+    let today = row.today_text().map_or(String::new(), |t| {
+        format!(" Today: {t}, on {} (`{}`).", row.judged_on, row.results)
+    });
+    let rule = if row.claim.cannot.is_none() {
+        format!(" The rule: {}.", row.claim.rule(&row.unit))
+    } else {
+        String::new()
+    };
+    format!(
+        "<a id=\"verdict-{id}\"></a>**Verdict on \"{claim}\" ({id}): {verdict}.**{today}{rule} \
+         ([All the claims](then-and-now.md#{id}))",
+        id = row.claim.id,
+        claim = row.claim.claim,
+        verdict = row.verdict,
+    )
+}
+
+/// [`expand`], with the map of the chapters that discuss each claim (for
+/// `{{#then-and-now}}`'s links).
+pub fn expand_with(
+    text: &str,
+    reference: &Path,
+    repository: Option<&str>,
+    chapters: &Chapters,
+) -> Result<String> {
+    let mut evaluated = None;
     let mut out = String::with_capacity(text.len());
     // Each results file is read and parsed once per chapter.
     let mut files = std::collections::HashMap::new();
@@ -63,6 +128,29 @@ pub fn expand(
                 };
                 let json = results_file(&mut files, reference, folder)?;
                 out.push_str(&figure(json, pointer, decimals)?);
+            }
+            Some("verdict") => {
+                let id = words.next().ok_or_else(|| bad(inner))?;
+                let rows = rows(&mut evaluated, reference)?;
+                let row =
+                    rows.iter().find(|r| r.claim.id == id).ok_or_else(|| {
+                        Error::failed(format!(
+                            "{{{{#verdict {id}}}}}: no claim {id} in claims.toml"
+                        ))
+                    })?;
+                out.push_str(&verdict_sentence(row));
+            }
+            Some("then-and-now") => {
+                let rows = rows(&mut evaluated, reference)?;
+                let name = reference
+                    .file_name()
+                    .map_or("?".into(), |n| n.to_string_lossy().into_owned());
+                let link = |c: &crate::claims::Claim| {
+                    chapters
+                        .get(&c.id)
+                        .map(|page| format!("[{page}]({page}#verdict-{})", c.id))
+                };
+                out.push_str(&crate::claims::markdown(rows, &name, &link));
             }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             // {{#include}} and the like are mdBook's own.
@@ -243,6 +331,37 @@ pub fn expand_book(
     reference: &Path,
     repository: Option<&str>,
 ) -> Result<()> {
+    let mut chapters = Chapters::new();
+    find_verdicts(book, &mut chapters);
+    expand_chapters(book, reference, repository, &chapters)
+}
+
+/// Which chapter holds each claim's `{{#verdict ID}}`.
+fn find_verdicts(book: &Value, chapters: &mut Chapters) {
+    match book {
+        Value::Object(map) => {
+            if let Some(Value::Object(chapter)) = map.get("Chapter") {
+                let path = chapter.get("path").and_then(Value::as_str);
+                let content = chapter.get("content").and_then(Value::as_str);
+                if let (Some(path), Some(content)) = (path, content) {
+                    for id in verdicts_in(content) {
+                        chapters.entry(id).or_insert_with(|| path.to_string());
+                    }
+                }
+            }
+            map.values().for_each(|v| find_verdicts(v, chapters));
+        }
+        Value::Array(items) => items.iter().for_each(|v| find_verdicts(v, chapters)),
+        _ => {}
+    }
+}
+
+fn expand_chapters(
+    book: &mut Value,
+    reference: &Path,
+    repository: Option<&str>,
+    chapters: &Chapters,
+) -> Result<()> {
     match book {
         Value::Object(map) => {
             if let Some(Value::Object(chapter)) = map.get_mut("Chapter") {
@@ -250,19 +369,19 @@ pub fn expand_book(
                     chapter.get("name").and_then(Value::as_str).unwrap_or("?");
                 let name = name.to_string();
                 if let Some(Value::String(content)) = chapter.get_mut("content") {
-                    *content =
-                        expand(content, reference, repository).map_err(|e| {
+                    *content = expand_with(content, reference, repository, chapters)
+                        .map_err(|e| {
                             Error::failed(format!("chapter '{name}': {e}"))
                         })?;
                 }
             }
             for v in map.values_mut() {
-                expand_book(v, reference, repository)?;
+                expand_chapters(v, reference, repository, chapters)?;
             }
         }
         Value::Array(items) => {
             for v in items {
-                expand_book(v, reference, repository)?;
+                expand_chapters(v, reference, repository, chapters)?;
             }
         }
         _ => {}

@@ -2,8 +2,10 @@
 //! judged on a run's results.
 //!
 //! A claim's rule reads one headline figure of one experiment (see
-//! [`crate::report::Figure`]) and puts it in a range: *holds*, *depends on*
-//! (what), or *no longer holds*. Claims the lab cannot re-run say why.
+//! [`crate::report::Figure`]) and puts its 95% interval in a range:
+//! *holds*, *depends on* (what), or *no longer holds*, each only when the
+//! whole interval lies in that range; an interval across a boundary is
+//! *too close to call*. Claims the lab cannot re-run say why.
 
 use std::fmt;
 use std::path::Path;
@@ -39,6 +41,10 @@ pub struct Claim {
     pub depends_on: Option<String>,
 }
 
+/// The fewest rounds a verdict rests on: with fewer, the interval of a
+/// median says nothing about the spread.
+pub const MIN_ROUNDS: usize = 3;
+
 /// Every claim, in the file's order.
 pub fn all() -> Vec<Claim> {
     let file: File =
@@ -47,12 +53,14 @@ pub fn all() -> Vec<Claim> {
 }
 
 /// What a rule says of today's figure.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", content = "why", rename_all = "kebab-case")]
 pub enum Verdict {
     Holds,
     NoLongerHolds,
     DependsOn(String),
+    /// The interval crosses a boundary of the rule: which, and where.
+    TooCloseToCall(String),
     NotMeasured(String),
     CannotRerun(String),
 }
@@ -63,6 +71,7 @@ impl fmt::Display for Verdict {
             Verdict::Holds => f.write_str("holds"),
             Verdict::NoLongerHolds => f.write_str("no longer holds"),
             Verdict::DependsOn(what) => write!(f, "depends on {what}"),
+            Verdict::TooCloseToCall(why) => write!(f, "too close to call: {why}"),
             Verdict::NotMeasured(why) => write!(f, "not yet measured: {why}"),
             Verdict::CannotRerun(why) => write!(f, "cannot be re-run: {why}"),
         }
@@ -75,18 +84,59 @@ impl Claim {
         self.figure.as_deref()?.split_once('/')
     }
 
-    /// The verdict for `value`, today's figure.
-    pub fn judge(&self, value: f64) -> Verdict {
+    /// Which range `value` falls in: 0 holds, 1 depends, 2 no longer holds.
+    fn region(&self, value: f64) -> u8 {
         let within = |r: Option<[f64; 2]>| {
             r.is_some_and(|[lo, hi]| lo <= value && value <= hi)
         };
         if within(self.holds) {
-            Verdict::Holds
+            0
         } else if within(self.depends) {
-            Verdict::DependsOn(self.depends_on.clone().unwrap_or_default())
+            1
         } else {
-            Verdict::NoLongerHolds
+            2
         }
+    }
+
+    /// The rule's boundaries: the finite ends of its ranges, in order.
+    pub fn boundaries(&self) -> Vec<f64> {
+        let mut edges: Vec<f64> = [self.holds, self.depends]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.is_finite())
+            .collect();
+        edges.sort_by(f64::total_cmp);
+        edges.dedup();
+        edges
+    }
+
+    /// The verdict on today's figure, from its 95% interval `[lo, hi]`: a
+    /// range's verdict only when the whole interval lies in it, else too
+    /// close to call, naming the boundary crossed.
+    pub fn judge(&self, [lo, hi]: [f64; 2], unit: &str) -> Verdict {
+        let inside: Vec<f64> =
+            self.boundaries().into_iter().filter(|e| lo < *e && *e < hi).collect();
+        let (a, b) = (self.region(lo), self.region(hi));
+        if a == b && inside.is_empty() {
+            return match a {
+                0 => Verdict::Holds,
+                1 => Verdict::DependsOn(self.depends_on.clone().unwrap_or_default()),
+                _ => Verdict::NoLongerHolds,
+            };
+        }
+        // The boundary crossed: one strictly inside, else the end it touches.
+        let edge = inside
+            .first()
+            .copied()
+            .or_else(|| self.boundaries().into_iter().find(|e| lo <= *e && *e <= hi))
+            .unwrap_or(lo);
+        Verdict::TooCloseToCall(format!(
+            "the interval {} to {} straddles the boundary {}",
+            show(lo, unit),
+            show(hi, unit),
+            show(edge, unit)
+        ))
     }
 }
 
@@ -95,8 +145,12 @@ impl Claim {
 pub struct Row {
     #[serde(flatten)]
     pub claim: Claim,
-    /// Today's figure, its unit and what it is.
+    /// Today's figure, its 95% interval, its rounds and how it was made,
+    /// its unit and what it is.
     pub today: Option<f64>,
+    pub interval: Option<[f64; 2]>,
+    pub rounds: usize,
+    pub method: String,
     pub unit: String,
     pub label: String,
     #[serde(flatten)]
@@ -140,6 +194,9 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
     let row = |claim, verdict, judged_on: &str| Row {
         claim,
         today: None,
+        interval: None,
+        rounds: 0,
+        method: String::new(),
         unit: String::new(),
         label: String::new(),
         verdict,
@@ -168,7 +225,11 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
         let why = format!("no {experiment} results in this run");
         return Ok(row(claim, Verdict::NotMeasured(why), "-"));
     };
-    let Some(figure) = published.figure(key) else {
+    let file = run.join(folder).join(format!("{experiment}.json"));
+    let figure = published
+        .figure(key)
+        .map_err(|e| Error::failed(format!("{}: {e}", file.display())))?;
+    let Some(figure) = figure else {
         let why = format!("{folder} has no figure {key}");
         return Ok(row(claim, Verdict::NotMeasured(why), "-"));
     };
@@ -179,9 +240,22 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
         n if claim.one_cpu => format!("{n} CPUs (no one-CPU run)"),
         n => format!("{n} CPUs"),
     };
+    let n = figure.rounds.len();
+    let verdict = if figure.method != crate::report::Method::Exact && n < MIN_ROUNDS
+    {
+        Verdict::NotMeasured(format!(
+            "{n} round{} in {folder}: an interval needs at least {MIN_ROUNDS}",
+            if n == 1 { "" } else { "s" }
+        ))
+    } else {
+        claim.judge(figure.interval, &figure.unit)
+    };
     Ok(Row {
-        verdict: claim.judge(figure.value),
+        verdict,
         today: Some(figure.value),
+        interval: Some(figure.interval),
+        rounds: figure.rounds.len(),
+        method: figure.method.describe().into(),
         unit: figure.unit,
         label: figure.label,
         judged_on,
@@ -201,36 +275,112 @@ pub fn show(value: f64, unit: &str) -> String {
     }
 }
 
-/// The table as Markdown, citations linked to the References page.
-pub fn markdown(rows: &[Row], run: &str) -> String {
-    let mut md =
-        String::from("| claim | then | today | verdict |\n|---|---|---|---|\n");
+/// A range as words: "from 5x up", "from 0.8x to 1.25x", "4096 bytes".
+fn range_text([lo, hi]: [f64; 2], unit: &str) -> String {
+    if lo == hi {
+        show(lo, unit)
+    } else if hi.is_infinite() {
+        format!("from {} up", show(lo, unit))
+    } else if lo <= 0.0 {
+        format!("up to {}", show(hi, unit))
+    } else {
+        format!("from {} to {}", show(lo, unit), show(hi, unit))
+    }
+}
+
+impl Claim {
+    /// The rule in words: "holds from 5x up; depends from 2x to 5x;
+    /// otherwise no longer holds".
+    pub fn rule(&self, unit: &str) -> String {
+        let mut parts = Vec::new();
+        if let Some(h) = self.holds {
+            parts.push(format!("holds {}", range_text(h, unit)));
+        }
+        if let Some(d) = self.depends {
+            parts.push(format!("depends {}", range_text(d, unit)));
+        }
+        parts.push("otherwise no longer holds".into());
+        parts.join("; ")
+    }
+}
+
+impl Row {
+    /// Today's figure in words: "6.26x (95% interval 5.91x to 6.52x, 5
+    /// rounds, median of the rounds' paired ratios)".
+    pub fn today_text(&self) -> Option<String> {
+        let v = self.today?;
+        let [lo, hi] = self.interval?;
+        Some(format!(
+            "{} (95% interval {} to {}, {} round{}, {})",
+            show(v, &self.unit),
+            show(lo, &self.unit),
+            show(hi, &self.unit),
+            self.rounds,
+            if self.rounds == 1 { "" } else { "s" },
+            self.method
+        ))
+    }
+}
+
+/// The table as Markdown, citations linked to the References page: a
+/// short table of verdicts (two columns, so that the verdict stays in
+/// view on a narrow screen), then one section per claim with its rule,
+/// today's figure with its interval and rounds, and the settings.
+/// `chapter` gives the page (and anchor) where the book discusses a claim.
+pub fn markdown(
+    rows: &[Row],
+    run: &str,
+    chapter: &dyn Fn(&Claim) -> Option<String>,
+) -> String {
+    let mut md = String::from("| claim | verdict |\n|---|---|\n");
     for r in rows {
-        let today = match r.today {
-            Some(v) => format!(
-                "{} ({}; {}, `{}`)",
-                show(v, &r.unit),
-                r.label,
-                r.judged_on,
-                r.results
-            ),
-            None => "-".into(),
-        };
         md.push_str(&format!(
-            "| {} ([{}](references.md#{})) | {} | {} | **{}** |\n",
+            "| [{}](#{}) | **{}** |\n",
             cell(&r.claim.claim),
-            r.claim.source,
-            r.claim.source,
-            cell(&format!("{} ({})", r.claim.then, r.claim.setting)),
-            cell(&today),
-            cell(&r.verdict.to_string()),
+            r.claim.id,
+            cell(short(&r.verdict))
         ));
     }
+    for r in rows {
+        md.push_str(&format!("\n### {}\n\n", r.claim.id));
+        md.push_str(&format!(
+            "{} ([{}](references.md#{})).\n\n",
+            r.claim.claim, r.claim.source, r.claim.source
+        ));
+        md.push_str(&format!("- **Verdict: {}**\n", r.verdict));
+        md.push_str(&format!("- Then: {} ({})\n", r.claim.then, r.claim.setting));
+        if r.claim.cannot.is_none() {
+            md.push_str(&format!("- Rule: {}\n", r.claim.rule(&r.unit)));
+        }
+        if let Some(today) = r.today_text() {
+            md.push_str(&format!("- Today: {today}: {}\n", r.label));
+            md.push_str(&format!(
+                "- Settings: {}, from `{}`\n",
+                r.judged_on, r.results
+            ));
+        }
+        if let Some(link) = chapter(&r.claim) {
+            md.push_str(&format!("- In the book: {link}\n"));
+        }
+    }
     md.push_str(&format!(
-        "\nJudged by the rules in `claims.toml` on the run `{run}`. \"1 CPU\": the \
-         figure comes from a run confined with `--cpus`, as the articles ran.\n"
+        "\nJudged by the rules in `claims.toml` on the run `{run}`: a verdict only \
+         when the whole 95% interval lies in one range. \"1 CPU\": the figure comes \
+         from a run confined with `--cpus`, as the articles ran.\n"
     ));
     md
+}
+
+/// The verdict without its reason, for the short table.
+fn short(v: &Verdict) -> &'static str {
+    match v {
+        Verdict::Holds => "holds",
+        Verdict::NoLongerHolds => "no longer holds",
+        Verdict::DependsOn(_) => "depends",
+        Verdict::TooCloseToCall(_) => "too close to call",
+        Verdict::NotMeasured(_) => "not yet measured",
+        Verdict::CannotRerun(_) => "cannot be re-run",
+    }
 }
 
 fn cell(text: &str) -> String {
@@ -247,16 +397,53 @@ pub fn text(rows: &[Row]) -> String {
             r.claim.claim, r.claim.source
         ));
         out.push_str(&format!("    then:  {}\n", r.claim.then));
-        if let Some(v) = r.today {
-            out.push_str(&format!(
-                "    today: {} ({}; {})\n",
-                show(v, &r.unit),
-                r.label,
-                r.judged_on
-            ));
+        if let Some(today) = r.today_text() {
+            out.push_str(&format!("    today: {today}; {}\n", r.judged_on));
+            out.push_str(&format!("    rule:  {}\n", r.claim.rule(&r.unit)));
         }
     }
     out
+}
+
+/// [`evaluate`], and check the run's own `then-and-now.json`, if it has
+/// one, against it: a verdict or a figure there that the results do not
+/// give (a hand edit, or results changed since) is an error naming the
+/// file and the field.
+pub fn evaluate_checked(run: &Path) -> Result<Vec<Row>> {
+    let rows = evaluate(run)?;
+    let path = run.join("then-and-now.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(rows),
+        Err(e) => return Err(Error::io(path.display(), e)),
+    };
+    let stored: Vec<serde_json::Value> = serde_json::from_str(&text)
+        .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
+    for (k, row) in rows.iter().enumerate() {
+        let at = |field: &str| {
+            format!("{}: [{k}].{field} ({})", path.display(), row.claim.id)
+        };
+        let Some(old) = stored.iter().find(|s| s["id"] == row.claim.id.as_str())
+        else {
+            return Err(Error::failed(format!(
+                "{}: claim {} is missing",
+                path.display(),
+                row.claim.id
+            )));
+        };
+        let now = serde_json::to_value(row).expect("a row encodes");
+        for field in ["verdict", "why", "today", "interval"] {
+            if old.get(field) != now.get(field) {
+                return Err(Error::failed(format!(
+                    "{}: says {} where the results give {}",
+                    at(field),
+                    old.get(field).map_or("nothing".into(), |v| v.to_string()),
+                    now.get(field).map_or("nothing".into(), |v| v.to_string())
+                )));
+            }
+        }
+    }
+    Ok(rows)
 }
 
 /// Write `then-and-now.md` and `.json` into run folder `run`.
@@ -266,7 +453,7 @@ pub fn write(run: &Path) -> Result<Vec<Row>> {
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
     crate::results::write_file(
         &run.join("then-and-now.md"),
-        &markdown(&rows, &name),
+        &markdown(&rows, &name, &|_| None),
     )?;
     crate::results::write_json(&run.join("then-and-now.json"), &rows)?;
     Ok(rows)
@@ -301,48 +488,99 @@ mod tests {
         }
     }
 
-    /// Each rule, on a figure inside its range and on one outside both.
+    /// A figure made from `rounds` the way an experiment makes one, judged.
+    fn verdict_on(c: &Claim, rounds: Vec<f64>) -> Verdict {
+        let f = crate::report::Figure::new(
+            "synthetic",
+            "x",
+            crate::report::Method::Median,
+            rounds,
+        )
+        .expect("finite rounds");
+        c.judge(f.interval, &f.unit)
+    }
+
+    /// Ten rounds tight around `v`, so that the interval lies near it.
+    fn tight(v: f64) -> Vec<f64> {
+        (0..10).map(|k| v * (1.0 + 1e-4 * (k as f64 - 4.5))).collect()
+    }
+
+    /// A value inside range `[lo, hi]`, away from its ends.
+    fn inside([lo, hi]: [f64; 2]) -> f64 {
+        if lo == hi {
+            lo
+        } else if hi.is_finite() {
+            (lo + hi) / 2.0
+        } else {
+            lo * 2.0 + 1.0
+        }
+    }
+
+    /// Every rule gives each of its verdicts on synthetic rounds: holds,
+    /// depends (where it has that range), no longer holds, and too close to
+    /// call when the rounds spread across a boundary.
     #[test]
-    fn every_rule_holds_inside_its_range_and_fails_outside() {
+    fn every_rule_can_give_each_of_its_verdicts() {
         for c in all().iter().filter(|c| c.cannot.is_none()) {
-            let [lo, hi] = c.holds.unwrap();
-            let inside =
-                if hi.is_finite() { (lo + hi) / 2.0 } else { lo * 2.0 + 1.0 };
-            assert_eq!(c.judge(inside), Verdict::Holds, "{} at {inside}", c.id);
-            let mut edges = vec![lo, hi];
-            edges.extend(c.depends.iter().flatten());
-            // Just past each edge, and the ends of the scale.
+            let holds = c.holds.unwrap();
+            let at = inside(holds);
+            let rounds = if holds[0] == holds[1] { vec![at; 10] } else { tight(at) };
+            assert_eq!(verdict_on(c, rounds), Verdict::Holds, "{} at {at}", c.id);
+            if let Some(d) = c.depends {
+                let at = inside(d);
+                assert!(
+                    matches!(verdict_on(c, tight(at)), Verdict::DependsOn(_)),
+                    "{} at {at}",
+                    c.id
+                );
+            }
+            // Just past each boundary, and the ends of the scale: one of
+            // them must lie outside both ranges.
             let mut probes = vec![0.0, 1e12];
-            for e in edges.iter().filter(|e| e.is_finite()) {
-                let step = (e.abs() * 0.01).max(1e-3);
+            for e in c.boundaries() {
+                let step = (e.abs() * 0.05).max(1e-2);
                 probes.extend([e - step, e + step]);
             }
-            let outside: Vec<f64> = probes
+            let outside = probes
                 .into_iter()
-                .filter(|v| *v >= 0.0 && !(lo <= *v && *v <= hi))
-                .filter(|v| !c.depends.is_some_and(|[a, b]| a <= *v && *v <= b))
-                .collect();
-            if let Some([a, b]) = c.depends {
-                let mid = if b.is_finite() { (a + b) / 2.0 } else { a + 1.0 };
-                if !(lo <= mid && mid <= hi) {
-                    assert!(
-                        matches!(c.judge(mid), Verdict::DependsOn(_)),
-                        "{} at {mid}",
-                        c.id
-                    );
-                }
-            }
-            // A rule whose ranges cover every figure from 0 up cannot fail;
-            // only "ten-or-a-hundred" is built so (it answers holds or
-            // depends), and it says why.
-            if outside.is_empty() {
-                assert_eq!(c.id, "ten-or-a-hundred", "{} can never fail", c.id);
-                continue;
-            }
-            for v in outside {
-                assert_eq!(c.judge(v), Verdict::NoLongerHolds, "{} at {v}", c.id);
-            }
+                .filter(|v| *v >= 0.0)
+                .find(|v| c.region(*v) == 2)
+                .unwrap_or_else(|| panic!("{} can never say no longer holds", c.id));
+            assert_eq!(
+                verdict_on(c, vec![outside; 10]),
+                Verdict::NoLongerHolds,
+                "{} at {outside}",
+                c.id
+            );
+            // Rounds 10% either side of a boundary (0 has no side below).
+            let b =
+                c.boundaries().into_iter().find(|b| *b > 0.0).expect("a boundary");
+            let spread: Vec<f64> =
+                (0..10).map(|k| b * (0.9 + 0.2 * k as f64 / 9.0)).collect();
+            assert!(
+                matches!(verdict_on(c, spread), Verdict::TooCloseToCall(_)),
+                "{} around {b}",
+                c.id
+            );
         }
+    }
+
+    #[test]
+    fn an_interval_touching_a_boundary_from_outside_is_too_close() {
+        let c = all().into_iter().find(|c| c.id == "create-ratio").unwrap();
+        // holds from 5x, depends 2x to 5x: 4.9 to 5.0 has one end in each.
+        let v = c.judge([4.9, 5.0], "x");
+        assert_eq!(
+            v,
+            Verdict::TooCloseToCall(
+                "the interval 4.90x to 5.00x straddles the boundary 5.00x".into()
+            )
+        );
+        assert_eq!(c.judge([5.0, 7.0], "x"), Verdict::Holds);
+        assert!(matches!(c.judge([2.5, 4.0], "x"), Verdict::DependsOn(_)));
+        assert_eq!(c.judge([1.0, 1.5], "x"), Verdict::NoLongerHolds);
+        // A wide interval over a whole range is no verdict either.
+        assert!(matches!(c.judge([1.0, 9.0], "x"), Verdict::TooCloseToCall(_)));
     }
 
     #[test]

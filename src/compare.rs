@@ -85,7 +85,11 @@ pub struct Comparison {
     pub run: String,
     pub against: String,
     pub entries: Vec<Entry>,
+    /// The then-and-now table of this run, and of the run compared against.
     pub claims: Vec<claims::Row>,
+    pub against_claims: Vec<claims::Row>,
+    /// Each side's line when its controls found it noisy.
+    pub noisy: Vec<String>,
 }
 
 fn read(run: &Path, folder: &str) -> Result<Option<Published>> {
@@ -133,6 +137,7 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
     let mut entries = Vec::new();
     for folder in names {
         let (a, b) = (read(run, &folder)?, read(against, &folder)?);
+        let experiment = folder.split('/').next().unwrap_or(&folder).to_string();
         let mut entry = Entry {
             results: folder,
             missing: None,
@@ -155,8 +160,17 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
                         .filter(|k| !a.headline.contains_key(*k))
                         .cloned(),
                 );
+                let bad = |side: &Path, e: String| {
+                    Error::failed(format!(
+                        "{}: {e}",
+                        side.join(&entry.results)
+                            .join(format!("{experiment}.json"))
+                            .display()
+                    ))
+                };
                 for key in keys {
-                    let (fa, fb) = (a.figure(&key), b.figure(&key));
+                    let fa = a.figure(&key).map_err(|e| bad(run, e))?;
+                    let fb = b.figure(&key).map_err(|e| bad(against, e))?;
                     let any = fa.clone().or(fb.clone()).expect("one side has it");
                     let (va, vb) = (fa.map(|f| f.value), fb.map(|f| f.value));
                     entry.figures.push(FigureRow {
@@ -183,7 +197,16 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
         run: run.display().to_string(),
         against: against.display().to_string(),
         entries,
-        claims: claims::evaluate(run)?,
+        claims: claims::evaluate_checked(run)?,
+        against_claims: claims::evaluate_checked(against)?,
+        noisy: [("this run", run), ("against", against)]
+            .into_iter()
+            .filter_map(|(side, r)| {
+                crate::experiments::controls::noisy_line(r)
+                    .map(|l| l.map(|l| format!("{side}: {l}")))
+                    .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?,
     })
 }
 
@@ -230,8 +253,20 @@ impl Comparison {
         let name = Path::new(&self.run)
             .file_name()
             .map_or(self.run.clone(), |n| n.to_string_lossy().into_owned());
+        md.push_str("\n## Verdicts side by side\n\n");
+        for line in &self.noisy {
+            md.push_str(&format!("Noisy: {line}.\n\n"));
+        }
+        md.push_str("| claim | this run | against |\n|---|---|---|\n");
+        for (id, a, b) in self.side_by_side() {
+            md.push_str(&format!(
+                "| {id} | {} | {} |\n",
+                a.replace('|', "\\|"),
+                b.replace('|', "\\|")
+            ));
+        }
         md.push_str("\n## Then and now\n\n");
-        md.push_str(&claims::markdown(&self.claims, &name));
+        md.push_str(&claims::markdown(&self.claims, &name, &|_| None));
         md
     }
 
@@ -260,9 +295,50 @@ impl Comparison {
                 ));
             }
         }
+        out.push_str("\nVerdicts side by side (this run | against)\n");
+        for line in &self.noisy {
+            out.push_str(&format!("  noisy: {line}\n"));
+        }
+        for (id, a, b) in self.side_by_side() {
+            let same = if a == b { "" } else { "  <- differs" };
+            out.push_str(&format!(
+                "  {id}\n    this run: {a}\n    against:  {b}{same}\n"
+            ));
+        }
         out.push('\n');
         out.push_str(&claims::text(&self.claims));
         out
+    }
+
+    /// Per judged claim: its id, this run's verdict and figure, the other
+    /// run's.
+    pub fn side_by_side(&self) -> Vec<(String, String, String)> {
+        let cell = |r: Option<&claims::Row>| {
+            r.map_or("-".into(), |r| match r.today_text() {
+                Some(t) => {
+                    format!("{}: {t}, {}", short_verdict(&r.verdict), r.judged_on)
+                }
+                None => r.verdict.to_string(),
+            })
+        };
+        self.claims
+            .iter()
+            .filter(|r| r.claim.cannot.is_none())
+            .map(|r| {
+                let other =
+                    self.against_claims.iter().find(|o| o.claim.id == r.claim.id);
+                (r.claim.id.clone(), cell(Some(r)), cell(other))
+            })
+            .collect()
+    }
+}
+
+/// A verdict as a word or two (the reason is in the then-and-now table).
+fn short_verdict(v: &claims::Verdict) -> String {
+    match v {
+        claims::Verdict::DependsOn(_) => "depends".into(),
+        claims::Verdict::TooCloseToCall(_) => "too close to call".into(),
+        v => v.to_string(),
     }
 }
 

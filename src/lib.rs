@@ -19,6 +19,7 @@ pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runs;
+pub mod schedule;
 pub mod service;
 pub mod stats;
 pub mod table;
@@ -91,7 +92,7 @@ fn list(indent: &str) -> String {
     let line = |e: &experiments::Experiment| {
         format!("{indent}{:<16} {}\n", e.name, e.about)
     };
-    experiments::ALL.iter().map(line).collect()
+    experiments::every().map(line).collect()
 }
 
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
@@ -112,7 +113,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
         Command::Run { name, args } => {
             let experiment = find(&name)?;
             runs::sweep_and_say();
-            run_one(experiment, args, &report::Context::alone())
+            run_one(experiment, args)
         }
     }
 }
@@ -158,14 +159,17 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
     let run = compare::resolve_or(run, runs::reference, || {
         format!("no reference run in {}", runs::results_root().display())
     })?;
-    let rows = claims::evaluate(&run)?;
+    let rows = claims::evaluate_checked(&run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
     labkit::error::print(&if markdown {
-        claims::markdown(&rows, &name)
+        claims::markdown(&rows, &name, &|_| None)
     } else {
         claims::text(&rows)
     })?;
+    if let Some(line) = experiments::controls::noisy_line(&run)? {
+        eprintln!("lab: note: {line}");
+    }
     // Figures from older programs: how much older.
     if let Some(behind) = runs::commits_behind(&run) {
         eprintln!("lab: {behind}");
@@ -175,7 +179,7 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
 
 fn find(name: &str) -> labkit::Result<&'static experiments::Experiment> {
     experiments::find(name).ok_or_else(|| {
-        let names: Vec<&str> = experiments::ALL.iter().map(|e| e.name).collect();
+        let names: Vec<&str> = experiments::every().map(|e| e.name).collect();
         Error::usage(format!(
             "unknown experiment '{name}'; experiments: {}, or all",
             names.join(", ")
@@ -234,21 +238,28 @@ fn all_flags(args: Vec<OsString>) -> labkit::Result<Option<Vec<OsString>>> {
 }
 
 /// Run one experiment and move its finished results into place: a new run
-/// folder, or the reference. A failed run leaves nothing behind.
-fn run_one(
+/// folder, or the reference. A failed run leaves nothing behind. Returns
+/// the run folder and the results' folder in it (`NAME`, `NAME/VARIANT`),
+/// none with `--out`.
+fn run_once(
     experiment: &experiments::Experiment,
     args: Vec<OsString>,
     ctx: &report::Context,
-) -> labkit::Result<()> {
+) -> labkit::Result<Option<(std::path::PathBuf, String)>> {
     let argv =
         std::iter::once(OsString::from(format!("lab run {}", experiment.name)))
             .chain(args)
             .collect();
+    // `--cpus` confines the runner itself: the next step gets its CPUs back.
+    let cpus = labkit::affinity::allowed_cpus().ok();
     let result = (experiment.run)(ctx, argv);
+    if let Some(cpus) = cpus {
+        labkit::affinity::set_allowed(&cpus)?;
+    }
     // Held until the results are committed or discarded: an interrupt
     // meanwhile waits, then finds nothing half done (runs::pending).
     let mut held = runs::pending();
-    let Some(pending) = held.take() else { return result };
+    let Some(pending) = held.take() else { return result.map(|()| None) };
     if pending.owns_run && result.is_ok() {
         // From here on the run folder holds, or is about to hold, finished
         // results: a runner killed now must not have its guard remove them
@@ -264,20 +275,51 @@ fn run_one(
     if pending.owns_run {
         runs::finish(&pending.run, &[])?;
     }
-    claims::write(&pending.run)?;
+    let folder = pending
+        .target
+        .strip_prefix(&pending.run)
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Some((pending.run, folder)))
+}
+
+/// `lab run NAME`: run it; when a claim on its results is too close to
+/// call, again with more rounds ([`schedule::extend`]); then the
+/// then-and-now table of its run.
+fn run_one(
+    experiment: &'static experiments::Experiment,
+    args: Vec<OsString>,
+) -> labkit::Result<()> {
+    let Some((run, _)) =
+        run_once(experiment, args.clone(), &report::Context::alone())?
+    else {
+        return Ok(());
+    };
+    schedule::extend(
+        &run,
+        &|_| Some((experiment, args.clone())),
+        &|_| None,
+        None,
+        &|e, args, ctx| run_once(e, args, ctx).map(drop),
+    )?;
+    claims::write(&run)?;
     Ok(())
 }
 
 /// `lab run all [--cpus LIST]`: every experiment into one run folder, with
-/// the lighter settings each names for `all`, a progress line per step, and
-/// the then-and-now table at the end.
+/// the lighter settings each names for `all`, the one-CPU runs the claims
+/// ask for and the controls ([`schedule::plan`]), a progress line per
+/// step, more rounds where a claim is too close to call while the budget
+/// allows, and the then-and-now table at the end.
 fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     let Some(extra) = all_flags(args)? else {
         return labkit::error::print(
             "Run every experiment, each with its lighter settings for `all`, \
+             a one-CPU run of each that a one-CPU claim judges, and the controls, \
              into one run folder under runs/.\n\n\
              Usage: lab run all [--cpus LIST] [--rounds N]\n\n\
-             Options:\n  --cpus LIST  Confine the whole run to these CPUs, e.g. 0\n  \
+             Options:\n  --cpus LIST  Confine the whole run to these CPUs, e.g. 0 \
+             (then no separate one-CPU runs)\n  \
              --rounds N   Rounds per setting in every experiment (1 to 1000) \
              [default: each experiment's own under all]\n",
         );
@@ -286,41 +328,34 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     let run = runs::new_run()?;
     let ctx = report::Context::within(run.clone());
     let started = Instant::now();
-    let total = experiments::ALL.len();
+    let steps = schedule::plan(&extra);
+    let total = steps.len();
     let mut failed = Vec::new();
-    let rounds_given = extra.iter().any(|a| a == "--rounds");
-    for (i, e) in experiments::ALL.iter().enumerate() {
-        let mut args: Vec<OsString> = Vec::new();
-        let mut own = e.all_args.iter();
-        while let Some(a) = own.next() {
-            // --rounds given to `all` replaces an experiment's own.
-            if rounds_given && *a == "--rounds" {
-                own.next();
-                continue;
-            }
-            args.push(a.into());
-        }
-        args.extend(extra.iter().cloned());
+    let mut took = std::collections::BTreeMap::new();
+    for (i, step) in steps.iter().enumerate() {
         let shown: Vec<String> =
-            args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+            step.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
         eprintln!(
             "lab: [{}/{total}] {}: lab run {} {}",
             i + 1,
-            e.name,
-            e.name,
+            step.folder,
+            step.experiment.name,
             shown.join(" ")
         );
         let t = Instant::now();
-        match run_one(e, args, &ctx) {
-            Ok(()) => eprintln!(
-                "lab: [{}/{total}] {}: done in {:.0} s",
-                i + 1,
-                e.name,
-                t.elapsed().as_secs_f64()
-            ),
+        match run_once(step.experiment, step.args.clone(), &ctx) {
+            Ok(_) => {
+                took.insert(step.folder.clone(), t.elapsed());
+                eprintln!(
+                    "lab: [{}/{total}] {}: done in {:.0} s",
+                    i + 1,
+                    step.folder,
+                    t.elapsed().as_secs_f64()
+                )
+            }
             Err(err) => {
-                eprintln!("lab: [{}/{total}] {}: failed: {err}", i + 1, e.name);
-                failed.push(e.name);
+                eprintln!("lab: [{}/{total}] {}: failed: {err}", i + 1, step.folder);
+                failed.push(step.folder.clone());
             }
         }
     }
@@ -332,7 +367,24 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
             failed.join(", ")
         )));
     }
-    runs::finish(&run, &failed)?;
+    let step_of = |folder: &str| {
+        steps
+            .iter()
+            .find(|s| s.folder == folder)
+            .map(|s| (s.experiment, s.args.clone()))
+    };
+    let extended = schedule::extend(
+        &run,
+        &step_of,
+        &|folder| took.get(folder).copied(),
+        Some(started + schedule::BUDGET - schedule::MARGIN),
+        &|e, args, ctx| run_once(e, args, ctx).map(drop),
+    );
+    if let Err(e) = extended {
+        eprintln!("lab: more rounds failed: {e}");
+        failed.push("more rounds".into());
+    }
+    runs::finish(&run, &failed.iter().map(String::as_str).collect::<Vec<_>>())?;
     let busy: Vec<String> = runs::experiments_in(&run)
         .into_iter()
         .filter(|folder| {
@@ -351,6 +403,9 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
             busy.join(", ")
         );
     }
+    if let Some(line) = experiments::controls::noisy_line(&run)? {
+        eprintln!("lab: note: {line}");
+    }
     let rows = claims::write(&run)?;
     labkit::error::print(&format!("\n{}", claims::text(&rows)))?;
     let lighter: Vec<String> = experiments::ALL
@@ -363,7 +418,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         lighter.join("; ")
     );
     eprintln!(
-        "lab: all {total} experiments in {:.0} s; run written to {}; \
+        "lab: all {total} steps in {:.0} s; run written to {}; \
          `lab compare` puts it beside the reference",
         started.elapsed().as_secs_f64(),
         run.display()
@@ -372,5 +427,25 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         Ok(())
     } else {
         Err(Error::failed(format!("failed: {}", failed.join(", "))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// An experiment that confines itself, as `--cpus 0` does.
+    fn confined(_: &report::Context, _: Vec<OsString>) -> labkit::Result<()> {
+        labkit::affinity::confine(&[0])
+    }
+
+    use super::*;
+
+    #[test]
+    fn a_confined_step_gives_the_runner_its_cpus_back() {
+        let before = labkit::affinity::allowed_cpus().unwrap();
+        let e = experiments::Experiment::new("demo", "confines itself", confined);
+        assert!(
+            run_once(&e, Vec::new(), &report::Context::alone()).unwrap().is_none()
+        );
+        assert_eq!(labkit::affinity::allowed_cpus().unwrap(), before);
     }
 }

@@ -79,6 +79,9 @@ fn parse_variant(text: &str) -> std::result::Result<String, String> {
 #[derive(Clone, Debug, Default)]
 pub struct Context {
     shared_run: Option<PathBuf>,
+    /// Settings the runner chose for this run, recorded with its results
+    /// (`rounds extended`, when a claim was too close to call).
+    used: Vec<(String, String)>,
 }
 
 impl Context {
@@ -89,7 +92,13 @@ impl Context {
 
     /// One experiment of `lab run all`: into `run`.
     pub fn within(run: PathBuf) -> Context {
-        Context { shared_run: Some(run) }
+        Context { shared_run: Some(run), used: Vec::new() }
+    }
+
+    /// The same, with a setting the runner chose, to be recorded.
+    pub fn recording(mut self, name: &str, value: String) -> Context {
+        self.used.push((name.into(), value));
+        self
     }
 }
 
@@ -99,6 +108,7 @@ pub struct Started {
     pub dir: PathBuf,
     pub run: Option<PathBuf>,
     load: crate::machine::LoadMark,
+    used: Vec<(String, String)>,
 }
 
 impl std::ops::Deref for Started {
@@ -115,7 +125,12 @@ impl Common {
     /// the machine's load.
     pub fn start(&self, ctx: &Context, experiment: &str) -> Result<Started> {
         let (dir, run) = self.folder(ctx, experiment)?;
-        Ok(Started { dir, run, load: crate::machine::LoadMark::now() })
+        Ok(Started {
+            dir,
+            run,
+            load: crate::machine::LoadMark::now(),
+            used: ctx.used.clone(),
+        })
     }
 
     /// The folder the results go to, and the run folder it is in.
@@ -164,18 +179,136 @@ impl Common {
 }
 
 /// One headline figure of an experiment: what `lab compare` puts side by
-/// side, what the claims are judged on, and what the book quotes.
+/// side, what the claims are judged on, and what the book quotes. It keeps
+/// its rounds, so that its value and its interval (and any verdict on them)
+/// can be recomputed from the file: [`Figure::check`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Figure {
     pub label: String,
+    /// The median of `rounds` (or, `exact`, the one count).
     pub value: f64,
     pub unit: String,
+    /// The 95% bootstrap interval of the median ([`crate::stats::bootstrap_median`]).
+    pub interval: [f64; 2],
+    /// One value per round: the quantity itself, or with `paired-ratio`
+    /// each round's ratio of two conditions measured in that round.
+    pub rounds: Vec<f64>,
+    pub method: Method,
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+/// How a figure was made from its rounds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// The median of one value per round.
+    Median,
+    /// The median of per-round ratios a / b, both measured in the round.
+    PairedRatio,
+    /// A count or a setting, the same in every round: no spread.
+    Exact,
+}
+
+impl Method {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Method::Median => "median of the rounds",
+            Method::PairedRatio => "median of the rounds' paired ratios",
+            Method::Exact => "exact (a count or setting)",
+        }
+    }
+}
+
+impl Figure {
+    /// A figure from its rounds, or `None` when there is no round or one is
+    /// not finite (it is then left out of the headline).
+    pub fn new(
+        label: &str,
+        unit: &str,
+        method: Method,
+        rounds: Vec<f64>,
+    ) -> Option<Figure> {
+        use crate::stats::{RESAMPLES, SEED};
+        if method == Method::Exact {
+            let v = *rounds.first()?;
+            if !v.is_finite() || rounds.iter().any(|r| *r != v) {
+                return None;
+            }
+        }
+        let interval = crate::stats::bootstrap_median(&rounds, RESAMPLES, SEED)?;
+        Some(Figure {
+            label: label.into(),
+            value: crate::stats::median(&rounds),
+            unit: unit.into(),
+            interval,
+            rounds,
+            method,
+            resamples: RESAMPLES,
+            seed: SEED,
+        })
+    }
+
+    /// Does the figure follow from its rounds? The error names the field
+    /// that does not: a missing round list, a NaN, a hand-edited value or
+    /// interval.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.rounds.is_empty() {
+            return Err("rounds: empty, so nothing to judge".into());
+        }
+        if let Some(k) = self.rounds.iter().position(|v| !v.is_finite()) {
+            return Err(format!("rounds[{k}]: not a finite number"));
+        }
+        if !self.value.is_finite() {
+            return Err("value: not a finite number".into());
+        }
+        if self.resamples < crate::stats::RESAMPLES {
+            return Err(format!(
+                "resamples: {} (at least {} are needed)",
+                self.resamples,
+                crate::stats::RESAMPLES
+            ));
+        }
+        let close = |a: f64, b: f64| {
+            (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300)
+        };
+        if !close(self.value, crate::stats::median(&self.rounds)) {
+            return Err(format!(
+                "value: {} is not the median of its rounds ({})",
+                self.value,
+                crate::stats::median(&self.rounds)
+            ));
+        }
+        let again =
+            crate::stats::bootstrap_median(&self.rounds, self.resamples, self.seed)
+                .expect("finite rounds");
+        if !(close(again[0], self.interval[0]) && close(again[1], self.interval[1]))
+        {
+            return Err(format!(
+                "interval: [{}, {}] does not follow from its rounds ([{}, {}] with seed {})",
+                self.interval[0], self.interval[1], again[0], again[1], self.seed
+            ));
+        }
+        Ok(())
+    }
+
+    /// Rounds and method, as a table's note gives them: "10 rounds, median
+    /// of the rounds' paired ratios".
+    pub fn basis(&self) -> String {
+        let n = self.rounds.len();
+        format!(
+            "{n} round{}, {}",
+            if n == 1 { "" } else { "s" },
+            self.method.describe()
+        )
+    }
 }
 
 /// An experiment's headline figures, by key, in the order it gives them.
 pub type Headline = serde_json::Map<String, serde_json::Value>;
 
-/// Build a [`Headline`]: `headline().add("fork_us", "fork, µs", 110.0, "µs")`.
+/// Build a [`Headline`]: `headline().rounds("fork_us", "fork, µs", rounds, "µs")`.
 #[derive(Default)]
 pub struct HeadlineBuilder(Headline);
 
@@ -194,39 +327,55 @@ pub fn headline() -> HeadlineBuilder {
 }
 
 impl HeadlineBuilder {
-    /// Add a figure; a missing or non-finite value is left out.
-    pub fn add(
-        mut self,
-        key: &str,
-        label: &str,
-        value: impl Into<Option<f64>>,
-        unit: &str,
-    ) -> Self {
-        if let Some(value) = value.into().filter(|v| v.is_finite()) {
-            let figure = Figure { label: label.into(), value, unit: unit.into() };
+    /// Add a figure; a missing one (no rounds, or a round not finite) is
+    /// left out.
+    pub fn figure(mut self, key: &str, figure: Option<Figure>) -> Self {
+        if let Some(figure) = figure {
             let json = serde_json::to_value(figure).expect("a figure encodes");
             self.0.insert(key.into(), json);
         }
         self
     }
 
-    /// Add a summary's median as `key`, and its lowest and highest as
-    /// `key_min` and `key_max` ("the same, lowest `over`").
-    pub fn add_range(
+    /// The median of one value per round, with its interval.
+    pub fn rounds(
         self,
         key: &str,
         label: &str,
-        over: &str,
-        summary: Option<crate::stats::Summary>,
+        rounds: impl Into<Option<Vec<f64>>>,
         unit: &str,
     ) -> Self {
-        let (lowest, highest) = (
-            format!("the same, lowest {over}"),
-            format!("the same, highest {over}"),
-        );
-        self.add(key, label, summary.map(|s| s.median), unit)
-            .add(&format!("{key}_min"), &lowest, summary.map(|s| s.min), unit)
-            .add(&format!("{key}_max"), &highest, summary.map(|s| s.max), unit)
+        let f =
+            rounds.into().and_then(|r| Figure::new(label, unit, Method::Median, r));
+        self.figure(key, f)
+    }
+
+    /// The median of the rounds' ratios `a[k] / b[k]`, with its interval:
+    /// the two conditions of round k ran back to back.
+    pub fn paired(
+        self,
+        key: &str,
+        label: &str,
+        a: Option<Vec<f64>>,
+        b: Option<Vec<f64>>,
+    ) -> Self {
+        let ratios = a.zip(b).and_then(|(a, b)| crate::stats::paired_ratios(&a, &b));
+        let f = ratios.and_then(|r| Figure::new(label, "x", Method::PairedRatio, r));
+        self.figure(key, f)
+    }
+
+    /// A count or a setting: no spread to speak of.
+    pub fn exact(
+        self,
+        key: &str,
+        label: &str,
+        value: impl Into<Option<f64>>,
+        unit: &str,
+    ) -> Self {
+        let f = value
+            .into()
+            .and_then(|v| Figure::new(label, unit, Method::Exact, vec![v]));
+        self.figure(key, f)
     }
 
     pub fn build(self) -> Headline {
@@ -304,20 +453,39 @@ impl Published {
             .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
     }
 
-    /// The headline figure `key`.
-    pub fn figure(&self, key: &str) -> Option<Figure> {
-        serde_json::from_value(self.headline.get(key)?.clone()).ok()
+    /// The headline figure `key`: `None` when there is none, an error
+    /// naming the field when it is there but does not read or does not
+    /// follow from its rounds ([`Figure::check`]).
+    pub fn figure(&self, key: &str) -> std::result::Result<Option<Figure>, String> {
+        figure_of(&self.headline, key)
     }
 
-    /// Every headline figure, in order.
-    pub fn figures(&self) -> Vec<(String, Figure)> {
-        self.headline
-            .iter()
-            .filter_map(|(k, v)| {
-                Some((k.clone(), serde_json::from_value(v.clone()).ok()?))
-            })
-            .collect()
+    /// Every headline figure, in order, each checked as [`Published::figure`].
+    pub fn figures(&self) -> std::result::Result<Vec<(String, Figure)>, String> {
+        Published::figures_of(&self.headline)
     }
+
+    /// Every figure of `headline`, in order, each checked.
+    pub fn figures_of(
+        headline: &Headline,
+    ) -> std::result::Result<Vec<(String, Figure)>, String> {
+        let mut out = Vec::new();
+        for key in headline.keys() {
+            out.extend(figure_of(headline, key)?.map(|f| (key.clone(), f)));
+        }
+        Ok(out)
+    }
+}
+
+fn figure_of(
+    headline: &Headline,
+    key: &str,
+) -> std::result::Result<Option<Figure>, String> {
+    let Some(json) = headline.get(key) else { return Ok(None) };
+    let figure: Figure = serde_json::from_value(json.clone())
+        .map_err(|e| format!("headline.{key}: {e}"))?;
+    figure.check().map_err(|e| format!("headline.{key}.{e}"))?;
+    Ok(Some(figure))
 }
 
 impl<T: Serialize> Report<T> {
@@ -326,6 +494,9 @@ impl<T: Serialize> Report<T> {
     pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
         let mut header = self.header.clone();
         header.settings = common.settings().ran(&self.header.settings);
+        for (name, value) in &out.used {
+            header.settings.used(name, value);
+        }
         // Recorded with the results; `run all` and `compare` name a busy one.
         header.load = Some(out.load.until_now());
         let out: &Path = out;

@@ -143,7 +143,7 @@ pub fn is_finished(run: &Path) -> bool {
 /// the book's order of experiments.
 pub fn experiments_in(run: &Path) -> Vec<String> {
     let mut found = Vec::new();
-    for e in crate::experiments::ALL {
+    for e in crate::experiments::every() {
         let dir = run.join(e.name);
         if dir.join(format!("{}.json", e.name)).is_file() {
             found.push(e.name.to_string());

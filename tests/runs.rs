@@ -187,8 +187,12 @@ fn results(
     let headline: serde_json::Map<String, serde_json::Value> = figures
         .iter()
         .map(|(k, v)| {
-            let f = serde_json::json!({"label": format!("figure {k}"), "value": v, "unit": "x"});
-            (k.to_string(), f)
+            // Five rounds of exactly `v`: its interval is `v` to `v`.
+            let label = format!("figure {k}");
+            let method = lab::report::Method::Median;
+            let f =
+                lab::report::Figure::new(&label, "x", method, vec![*v; 5]).unwrap();
+            (k.to_string(), serde_json::to_value(f).unwrap())
         })
         .collect();
     let doc = serde_json::json!({
@@ -566,7 +570,11 @@ fn the_reference_judges_every_claim_from_clean_commits() {
     let page = std::fs::read_to_string(reference.join("then-and-now.md")).unwrap();
     let rows = lab::claims::evaluate(&reference).unwrap();
     let name = reference.file_name().unwrap().to_str().unwrap();
-    assert_eq!(page, lab::claims::markdown(&rows, name), "then-and-now.md is stale");
+    assert_eq!(
+        page,
+        lab::claims::markdown(&rows, name, &|_| None),
+        "then-and-now.md is stale"
+    );
 }
 
 /// The recorded commit is the lab checkout's own, whatever directory `lab`
@@ -602,4 +610,80 @@ fn the_recorded_commit_is_the_checkouts_from_another_directory() {
     assert_eq!(json["machine"]["commit"], head.trim());
     assert!(!elsewhere.path().join("results").exists());
     assert!(!elsewhere.path().join("runs").exists());
+}
+
+/// A run folder holding one tiny create-destroy of 3 rounds, judged.
+fn judged_run() -> (tempfile::TempDir, std::path::PathBuf) {
+    let run = tempfile::tempdir().unwrap();
+    let dir = run.path().join("create-destroy");
+    let args = ["--rounds", "3", "--iterations", "30", "--samples", "3,5"];
+    let out = common::lab_run("create-destroy", &args, &dir)
+        .args(["--lecture-iterations", "20"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json = dir.join("create-destroy.json");
+    (run, json)
+}
+
+/// `lab verdicts RUN` and `lab compare RUN RUN` on a run whose results
+/// were edited by hand: one line naming the file and the field, exit 1,
+/// and no verdict printed.
+fn refused(run: &std::path::Path, field: &str) {
+    let shown = run.display().to_string();
+    for args in [vec!["verdicts", &shown], vec!["compare", &shown, &shown]] {
+        let line = common::lab_fails(common::lab().args(&args));
+        assert!(
+            line.contains("create-destroy.json") && line.contains(field),
+            "{args:?}: {line}"
+        );
+    }
+}
+
+#[test]
+fn verdicts_refuse_a_figure_that_does_not_follow_from_its_rounds() {
+    let (run, json) = judged_run();
+    // As made, the figures read and the claims are judged.
+    let out = common::lab().args(["verdicts"]).arg(run.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("create-ratio"));
+    let original = std::fs::read_to_string(&json).unwrap();
+    let edit = |f: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc: serde_json::Value = serde_json::from_str(&original).unwrap();
+        f(&mut doc["headline"]["fork_over_thread"]);
+        std::fs::write(&json, serde_json::to_string(&doc).unwrap()).unwrap();
+    };
+    // A hand-edited value, a NaN (JSON writes it null), no rounds, a
+    // missing interval, a widened interval.
+    edit(&|f| f["value"] = serde_json::json!(99.0));
+    refused(run.path(), "headline.fork_over_thread.value");
+    edit(&|f| f["value"] = serde_json::Value::Null);
+    refused(run.path(), "headline.fork_over_thread");
+    edit(&|f| f["rounds"] = serde_json::json!([]));
+    refused(run.path(), "headline.fork_over_thread.rounds");
+    edit(&|f| {
+        f.as_object_mut().unwrap().remove("interval");
+    });
+    refused(run.path(), "headline.fork_over_thread");
+    edit(&|f| f["interval"] = serde_json::json!([0.0, 100.0]));
+    refused(run.path(), "headline.fork_over_thread.interval");
+}
+
+#[test]
+fn verdicts_refuse_a_hand_edited_verdict() {
+    let (run, _) = judged_run();
+    // A then-and-now table of its own, then one verdict in it changed.
+    let rows = lab::claims::write(run.path()).unwrap();
+    let at = rows.iter().position(|r| r.claim.id == "create-ratio").unwrap();
+    let path = run.path().join("then-and-now.json");
+    let mut table: serde_json::Value = common::read_json(&path);
+    let was = table[at]["verdict"].clone();
+    table[at]["verdict"] =
+        serde_json::json!(if was == "holds" { "no-longer-holds" } else { "holds" });
+    std::fs::write(&path, serde_json::to_string(&table).unwrap()).unwrap();
+    let line = common::lab_fails(common::lab().arg("verdicts").arg(run.path()));
+    assert!(
+        line.contains("then-and-now.json") && line.contains("verdict"),
+        "{line}"
+    );
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::chart::Chart;
 use crate::results::Header;
-use crate::stats::{Summary, paired_ratio, round_order};
+use crate::stats::{Summary, round_order};
 use crate::table::Table;
 use clap::Parser;
 use footprint::{Footprint, Kind, Snapshot};
@@ -217,36 +217,28 @@ fn largest(d: &Data) -> (u32, Option<&Row>, Option<&Row>) {
 /// worker count, for processes and threads.
 fn headline(data: &Data) -> Headline {
     let (n, p, t) = largest(data);
-    let (procs, threads) = (
-        p.map(|r| r.per_worker_kib.pss.median),
-        t.map(|r| r.per_worker_kib.pss.median),
-    );
     // Round k of threads and of processes ran back to back: pair them.
     let per_round = |r: &Row| -> Vec<f64> {
         r.runs.iter().map(|f| f.per_worker(|s| s.pss_kib)).collect()
     };
-    let ratio = p
-        .zip(t)
-        .and_then(|(p, t)| paired_ratio(&per_round(p), &per_round(t)))
-        .map(|s| s.median);
     crate::report::headline()
-        .add(
+        .rounds(
             "process_pss_kib",
             &format!("PSS per idle process, {n} workers"),
-            procs,
+            p.map(per_round),
             "KiB",
         )
-        .add(
+        .rounds(
             "thread_pss_kib",
             &format!("PSS per idle thread, {n} workers"),
-            threads,
+            t.map(per_round),
             "KiB",
         )
-        .add(
+        .paired(
             "process_over_thread",
-            "a process's PSS over a thread's (median of the rounds' pairs)",
-            ratio,
-            "x",
+            "a process's PSS over a thread's, in the same round",
+            p.map(per_round),
+            t.map(per_round),
         )
         .build()
 }

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 
 use crate::report::Context;
 
+pub mod controls;
 pub mod create_destroy;
 pub mod ctx_switch;
 pub mod footprint;
@@ -58,6 +59,15 @@ pub const ALL: &[Experiment] = &[
     footprint::EXPERIMENT,
 ];
 
+/// What `lab run` runs besides the articles' experiments: the controls,
+/// which have no chapter of their own (the methodology page shows them).
+pub const EXTRA: &[Experiment] = &[controls::EXPERIMENT];
+
+/// Every runnable experiment: [`ALL`], then [`EXTRA`].
+pub fn every() -> impl Iterator<Item = &'static Experiment> {
+    ALL.iter().chain(EXTRA)
+}
+
 pub fn find(name: &str) -> Option<&'static Experiment> {
-    ALL.iter().find(|e| e.name == name)
+    every().find(|e| e.name == name)
 }

@@ -74,6 +74,13 @@ pub fn check_allowed(cpus: &[usize]) -> Result<Vec<usize>> {
 /// now on inherits the mask. Call it before starting any thread.
 pub fn confine(cpus: &[usize]) -> Result<()> {
     check_allowed(cpus)?;
+    set_allowed(cpus)
+}
+
+/// Set this thread's CPUs to `cpus` without checking them against the
+/// present mask: how a runner that confined itself for one experiment
+/// gives itself back the CPUs it had ([`allowed_cpus`] before).
+pub fn set_allowed(cpus: &[usize]) -> Result<()> {
     let mut set = CpuSet::new();
     for &c in cpus {
         set.set(c).map_err(|e| Error::usage(describe_errno(e)))?;

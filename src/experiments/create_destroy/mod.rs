@@ -83,6 +83,8 @@ struct CreattimeRow {
     /// Median of the runs' average fork/thread ratios.
     ratio: Summary,
     zombies_before_reaping: Summary,
+    /// Each round's run.
+    runs: Vec<Ct>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -222,7 +224,25 @@ fn creattime_rows(samples: &[u64], runs: Option<Vec<Vec<Ct>>>) -> Vec<CreattimeR
                 thread_ms: pick(|r| r.thread_ms),
                 ratio: pick(|r| r.fork_ms / r.thread_ms),
                 zombies_before_reaping: pick(|r| r.zombies),
+                runs,
             }
         })
         .collect()
+}
+
+/// One run of the article's process loop (`forkcreat -n N --reap sigchld`):
+/// microseconds per create and destroy. The controls run it against
+/// itself.
+pub(crate) fn control_once(forkcreat: &std::path::Path, n: u64) -> Result<f64> {
+    let l = Loop {
+        label: "forkcreat --reap sigchld".into(),
+        path: forkcreat.to_path_buf(),
+        args: ["-n", &n.to_string(), "--reap", "sigchld", "--json"]
+            .map(String::from)
+            .to_vec(),
+        kind: run::Kind::Fork,
+        twin_of: None,
+        group: 0,
+    };
+    Ok(run::run_loop(&l)?.0)
 }

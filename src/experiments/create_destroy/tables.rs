@@ -22,71 +22,103 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
 }
 
 /// The figures the claims are judged on: the cost of one create and
-/// destroy in the article's and the lecture's loops, their ratio, and
-/// creattime's ratio at each sample count.
+/// destroy in the article's and the lecture's loops, their paired ratios,
+/// and creattime's ratio at each sample count.
 pub(super) fn headline(data: &Data) -> Headline {
     let us = |rows: &[LoopRow], program: &str| {
-        rows.iter()
-            .find(|r| r.program == program)
-            .map(|r| r.us_per_create.median)
-            .filter(|v| v.is_finite())
+        rows.iter().find(|r| r.program == program).map(|r| r.runs_us.clone())
     };
     let fork = us(&data.article, "forkcreat --reap sigchld");
     let thread = us(&data.article, "pthreadcreat");
     let lecture_fork = us(&data.lecture, "forkcreat --reap wait");
     let lecture_thread = us(&data.lecture, "pthreadcreat");
-    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
     let mut h = crate::report::headline()
-        .add("fork_us", "forkcreat: one process created and reaped", fork, "µs")
-        .add(
+        .rounds(
+            "fork_us",
+            "forkcreat: one process created and reaped",
+            fork.clone(),
+            "µs",
+        )
+        .rounds(
             "thread_us",
             "pthreadcreat: one thread created and joined",
-            thread,
+            thread.clone(),
             "µs",
         )
-        .add(
+        .paired(
             "fork_over_thread",
-            "forkcreat's µs over pthreadcreat's (medians)",
-            ratio(fork, thread),
-            "x",
+            "forkcreat's µs over pthreadcreat's in the same round",
+            fork,
+            thread,
         )
-        .add("lecture_fork_us", "the lecture's fork + wait loop", lecture_fork, "µs")
-        .add(
+        .rounds(
+            "lecture_fork_us",
+            "the lecture's fork + wait loop",
+            lecture_fork.clone(),
+            "µs",
+        )
+        .rounds(
             "lecture_thread_us",
             "the lecture's create + join loop",
-            lecture_thread,
+            lecture_thread.clone(),
             "µs",
         )
-        .add(
+        .paired(
             "lecture_fork_over_thread",
-            "the lecture's loops: process µs over thread µs",
-            ratio(lecture_fork, lecture_thread),
-            "x",
+            "the lecture's loops: process µs over thread µs in the same round",
+            lecture_fork,
+            lecture_thread,
         );
-    let ratios: Vec<f64> = data.creattime.iter().map(|r| r.ratio.median).collect();
+    let of = |r: &CreattimeRow, f: fn(&super::run::Ct) -> f64| -> Vec<f64> {
+        r.runs.iter().map(f).collect()
+    };
     for r in &data.creattime {
-        h = h.add(
+        h = h.paired(
             &format!("creattime_ratio_{}", r.samples),
             &format!(
-                "creattime: fork() over pthread_create() at {} samples",
+                "creattime: fork() over pthread_create() at {} samples, one run's pair",
                 r.samples
             ),
-            r.ratio.median,
-            "x",
+            Some(of(r, |c| c.fork_ms)),
+            Some(of(r, |c| c.thread_ms)),
         );
     }
-    let spread = Summary::of(&ratios).map(|s| s.max / s.min);
-    let zombies = data.creattime.iter().map(|r| r.zombies_before_reaping.max);
-    h.add(
+    // Round k ran every sample count: the spread of that round's ratios.
+    let rounds = data.creattime.iter().map(|r| r.runs.len()).min().unwrap_or(0);
+    let spread: Vec<f64> = (0..rounds)
+        .map(|k| {
+            let ratios = data
+                .creattime
+                .iter()
+                .map(|r| r.runs[k].fork_ms / r.runs[k].thread_ms);
+            let (lo, hi) = ratios.fold((f64::INFINITY, 0.0_f64), |(lo, hi), x| {
+                (lo.min(x), hi.max(x))
+            });
+            hi / lo
+        })
+        .collect();
+    let spread = (data.creattime.len() >= 2 && rounds > 0).then_some(spread);
+    let largest = data.creattime.iter().max_by_key(|r| r.samples);
+    h.rounds(
         "creattime_ratio_spread",
-        "creattime: highest ratio over lowest across sample counts",
+        "creattime: highest ratio over lowest across sample counts, in one round",
         spread,
         "x",
     )
-    .add(
+    .rounds(
         "zombies_before_reaping",
-        "creattime: unreaped children that existed at once, most",
-        zombies.fold(None, |m: Option<f64>, z| Some(m.map_or(z, |m| m.max(z)))),
+        &format!(
+            "creattime: zombies counted in /proc just before reaping, {} children",
+            largest.map_or(0, |r| r.samples)
+        ),
+        largest.map(|r| of(r, |c| c.zombies)),
+        "",
+    )
+    .rounds(
+        "zombie_share",
+        "creattime: zombies counted just before reaping over the children forked",
+        largest
+            .map(|r| r.runs.iter().map(|c| c.zombies / r.samples as f64).collect()),
         "",
     )
     .build()
@@ -354,7 +386,14 @@ mod tests {
     }
 
     fn ct(samples: u64, fork: f64, thread: f64) -> CreattimeRow {
+        let run =
+            super::super::run::Ct { fork_ms: fork, thread_ms: thread, zombies: 7.0 };
         CreattimeRow {
+            runs: vec![
+                run.clone(),
+                super::super::run::Ct { zombies: 6.0, ..run.clone() },
+                super::super::run::Ct { zombies: 8.0, ..run },
+            ],
             samples,
             fork_ms: s(fork, fork, fork),
             thread_ms: s(thread, thread, thread),
@@ -439,7 +478,12 @@ mod tests {
         assert_eq!(value("lecture_fork_over_thread"), Some(70.0));
         assert_eq!(value("creattime_ratio_255"), Some(6.0));
         assert_eq!(value("creattime_ratio_spread"), Some(1.5));
-        assert_eq!(value("zombies_before_reaping"), Some(8.0));
+        assert_eq!(value("zombies_before_reaping"), Some(7.0));
+        assert_eq!(value("zombie_share"), Some(7.0 / 255.0));
+        // Every figure carries its rounds and its interval.
+        assert_eq!(h["fork_us"]["rounds"], serde_json::json!([119.0, 120.0, 121.0]));
+        assert_eq!(h["fork_us"]["interval"], serde_json::json!([119.0, 121.0]));
+        assert_eq!(h["fork_over_thread"]["method"], "paired-ratio");
         let c = charts(&d);
         assert_eq!(c[0].0, "creattime");
         assert_eq!(c[0].1.series[0].points, [(20.0, 1.0), (255.0, 1.5)]);

@@ -110,18 +110,27 @@ pub(super) fn perf_table(d: &Data) -> Table {
     t
 }
 
-/// One switch's cost in each mode and placement measured.
+/// One switch's cost in each mode and placement measured, raw and net of
+/// the pipe calls, each the median of its rounds.
 pub(super) fn headline(data: &Data) -> Headline {
     let mut h = crate::report::headline();
-    for (mode, pins) in &data.us_per_switch {
-        for (pin, us) in pins {
-            h = h.add(
+    for c in &data.cells {
+        let (mode, pin) = (c.mode.name(), c.pin.name());
+        let raw: Vec<f64> = c.runs.iter().map(|r| r.us_per_switch).collect();
+        let net: Vec<f64> = c.runs.iter().map(|r| r.net_us_per_switch).collect();
+        h = h
+            .rounds(
                 &format!("{mode}_{pin}_us"),
                 &format!("one switch between {mode}, {pin} CPU placement"),
-                *us,
+                raw,
+                "µs",
+            )
+            .rounds(
+                &format!("{mode}_{pin}_net_us"),
+                "the same, net of the pipe calls' cost",
+                net,
                 "µs",
             );
-        }
     }
     h.build()
 }

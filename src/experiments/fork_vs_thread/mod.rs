@@ -341,6 +341,18 @@ fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
     Row { setting: *s, programs }
 }
 
+/// One `time ./fork` of `procs` workers printing `count` lines each: wall
+/// seconds. The controls run it against itself.
+pub(crate) fn control_once(fork: &Path, procs: u32, count: u64) -> Result<f64> {
+    let p = Program {
+        label: "fork",
+        path: fork.to_path_buf(),
+        rust: true,
+        workers_flag: "--procs",
+    };
+    Ok(run_once(&p, &set(procs, count, None), false)?.wall_s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,6 @@
 
 use crate::chart::Chart;
 use crate::report::Headline;
-use crate::stats::Summary;
 use crate::table::{Table, range};
 
 use super::{Axis, Data, GridResult, Row};
@@ -19,62 +18,97 @@ fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
     crate::stats::paired_ratio(&wall(a)?, &wall(b)?).map(|s| s.median)
 }
 
+/// `program`'s wall seconds in each round of `row`.
+fn walls(row: &Row, program: &str) -> Option<Vec<f64>> {
+    let p = row.programs.iter().find(|p| p.program == program)?;
+    Some(p.runs.iter().map(|u| u.wall_s).collect())
+}
+
+/// How far from a straight line time grows with P in round `k`: the slope
+/// from the first point to the middle one over the slope from the middle
+/// to the last (1 on a line, above 1 when time grows faster at large P). A
+/// fixed start-up cost does not change it, where it would an R².
+fn slope_ratio(rows: &[&Row], program: &str, k: usize) -> Option<f64> {
+    let at =
+        |r: &Row| Some((f64::from(r.setting.procs), *walls(r, program)?.get(k)?));
+    let (first, mid, last) = (rows.first()?, rows[rows.len() / 2], rows.last()?);
+    let ((x0, y0), (x1, y1), (x2, y2)) = (at(first)?, at(mid)?, at(last)?);
+    (rows.len() >= 3).then(|| ((y2 - y1) / (x2 - x1)) / ((y1 - y0) / (x1 - x0)))
+}
+
 /// The figures the claims are judged on: fork's time over thread's across
-/// every setting, at the largest COUNT, and how straight time grows with P.
+/// every setting and at the largest COUNT, paired per round, and how
+/// straight time grows with P.
 pub(super) fn headline(data: &Data) -> Headline {
-    let rows = || data.grids.iter().flat_map(|g| &g.rows);
-    let ratios: Vec<f64> =
-        rows().filter_map(|r| paired_ratio(r, "fork", "thread")).collect();
-    let all = Summary::of(&ratios);
+    let rows: Vec<&Row> = data.grids.iter().flat_map(|g| &g.rows).collect();
+    let rounds = rows
+        .iter()
+        .flat_map(|r| &r.programs)
+        .map(|p| p.runs.len())
+        .min()
+        .unwrap_or(0);
+    let ratio =
+        |r: &Row, k: usize| Some(walls(r, "fork")?[k] / walls(r, "thread")?[k]);
+    // Round k ran every setting: the median of that round's pairs.
+    let every: Vec<f64> = (0..rounds)
+        .filter_map(|k| {
+            let v: Vec<f64> = rows.iter().filter_map(|r| ratio(r, k)).collect();
+            (!v.is_empty()).then(|| crate::stats::median(&v))
+        })
+        .collect();
     let count = data.grids.iter().find(|g| g.name == "count");
     let last = count.and_then(|g| g.rows.iter().max_by_key(|r| r.setting.count));
-    let workers = data.grids.iter().find(|g| g.name == "workers");
-    let fit = |program: &str| {
-        let g = workers?;
-        let points: Vec<(f64, f64)> = g
-            .rows
-            .iter()
-            .filter_map(|r| {
-                let p = r.programs.iter().find(|p| p.program == program)?;
-                Some((f64::from(r.setting.procs), p.wall_s.median))
-            })
-            .collect();
-        crate::stats::r_squared(&points)
+    let mut workers: Vec<&Row> = data
+        .grids
+        .iter()
+        .filter(|g| g.name == "workers")
+        .flat_map(|g| &g.rows)
+        .collect();
+    workers.sort_by_key(|r| r.setting.procs);
+    let bend = |program: &str| -> Option<Vec<f64>> {
+        (0..rounds).map(|k| slope_ratio(&workers, program, k)).collect()
     };
+    // The program further from a straight line, in each round.
+    let worse = bend("fork").zip(bend("thread")).map(|(f, t)| {
+        f.into_iter()
+            .zip(t)
+            .map(|(f, t)| if f.ln().abs() >= t.ln().abs() { f } else { t })
+            .collect::<Vec<f64>>()
+    });
     crate::report::headline()
-        .add_range(
+        .rounds(
             "fork_over_thread",
-            "fork's time over thread's, median over every setting",
-            "setting",
-            all,
+            "fork's time over thread's: each round's median over every setting",
+            (rounds > 0 && every.len() == rounds).then_some(every),
             "x",
         )
-        .add(
+        .paired(
             "fork_over_thread_at_largest_count",
             &format!(
                 "fork's time over thread's at P = 255, COUNT = {}",
                 last.map_or(0, |r| r.setting.count)
             ),
-            last.and_then(|r| paired_ratio(r, "fork", "thread")),
+            last.and_then(|r| walls(r, "fork")),
+            last.and_then(|r| walls(r, "thread")),
+        )
+        .rounds(
+            "workers_slope_ratio",
+            "time against P: the upper half's slope over the lower half's, the \
+             program further from 1",
+            worse,
             "x",
         )
-        .add(
-            "workers_r2_min",
-            "R² of a straight line through time against P, the worse of the two",
-            fit("fork").zip(fit("thread")).map(|(a, b)| a.min(b)),
-            "",
+        .rounds(
+            "workers_slope_ratio_fork",
+            "fork: the upper half's slope over the lower half's",
+            bend("fork"),
+            "x",
         )
-        .add(
-            "workers_r2_fork",
-            "fork: R² of a straight line through time against P",
-            fit("fork"),
-            "",
-        )
-        .add(
-            "workers_r2_thread",
-            "thread: R² of a straight line through time against P",
-            fit("thread"),
-            "",
+        .rounds(
+            "workers_slope_ratio_thread",
+            "thread: the upper half's slope over the lower half's",
+            bend("thread"),
+            "x",
         )
         .build()
 }
@@ -161,6 +195,7 @@ pub(super) fn chart(g: &GridResult) -> Option<(String, Chart)> {
 mod tests {
     use super::super::{ProgramRuns, Setting};
     use super::*;
+    use crate::stats::Summary;
     use labkit::measure::Usage;
 
     fn runs(program: &'static str, walls: &[f64]) -> ProgramRuns {
@@ -242,12 +277,19 @@ mod tests {
         };
         let h = headline(&data);
         let value = |k: &str| h.get(k).and_then(|f| f["value"].as_f64());
+        // Each round's median over the settings: 2 and 2.
         assert_eq!(value("fork_over_thread"), Some(2.0));
-        assert_eq!(value("fork_over_thread_max"), Some(3.0));
+        assert_eq!(h["fork_over_thread"]["rounds"], serde_json::json!([2.0, 2.0]));
         // No "count" grid, so no figure at the largest COUNT.
         assert_eq!(value("fork_over_thread_at_largest_count"), None);
-        let r2 = value("workers_r2_thread").unwrap();
-        assert!(r2 > 0.0 && r2 < 1.0, "{r2}");
+        // fork: slopes 1 then 1 (round 1), 2 then -0.5 (round 2).
+        assert_eq!(
+            h["workers_slope_ratio_fork"]["rounds"],
+            serde_json::json!([1.0, -0.5])
+        );
+        // thread's lower half is flat in round 2: no finite ratio, no figure.
+        assert_eq!(value("workers_slope_ratio_thread"), None);
+        assert_eq!(value("workers_slope_ratio"), None);
         let (stem, chart) = chart(&data.grids[0]).unwrap();
         assert_eq!(stem, "workers");
         assert_eq!(

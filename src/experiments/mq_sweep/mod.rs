@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::results::Header;
-use crate::stats::{Summary, paired_ratio, round_order};
+use crate::stats::{Summary, round_order};
 use clap::Parser;
 use labkit::Result;
 use mq::Stats;
@@ -102,6 +102,8 @@ struct Row {
     switches_per_message: Summary,
     /// Switches x cost per switch / broker CPU time, in percent.
     switch_share_pct: Summary,
+    /// The same, each round's.
+    switch_share_rounds: Vec<f64>,
     /// Broker CPU time per message delivered, microseconds.
     cpu_us_per_message: Summary,
     p50_ms: Summary,
@@ -192,7 +194,9 @@ fn row(threads: Option<u32>, runs: Vec<Run>, cost_us: f64) -> Row {
     let switches = |r: &Run| {
         (r.broker.voluntary_switches + r.broker.involuntary_switches) as f64
     };
+    let share = |r: &Run| 100.0 * switches(r) * cost_us * 1e-6 / cpu(r).max(1e-9);
     Row {
+        switch_share_rounds: runs.iter().map(share).collect(),
         mode: if threads.is_some() { "threads" } else { "event-loop" },
         threads: threads.unwrap_or(0),
         messages_per_s: of(&|r| r.load.messages_per_s),
@@ -200,9 +204,7 @@ fn row(threads: Option<u32>, runs: Vec<Run>, cost_us: f64) -> Row {
         switches_per_message: of(&|r| {
             switches(r) / r.broker.messages_out.max(1) as f64
         }),
-        switch_share_pct: of(&|r| {
-            100.0 * switches(r) * cost_us * 1e-6 / cpu(r).max(1e-9)
-        }),
+        switch_share_pct: of(&share),
         cpu_us_per_message: of(&|r| {
             1e6 * cpu(r) / r.broker.messages_out.max(1) as f64
         }),
@@ -228,58 +230,65 @@ fn article(threads: u32) -> (&'static str, &'static str) {
 /// 10 and 100 threads per pool, the best pool size, the event loop.
 fn headline(data: &Data) -> Headline {
     let pool = |n| data.rows.iter().find(|r| r.mode == "threads" && r.threads == n);
-    let rate = |n| pool(n).map(|r| r.messages_per_s.median);
-    let share = |n| pool(n).map(|r| r.switch_share_pct.median);
-    let best =
-        data.rows.iter().filter(|r| r.mode == "threads").max_by(|a, b| {
-            a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
-        });
-    let event = data.rows.iter().find(|r| r.mode == "event-loop");
-    // Round k of every pool size ran in the same pass: pair them.
     let rates = |r: &Row| -> Vec<f64> {
         r.runs.iter().map(|run| run.load.messages_per_s).collect()
     };
-    let ten_over_hundred = pool(10)
-        .zip(pool(100))
-        .and_then(|(a, b)| paired_ratio(&rates(a), &rates(b)))
-        .map(|s| s.median);
+    let rate = |n| pool(n).map(rates);
+    let share = |n| pool(n).map(|r| r.switch_share_rounds.clone());
+    let pools: Vec<&Row> =
+        data.rows.iter().filter(|r| r.mode == "threads").collect();
+    // Round k of every pool size ran in the same pass: the best of round k.
+    let rounds = pools.iter().map(|r| r.runs.len()).min().unwrap_or(0);
+    let best_of = |k: usize| {
+        pools.iter().max_by(|a, b| {
+            a.runs[k].load.messages_per_s.total_cmp(&b.runs[k].load.messages_per_s)
+        })
+    };
+    let best: Option<Vec<&Row>> = (!pools.is_empty() && rounds > 0)
+        .then(|| (0..rounds).filter_map(best_of).copied().collect());
+    let event = data.rows.iter().find(|r| r.mode == "event-loop");
     crate::report::headline()
-        .add("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
-        .add("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
-        .add(
+        .rounds("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
+        .rounds("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
+        .paired(
             "ten_over_hundred",
-            "throughput at 10 threads per pool over 100 (median of the rounds' pairs)",
-            ten_over_hundred,
-            "x",
+            "throughput at 10 threads per pool over 100, in the same round",
+            rate(10),
+            rate(100),
         )
-        .add(
+        .rounds(
             "switch_share_10",
             "switching's share of broker CPU, 10 threads",
             share(10),
             "%",
         )
-        .add(
+        .rounds(
             "switch_share_100",
             "switching's share of broker CPU, 100 threads",
             share(100),
             "%",
         )
-        .add(
+        .rounds(
             "best_pool",
-            "threads per pool at the best throughput",
-            best.map(|r| f64::from(r.threads)),
+            "threads per pool at the round's best throughput",
+            best.as_ref().map(|b| b.iter().map(|r| f64::from(r.threads)).collect()),
             "",
         )
-        .add(
+        .rounds(
             "best_pool_messages_per_s",
-            "throughput at the best pool size",
-            best.map(|r| r.messages_per_s.median),
+            "the round's best throughput over the pool sizes",
+            best.as_ref().map(|b| {
+                b.iter()
+                    .enumerate()
+                    .map(|(k, r)| r.runs[k].load.messages_per_s)
+                    .collect()
+            }),
             "msg/s",
         )
-        .add(
+        .rounds(
             "event_loop_messages_per_s",
             "the epoll event loop",
-            event.map(|r| r.messages_per_s.median),
+            event.map(rates),
             "msg/s",
         )
         .build()

@@ -482,3 +482,16 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> 
 
 #[cfg(test)]
 mod tests;
+
+/// One run of the two-thread pipe (`pipespeed2t`) at `block` bytes, with
+/// the quick grid's count: MB/s. The controls run it against itself.
+pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
+    let v = Variant {
+        key: "pipe",
+        label: "pipespeed2t: pipe, threads",
+        path: pipespeed2t.to_path_buf(),
+        flags: Vec::new(),
+        blocks: vec![block],
+    };
+    Ok(run::run_once(&v, count_for(block, false), block)?.mb_per_s)
+}

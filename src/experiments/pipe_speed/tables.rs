@@ -184,54 +184,70 @@ fn two_thread_table(data: &Data) -> Table {
 /// The figures the claims are judged on: the pipe's buffer, the two-thread
 /// pipe's peak and its rate at the largest block, named against unnamed.
 pub(super) fn headline(data: &Data) -> Headline {
-    let Figures { peak, largest, fifo_over_pipe } = figures(data);
+    let Figures { peak, largest, .. } = figures(data);
+    let rates =
+        |p: &Point| -> Vec<f64> { p.runs.iter().map(|r| r.mb_per_s).collect() };
     let one = variant(data, "pipespeed2").and_then(|v| {
-        v.points.iter().map(|p| p.mb_per_s.median).max_by(f64::total_cmp)
+        v.points
+            .iter()
+            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
+    });
+    // Round k of every block size: the named pipe over the unnamed, run
+    // back to back at each block, then that round's median over blocks.
+    let pipe = variant(data, "pipe");
+    let pairs: Vec<(Vec<f64>, Vec<f64>)> = variant(data, "fifo")
+        .map_or(&[][..], |v| &v.points)
+        .iter()
+        .filter_map(|f| Some((rates(f), rates(at(pipe, f.block_bytes)?))))
+        .collect();
+    let rounds = pairs.iter().map(|(f, p)| f.len().min(p.len())).min().unwrap_or(0);
+    let fifo_over_pipe = (!pairs.is_empty() && rounds > 0).then(|| {
+        (0..rounds)
+            .map(|k| {
+                let r: Vec<f64> = pairs.iter().map(|(f, p)| f[k] / p[k]).collect();
+                crate::stats::median(&r)
+            })
+            .collect::<Vec<f64>>()
     });
     crate::report::headline()
-        .add(
+        .exact(
             "pipe_buffer_bytes",
             "a new pipe's buffer (F_GETPIPE_SZ)",
             data.pipe.default_buffer_bytes as f64,
             "bytes",
         )
-        .add(
-            "one_thread_peak_mb_s",
-            "pipespeed2 (one thread): best rate",
-            one,
-            "MB/s",
-        )
-        .add(
+        .rounds("one_thread_peak_mb_s", "pipespeed2 (one thread): best rate", one.map(rates), "MB/s")
+        .rounds(
             "two_threads_peak_mb_s",
             "pipespeed2t (two threads): best rate",
-            peak.map(|p| p.mb_per_s.median),
+            peak.map(rates),
             "MB/s",
         )
-        .add(
+        .exact(
             "two_threads_peak_block",
-            "pipespeed2t: block size of the best rate",
+            "pipespeed2t: block size of the best rate (median)",
             peak.map(|p| p.block_bytes as f64),
             "bytes",
         )
-        .add(
+        .rounds(
             "two_threads_largest_mb_s",
             &format!(
                 "pipespeed2t: rate at the largest block ({} bytes)",
                 largest.map_or(0, |p| p.block_bytes)
             ),
-            largest.map(|p| p.mb_per_s.median),
+            largest.map(rates),
             "MB/s",
         )
-        .add(
+        .paired(
             "two_threads_largest_over_peak",
-            "pipespeed2t: rate at the largest block over the best rate",
-            largest.zip(peak).map(|(l, p)| l.mb_per_s.median / p.mb_per_s.median),
-            "x",
+            "pipespeed2t: round k's rate at the largest block over its rate at the best block",
+            largest.map(rates),
+            peak.map(rates),
         )
-        .add_range(
+        .rounds(
             "fifo_over_pipe",
-            "named pipe's rate over the unnamed pipe's, median over block sizes",
-            "block size",
+            "named pipe's rate over the unnamed pipe's, paired per block, each round's \
+             median over block sizes",
             fifo_over_pipe,
             "x",
         )

@@ -29,7 +29,11 @@ fn point(block: u64, mb: f64, limit: f64) -> Point {
         mb_per_s: summary(&[mb]),
         copy_limit_mb_per_s: limit,
         switches_per_block: 0.5,
-        runs: Vec::new(),
+        runs: vec![RunRecord {
+            elapsed_s: 1.0,
+            mb_per_s: mb,
+            usage: Default::default(),
+        }],
     }
 }
 

@@ -38,7 +38,7 @@ pub(super) fn headline(data: &Data) -> Headline {
     let mut h = crate::report::headline();
     for r in &data.methods {
         let key = format!("{}_us", crate::report::slug(&r.method));
-        h = h.add(&key, &r.method, r.us.median, "µs");
+        h = h.rounds(&key, &r.method, r.runs_us.clone(), "µs");
     }
     h.build()
 }
@@ -192,7 +192,7 @@ mod tests {
             kind: Some(kind),
             iterations: 10,
             us: Summary { n: 2, median: us, min: us * 0.5, max: us * 2.0 },
-            runs_us: vec![us * 0.5, us * 2.0],
+            runs_us: vec![us * 0.5, us, us * 2.0],
         }
     }
 

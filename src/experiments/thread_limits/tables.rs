@@ -54,7 +54,7 @@ pub(super) fn headline(data: &Data) -> Headline {
         let probes = if std { &row.std } else { &row.pthread };
         let counts: Vec<f64> =
             probes.iter().filter_map(|p| p.created).map(f64::from).collect();
-        Summary::of(&counts).map(|s| s.median)
+        (!counts.is_empty()).then_some(counts)
     };
     let predicted = data
         .stacks
@@ -63,44 +63,47 @@ pub(super) fn headline(data: &Data) -> Headline {
         .map(|r| r.predicted as f64);
     let fixed: Vec<&ProgramRun> =
         data.program.iter().filter(|r| r.setting == "ulimit -s 1024").collect();
+    // One value per run: 1 when it created every thread, else 0.
     let all_ok = (!fixed.is_empty()).then(|| {
-        fixed.iter().filter(|r| r.ended == "exit 0").count() as f64
-            / fixed.len() as f64
+        fixed
+            .iter()
+            .map(|r| if r.ended == "exit 0" { 1.0 } else { 0.0 })
+            .collect::<Vec<f64>>()
     });
     crate::report::headline()
-        .add(
+        .rounds(
             "threads_at_8m",
             "pthread_create, 8 MiB stacks in 3 GiB",
             created(8 << 20, false),
             "",
         )
-        .add(
+        .rounds(
             "std_threads_at_8m",
             "std::thread, 8 MiB stacks in 3 GiB",
             created(8 << 20, true),
             "",
         )
-        .add(
+        .exact(
             "predicted_at_8m",
             "the article's arithmetic, 3 GiB / 8 MiB",
             predicted,
             "",
         )
-        .add(
+        .rounds(
             "threads_at_256k",
             "pthread_create, 256 KiB stacks (capped at --max)",
             created(256 << 10, false),
             "",
         )
-        .add(
+        .rounds(
             "threads_at_1m",
             "pthread_create, 1 MiB stacks in 3 GiB",
             created(1 << 20, false),
             "",
         )
-        .add(
+        .rounds(
             "ulimit_s_1024_ok",
-            "share of thread runs under `ulimit -s 1024` that created every thread",
+            "thread runs under `ulimit -s 1024` that created every thread (1) or not (0), median",
             all_ok,
             "",
         )
