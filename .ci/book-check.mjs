@@ -7,7 +7,9 @@
 //     of its own (its dark text would vanish in the dark themes);
 //   - the page itself scrolls sideways at 1280 px or at 420 px (a table may
 //     scroll inside its own box; the page may not);
-//   - a flag is printed with an en dash ("–reap": smart punctuation).
+//   - a flag is printed with an en dash ("–reap": smart punctuation);
+//   - at 420 px, a table's "verdict" column is out of view (the reader would
+//     have to scroll the table sideways to see a verdict).
 // One line per chapter, then `N passed, M failed`. A full-page screenshot of
 // each chapter at 1280 px goes to target/book-check/<chapter>.png, and each
 // chapter's length in screens (page height / 800 px) is printed.
@@ -268,7 +270,23 @@ function measure() {
         width: Math.round(t.getBoundingClientRect().width),
       }))
     : [];
+  // The cells of every table's "verdict" column that end to the right of
+  // what the reader sees without scrolling.
+  const hiddenVerdicts = [];
+  for (const t of main ? main.querySelectorAll("table") : []) {
+    const heads = [...t.querySelectorAll("th")].map((h) => h.textContent.trim().toLowerCase());
+    const col = heads.indexOf("verdict");
+    if (col < 0) continue;
+    for (const row of t.querySelectorAll("tr")) {
+      const cell = row.children[col];
+      if (cell && cell.getBoundingClientRect().right > visibleRight + 1) {
+        hiddenVerdicts.push(cell.textContent.trim().slice(0, 40));
+        break;
+      }
+    }
+  }
   return {
+    hiddenVerdicts,
     title: document.querySelector("main h1, main h2")?.textContent.trim() ?? null,
     overflow,
     pageWidth,
@@ -385,6 +403,9 @@ async function checkChapter(browser, base, chapter, opts) {
         );
       }
     }
+    for (const v of narrow.hiddenVerdicts) {
+      problems.push(`a verdict is out of view at 420 px (the table must be scrolled to see it): "${v}"`);
+    }
     if (narrow.overflow > 1) {
       problems.push(
         `page scrolls sideways at 420 px, by ${narrow.overflow} px; ` +
@@ -463,6 +484,18 @@ async function selfTest(browser, siteDir, list, opts) {
       chapter: plain,
       edit: (h) => h.replace(/<main>/, '<main><div style="width:1500px">wide</div>'),
       expect: /page scrolls sideways at 1280 px/,
+    },
+    {
+      name: "a verdict column pushed out of view at 420 px",
+      chapter: plain,
+      edit: (h) =>
+        h.replace(
+          /<main>/,
+          '<main><div class="table-wrapper" style="overflow-x:auto"><table><thead><tr>' +
+            '<th>claim</th><th>verdict</th></tr></thead><tbody><tr>' +
+            '<td><div style="width:700px">a wide claim</div></td><td>holds</td></tr></tbody></table></div>',
+        ),
+      expect: /a verdict is out of view at 420 px/,
     },
     {
       name: "an element wider than a phone makes the page scroll at 420 px",

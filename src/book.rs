@@ -151,6 +151,16 @@ pub fn expand_with(
                         .map(|page| format!("[{page}]({page}#verdict-{})", c.id))
                 };
                 out.push_str(&crate::claims::markdown(rows, &name, &link));
+                let commits = crate::runs::commits_of(reference);
+                out.push_str(&format!(
+                    "\nThe reference was made from commit{} {}.\n",
+                    if commits.len() == 1 { "" } else { "s" },
+                    commits
+                        .iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             // {{#include}} and the like are mdBook's own.

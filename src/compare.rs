@@ -366,13 +366,11 @@ fn real_path(path: &Path) -> PathBuf {
 /// write `compare.md` and `compare.json` into `--out DIR`, or else into RUN
 /// when it is a finished run of the reader's own under `runs/`. Nothing is
 /// ever written into `results/`, or into a folder that is not a lab run.
-pub fn main(
-    run: Option<String>,
-    against: Option<String>,
-    out: Option<PathBuf>,
-) -> Result<()> {
+pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
+    let in_results =
+        |dir: &Path| real_path(dir).starts_with(real_path(&runs::results_root()));
     if let Some(dir) = &out {
-        if real_path(dir).starts_with(real_path(&runs::results_root())) {
+        if in_results(dir) {
             return Err(Error::usage(format!(
                 "--out {}: results/ holds only the reference run; write the \
                  comparison elsewhere",
@@ -381,6 +379,29 @@ pub fn main(
         }
     }
     runs::sweep_and_say();
+    // A class: three or more runs, or one folder of runs.
+    let class = match names.as_slice() {
+        [one]
+            if Path::new(one).is_dir()
+                && !runs::is_run(Path::new(one))?
+                && !crate::class::runs_in(Path::new(one))?.is_empty() =>
+        {
+            let dir = PathBuf::from(one);
+            Some((crate::class::runs_in(&dir)?, Some(dir)))
+        }
+        many if many.len() >= 3 => {
+            let list =
+                many.iter().map(|n| resolve(n)).collect::<Result<Vec<_>>>()?;
+            Some((list, None))
+        }
+        _ => None,
+    };
+    if let Some((list, folder)) = class {
+        let into = out.or(folder.filter(|d| !in_results(d)));
+        return crate::class::main(&list, into.as_deref());
+    }
+    let mut names = names.into_iter();
+    let (run, against) = (names.next(), names.next());
     let run = resolve_or(run, runs::latest, || {
         format!(
             "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",

@@ -12,6 +12,7 @@ pub mod bins;
 pub mod book;
 pub mod chart;
 pub mod claims;
+pub mod class;
 pub mod compare;
 pub mod experiments;
 pub mod machine;
@@ -73,15 +74,19 @@ enum Command {
         args: Vec<OsString>,
     },
     /// Put a run beside another: by default your latest run (runs/) beside
-    /// the reference run the book shows (results/)
+    /// the reference run the book shows (results/). Given three or more
+    /// runs, or one folder that holds runs (a class's), put them all side
+    /// by side: per claim, how many runs give each verdict, and the
+    /// figure's median and range across them
     Compare {
-        /// A run folder, or its name under runs/ or results/ [default: your
-        /// latest run]
-        run: Option<String>,
-        /// The run to compare with [default: the reference run]
-        against: Option<String>,
-        /// Write compare.md and compare.json into DIR [default: into RUN, if
-        /// it is a finished run of yours under runs/; never into results/]
+        /// RUN [AGAINST]: a run folder, or its name under runs/ or results/
+        /// [default: your latest run, against the reference run]; or three or
+        /// more runs; or one folder of runs
+        runs: Vec<String>,
+        /// Write compare.md and compare.json (a class: class.md and
+        /// class.json) into DIR [default: into RUN, if it is a finished run
+        /// of yours under runs/; a class's into its folder; never into
+        /// results/]
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
     },
@@ -99,7 +104,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
     match labkit::cli::parse_from::<Cli, _, _>(args).command {
         Command::List => labkit::error::print(&list("")),
         Command::Test { args } => test(args),
-        Command::Compare { run, against, out } => compare::main(run, against, out),
+        Command::Compare { runs, out } => compare::main(runs, out),
         Command::Verdicts { run, markdown } => verdicts(run, markdown),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
             labkit::error::print(&format!(

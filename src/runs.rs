@@ -75,7 +75,7 @@ impl Manifest {
 /// The run folders this process writes, locked for as long as it lives: a
 /// static, since the lock must outlive every value (it is the process's
 /// mark of life), and the kernel releases it however the process ends.
-static HELD: Mutex<Vec<DirLock>> = Mutex::new(Vec::new());
+static HELD: Mutex<Vec<(PathBuf, DirLock)>> = Mutex::new(Vec::new());
 
 /// Take the run folder `dir`'s lock without waiting: `Ok(None)` when a
 /// live process holds it.
@@ -92,13 +92,19 @@ pub fn is_live(dir: &Path) -> bool {
 /// has none (a reference folder that several commands fill keeps its
 /// first). A run another live process is writing is refused.
 fn claim(run: &Path, kind: &str) -> Result<()> {
-    let lock = try_lock(run)?.ok_or_else(|| {
-        Error::usage(format!(
-            "{}: another lab process is writing this run; wait for it to end",
-            run.display()
-        ))
-    })?;
-    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(lock);
+    let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    // This process may hold it already: a reference made again with more
+    // rounds. (A second flock of ours would conflict with our own.)
+    if !held.iter().any(|(dir, _)| dir == run) {
+        let lock = try_lock(run)?.ok_or_else(|| {
+            Error::usage(format!(
+                "{}: another lab process is writing this run; wait for it to end",
+                run.display()
+            ))
+        })?;
+        held.push((run.to_path_buf(), lock));
+    }
+    drop(held);
     let mut manifest = Manifest::read(run)?.unwrap_or_else(|| Manifest {
         lab_run: 1,
         kind: kind.into(),
@@ -163,12 +169,8 @@ pub fn experiments_in(run: &Path) -> Vec<String> {
     found
 }
 
-/// How far the checkout has moved on from the commits `run` was made
-/// from: "made from commit abc (5 commits that touch crates/ since)", the
-/// range when its experiments were made from several; `None` when its
-/// results name no commit this checkout knows (or it is not a checkout).
-pub fn commits_behind(run: &Path) -> Option<String> {
-    let dir = checkout();
+/// The commits the results of `run` were made from, each once, sorted.
+pub fn commits_of(run: &Path) -> Vec<String> {
     let mut commits: Vec<String> = experiments_in(run)
         .iter()
         .filter_map(|folder| {
@@ -181,6 +183,16 @@ pub fn commits_behind(run: &Path) -> Option<String> {
         .collect();
     commits.sort();
     commits.dedup();
+    commits
+}
+
+/// How far the checkout has moved on from the commits `run` was made
+/// from: "made from commit abc (5 commits that touch crates/ since)", the
+/// range when its experiments were made from several; `None` when its
+/// results name no commit this checkout knows (or it is not a checkout).
+pub fn commits_behind(run: &Path) -> Option<String> {
+    let dir = checkout();
+    let commits = commits_of(run);
     let mut behind: Vec<usize> = Vec::new();
     for commit in &commits {
         let clean = commit.trim_end_matches("-dirty");
@@ -607,6 +619,18 @@ mod tests {
         let staging = run.join(".demo.partial-1");
         std::fs::create_dir(&staging).unwrap();
         staging
+    }
+
+    #[test]
+    fn a_process_may_claim_its_own_run_again() {
+        // As a reference made again with more rounds does; another process
+        // is still refused (is_live: the lock is held).
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("ref");
+        std::fs::create_dir(&run).unwrap();
+        claim(&run, "reference").unwrap();
+        claim(&run, "reference").unwrap();
+        assert!(is_live(&run));
     }
 
     #[test]

@@ -124,6 +124,11 @@ fn close_folders(run: &Path) -> Result<Vec<Close>> {
         if !matches!(row.verdict, Verdict::TooCloseToCall(_)) {
             continue;
         }
+        // A one-CPU claim judged, for want of a one-CPU run, on another:
+        // its own run is still to come (or was not asked for).
+        if row.claim.one_cpu && row.judged_on != "1 CPU" {
+            continue;
+        }
         if let Some(c) = out.iter_mut().find(|c| c.folder == row.results) {
             c.ids.push(row.claim.id.clone());
             continue;

@@ -220,3 +220,30 @@ fn no_chapter_quotes_a_figure_by_its_position() {
         }
     }
 }
+
+/// Every claim's verdict is quoted by exactly one chapter, through
+/// `{{#verdict ID}}` (so that prose and table come from one evaluation),
+/// and no chapter quotes a claim that does not exist.
+#[test]
+fn every_claim_has_one_verdict_directive_in_the_book() {
+    let mut quoted: Vec<(String, String)> = Vec::new();
+    for (name, text) in chapters() {
+        for id in lab::book::verdicts_in(&text) {
+            quoted.push((id, name.clone()));
+        }
+    }
+    for claim in lab::claims::all() {
+        let at: Vec<&String> = quoted
+            .iter()
+            .filter(|(id, _)| *id == claim.id)
+            .map(|(_, c)| c)
+            .collect();
+        assert_eq!(at.len(), 1, "{}: quoted by {at:?}", claim.id);
+    }
+    for (id, chapter) in &quoted {
+        assert!(
+            lab::claims::all().iter().any(|c| &c.id == id),
+            "{chapter}: no claim {id}"
+        );
+    }
+}

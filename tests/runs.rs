@@ -541,6 +541,10 @@ fn the_reference_judges_every_claim_from_clean_commits() {
             row.claim.id,
             row.verdict
         );
+        // A one-CPU claim rests on the reference's one-CPU run.
+        if row.claim.one_cpu {
+            assert_eq!(row.judged_on, "1 CPU", "{}", row.claim.id);
+        }
     }
     let mut files = 0;
     let mut stack = vec![reference.clone()];
@@ -686,4 +690,106 @@ fn verdicts_refuse_a_hand_edited_verdict() {
         line.contains("then-and-now.json") && line.contains("verdict"),
         "{line}"
     );
+}
+
+/// A class's folder: three machines, a run without one experiment, a run
+/// from an older lab (figures without rounds or interval) and a truncated
+/// copy.
+fn class_folder() -> tempfile::TempDir {
+    let class = tempfile::tempdir().unwrap();
+    let at = |name: &str| class.path().join(name);
+    for (name, kernel, ratio) in
+        [("ann", "6.1.0", 2.0), ("bob", "6.8.0", 1.0), ("cat", "6.8.0", 3.0)]
+    {
+        results(
+            &at(name),
+            "fork-vs-thread",
+            kernel,
+            2,
+            &[("fork_over_thread", ratio)],
+        );
+        if name != "cat" {
+            results(&at(name), "create-destroy", kernel, 2, &[("fork_us", 100.0)]);
+        }
+    }
+    // An older lab: a figure was its value, label and unit only.
+    results(&at("dan"), "fork-vs-thread", "5.10.0", 2, &[("fork_over_thread", 1.5)]);
+    let old = at("dan/fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&old);
+    doc["headline"]["fork_over_thread"] =
+        serde_json::json!({"label": "fork over thread", "value": 1.5, "unit": "x"});
+    std::fs::write(&old, doc.to_string()).unwrap();
+    // A truncated copy.
+    results(&at("eve"), "fork-vs-thread", "6.8.0", 2, &[("fork_over_thread", 1.0)]);
+    let cut = at("eve/fork-vs-thread/fork-vs-thread.json");
+    let text = std::fs::read_to_string(&cut).unwrap();
+    std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
+    class
+}
+
+#[test]
+fn compare_puts_a_class_side_by_side() {
+    let class = class_folder();
+    let out = common::lab().arg("compare").arg(class.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("A class of 4 runs"), "{stdout}");
+    // The truncated copy is named in one line and left out.
+    let left: Vec<&str> =
+        stderr.lines().filter(|l| l.contains("left out")).collect();
+    assert_eq!(left.len(), 1, "{stderr}");
+    assert!(left[0].contains("eve") && left[0].contains("not JSON"), "{stderr}");
+    // fork over thread at 2, 1 and 3 (judged) and 1.5 (the older run's
+    // value): printing-same holds for bob only, and the older run gives
+    // no verdict.
+    let json = common::read_json(class.path().join("class.json"));
+    let row = json["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "printing-same")
+        .unwrap();
+    assert_eq!(row["verdicts"]["holds"], 1, "{row}");
+    assert_eq!(row["verdicts"]["no longer holds"], 2, "{row}");
+    assert_eq!(row["verdicts"]["not judged (older figure)"], 1, "{row}");
+    assert_eq!(
+        (row["median"].as_f64(), row["min"].as_f64(), row["max"].as_f64()),
+        (Some(1.75), Some(1.0), Some(3.0))
+    );
+    // cat and dan have no create-destroy: process-cost is "not measured"
+    // there.
+    let cost = json["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "process-cost")
+        .unwrap();
+    assert_eq!(cost["runs"], 2, "{cost}");
+    assert_eq!(cost["verdicts"]["not measured"], 2, "{cost}");
+    // Grouped by machine; the older run's missing fields are listed.
+    let groups = json["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3, "{groups:?}");
+    let md = std::fs::read_to_string(class.path().join("class.md")).unwrap();
+    assert!(md.contains("lack interval, rounds, method, resamples, seed"), "{md}");
+}
+
+#[test]
+fn a_class_with_nothing_to_compare_fails_naming_its_runs() {
+    let class = class_folder();
+    for gone in ["ann", "bob", "cat", "eve"] {
+        std::fs::remove_dir_all(class.path().join(gone)).unwrap();
+    }
+    // Only the older run is left, and without a value nothing compares.
+    let old = class.path().join("dan/fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&old);
+    doc["headline"]["fork_over_thread"] =
+        serde_json::json!({"label": "x", "unit": "x"});
+    std::fs::write(&old, doc.to_string()).unwrap();
+    let line = common::lab_fails(common::lab().arg("compare").arg(class.path()));
+    assert!(
+        line.contains("no run can be compared") && line.contains("dan"),
+        "{line}"
+    );
+    assert!(!class.path().join("class.md").exists());
 }
