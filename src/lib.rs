@@ -65,6 +65,10 @@ enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Make the committed reference run the book shows: every experiment's
+    /// reference runs, with `--reference`, from a clean commit, into
+    /// results/<date>-<host>/ (or results/$LAB_RUN_ID/)
+    Reference,
     /// Run the lab's test suite (`cargo test --release ARGS`, from
     /// `cargo lab test`) and end with how many tests skipped, and why
     #[command(disable_help_flag = true)]
@@ -104,6 +108,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
     match labkit::cli::parse_from::<Cli, _, _>(args).command {
         Command::List => labkit::error::print(&list("")),
         Command::Test { args } => test(args),
+        Command::Reference => reference(),
         Command::Compare { runs, out } => compare::main(runs, out),
         Command::Verdicts { run, markdown } => verdicts(run, markdown),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
@@ -121,6 +126,27 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
             run_one(experiment, args)
         }
     }
+}
+
+/// `lab reference`: every step of [`schedule::reference_plan`], in order,
+/// each as `lab run NAME ... --reference` (more rounds where a claim is too
+/// close to call); the first that fails stops it.
+fn reference() -> labkit::Result<()> {
+    runs::sweep_and_say();
+    let steps = schedule::reference_plan();
+    let total = steps.len();
+    for (i, step) in steps.into_iter().enumerate() {
+        let shown: Vec<String> =
+            step.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        eprintln!(
+            "lab: [{}/{total}] lab run {} {}",
+            i + 1,
+            step.experiment.name,
+            shown.join(" ")
+        );
+        run_one(step.experiment, step.args)?;
+    }
+    Ok(())
 }
 
 /// `lab test [ARGS]`: `cargo test --release ARGS` with every skip logged,
@@ -277,7 +303,9 @@ fn run_once(
     }
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
-    if pending.owns_run {
+    // A run of its own ends here; so does the reference, until the next
+    // reference command adds to it.
+    if pending.owns_run || runs::is_reference(&pending.run) {
         runs::finish(&pending.run, &[])?;
     }
     let folder = pending

@@ -136,13 +136,24 @@ pub fn is_run(dir: &Path) -> Result<bool> {
 }
 
 /// Is `run` finished: its manifest has an end (a run made before the lab
-/// wrote manifests counts as finished when it holds results)?
+/// wrote manifests counts as finished when it holds results)? A reference
+/// is made by several commands, each of which puts its experiment in
+/// place whole: one that holds results and that no process is writing is
+/// finished, whatever its manifest's end says.
 pub fn is_finished(run: &Path) -> bool {
     match Manifest::read(run) {
+        Ok(Some(m)) if m.kind == "reference" => {
+            m.ended.is_some() || (!is_live(run) && !experiments_in(run).is_empty())
+        }
         Ok(Some(m)) => m.ended.is_some(),
         Ok(None) => !experiments_in(run).is_empty(),
         Err(_) => false,
     }
+}
+
+/// Is `run` a reference (its manifest says so)?
+pub fn is_reference(run: &Path) -> bool {
+    Manifest::read(run).ok().flatten().is_some_and(|m| m.kind == "reference")
 }
 
 /// The finished results folders of a run, `NAME` and `NAME/VARIANT`, in
@@ -631,6 +642,27 @@ mod tests {
         claim(&run, "reference").unwrap();
         claim(&run, "reference").unwrap();
         assert!(is_live(&run));
+    }
+
+    #[test]
+    fn a_reference_no_one_is_writing_is_finished() {
+        let root = tempfile::tempdir().unwrap();
+        let run = root.path().join("2026-01-01-ref");
+        unfinished(&run);
+        let mut m = Manifest::read(&run).unwrap().unwrap();
+        m.kind = "reference".into();
+        m.write(&run).unwrap();
+        // No results yet: not finished.
+        assert!(!is_finished(&run));
+        let demo = run.join("fork-vs-thread");
+        std::fs::create_dir(&demo).unwrap();
+        std::fs::write(demo.join("fork-vs-thread.json"), "{}").unwrap();
+        assert!(is_finished(&run) && is_reference(&run));
+        // While a process writes it, it is not.
+        let held = try_lock(&run).unwrap().unwrap();
+        assert!(!is_finished(&run));
+        drop(held);
+        assert!(is_finished(&run));
     }
 
     #[test]

@@ -92,6 +92,38 @@ pub fn plan(extra: &[OsString]) -> Vec<Step> {
     steps
 }
 
+/// The steps of `lab reference`: every experiment's reference runs
+/// ([`Experiment::reference`]), each with `--reference`, and right after
+/// its first a one-CPU run (`NAME/cpu0`) where a claim asks for one.
+pub fn reference_plan() -> Vec<Step> {
+    let mut steps = Vec::new();
+    for e in experiments::every() {
+        for (k, own) in e.reference.iter().enumerate() {
+            let mut args: Vec<OsString> = own.iter().map(OsString::from).collect();
+            args.push("--reference".into());
+            let variant = own
+                .iter()
+                .position(|a| *a == "--variant")
+                .and_then(|i| own.get(i + 1));
+            let folder = match variant {
+                Some(v) => format!("{}/{v}", e.name),
+                None => e.name.to_string(),
+            };
+            steps.push(Step { experiment: e, args, folder });
+            if k == 0 && wants_one_cpu(e.name) {
+                let args = ["--reference", "--variant", "cpu0", "--cpus", "0"]
+                    .map(OsString::from);
+                steps.push(Step {
+                    experiment: e,
+                    args: args.to_vec(),
+                    folder: format!("{}/cpu0", e.name),
+                });
+            }
+        }
+    }
+    steps
+}
+
 /// `args` with `--rounds n` in place of any rounds they gave.
 fn with_rounds(args: &[OsString], n: u32) -> Vec<OsString> {
     let mut out = Vec::new();
@@ -240,6 +272,22 @@ mod tests {
         let mq = given.iter().find(|s| s.folder == "mq-sweep").unwrap();
         let args: Vec<_> = mq.args.iter().map(|a| a.to_string_lossy()).collect();
         assert_eq!(args, ["--rounds", "7"]);
+    }
+
+    #[test]
+    fn the_reference_plan_has_every_experiment_and_its_one_cpu_runs() {
+        let steps = reference_plan();
+        let folders = names(&steps);
+        for e in experiments::every() {
+            assert!(folders.contains(&e.name), "{folders:?}");
+        }
+        // fork-vs-thread's own settings first, then its one-CPU run.
+        let at = folders.iter().position(|f| *f == "fork-vs-thread").unwrap();
+        assert_eq!(folders[at + 1], "fork-vs-thread/cpu0");
+        for s in &steps {
+            assert!(s.args.iter().any(|a| a == "--reference"), "{}", s.folder);
+        }
+        assert!(folders.contains(&"ctx-switch/cross-long"), "{folders:?}");
     }
 
     #[test]

@@ -92,20 +92,23 @@ fn the_lists_of_experiments_agree() {
         sorted(lab::experiments::ALL.iter().map(|e| e.name.to_string()).collect());
     let read = |file: &str| std::fs::read_to_string(root.join(file)).unwrap();
 
-    // `lab run NAME --reference ...` in the justfile's results recipe.
+    // The justfile's results recipe is `cargo lab reference`, whose steps
+    // come from the experiments themselves (schedule::reference_plan).
     let justfile = read("justfile");
     let recipe = justfile.split("\nresults:").nth(1).expect("a results recipe");
     let recipe = recipe.split("\n\n").next().unwrap_or(recipe);
-    let reference: Vec<String> = recipe
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("lab run "))
-        .filter(|l| l.contains("--reference"))
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+    assert!(
+        recipe.contains("cargo lab reference"),
+        "the justfile's results recipe: {recipe}"
+    );
+    let mut reference: Vec<String> = lab::schedule::reference_plan()
+        .iter()
+        .map(|s| s.experiment.name.to_string())
         .collect();
-    // The reference has the controls too.
+    reference.dedup();
     let every =
         sorted(lab::experiments::every().map(|e| e.name.to_string()).collect());
-    assert_eq!(sorted(reference), every, "the justfile's results recipe");
+    assert_eq!(sorted(reference), every, "the reference's experiments");
 
     // `- [Title](NAME.md)` at the top level of SUMMARY.md, for those
     // chapters that are an experiment's (the others are the book's own).

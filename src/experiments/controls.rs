@@ -28,7 +28,8 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "A-against-A controls: a create loop, a pipe and a printing run, each against itself",
     main,
 )
-.under_all(&["--rounds", "10"]);
+.under_all(&["--rounds", "10"])
+.for_reference(&[&["--rounds", "10"]]);
 
 /// One program against itself, for each kind of ratio the claims judge.
 #[derive(Parser)]

@@ -6,16 +6,11 @@ use std::ffi::OsString;
 
 use crate::report::Context;
 
-pub mod controls;
-pub mod create_destroy;
-pub mod ctx_switch;
-pub mod footprint;
-pub mod fork_vs_thread;
-pub mod mq_sweep;
-pub mod pipe_speed;
-pub mod server_designs;
-pub mod spawn_methods;
-pub mod thread_limits;
+// The modules, `ALL` and `EXTRA`, derived by build.rs: a module for every
+// file or folder in src/experiments/; `ALL` holds the experiments whose
+// chapter SUMMARY.md lists at its top level, in the book's order, and
+// `EXTRA` the others (the controls).
+include!(concat!(env!("OUT_DIR"), "/experiments.rs"));
 
 /// One runnable experiment.
 pub struct Experiment {
@@ -28,6 +23,10 @@ pub struct Experiment {
     /// Parse the experiment's own arguments (the first is the command name)
     /// and run it, its results going where the context says.
     pub run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
+    /// Its runs in the reference (`lab reference`), each one's options:
+    /// the first makes `NAME`, any other a sub-run (`--variant V`). A
+    /// one-CPU run is added by itself where a claim asks for one.
+    pub reference: &'static [&'static [&'static str]],
 }
 
 impl Experiment {
@@ -37,31 +36,23 @@ impl Experiment {
         about: &'static str,
         run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
     ) -> Self {
-        Experiment { name, about, all_args: &[], run }
+        Experiment { name, about, all_args: &[], run, reference: &[&[]] }
     }
 
     /// The lighter options it takes under `lab run all`.
     pub const fn under_all(self, all_args: &'static [&'static str]) -> Self {
         Experiment { all_args, ..self }
     }
+
+    /// Its runs in the reference, when they are not one run with its own
+    /// defaults.
+    pub const fn for_reference(
+        self,
+        reference: &'static [&'static [&'static str]],
+    ) -> Self {
+        Experiment { reference, ..self }
+    }
 }
-
-/// Every experiment, in the book's order.
-pub const ALL: &[Experiment] = &[
-    fork_vs_thread::EXPERIMENT,
-    create_destroy::EXPERIMENT,
-    pipe_speed::EXPERIMENT,
-    ctx_switch::EXPERIMENT,
-    mq_sweep::EXPERIMENT,
-    server_designs::EXPERIMENT,
-    spawn_methods::EXPERIMENT,
-    thread_limits::EXPERIMENT,
-    footprint::EXPERIMENT,
-];
-
-/// What `lab run` runs besides the articles' experiments: the controls,
-/// which have no chapter of their own (the methodology page shows them).
-pub const EXTRA: &[Experiment] = &[controls::EXPERIMENT];
 
 /// Every runnable experiment: [`ALL`], then [`EXTRA`].
 pub fn every() -> impl Iterator<Item = &'static Experiment> {

@@ -28,7 +28,8 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "create-destroy",
     "forkcreat vs pthreadcreat, the lecture's loop, creattime (000, 001, 003)",
     main,
-);
+)
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "31"]]);
 
 /// forkcreat vs pthreadcreat (article 000), the lecture's 2000-iteration
 /// loops (001) and creattime at 20/128/255 samples (003), each table beside

@@ -34,7 +34,11 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "ctx-switch",
     "ctxswitch vs perf bench sched pipe: the cost of one context switch",
     main,
-);
+)
+.for_reference(&[
+    &[],
+    &["--variant", "cross-long", "--pins", "cross", "--rounds", "15", "--iterations", "100000"],
+]);
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,

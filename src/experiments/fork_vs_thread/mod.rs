@@ -24,7 +24,8 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "fork-vs-thread",
     "fork.c vs thread.c: N workers print COUNT lines each (article 000)",
     main,
-);
+)
+.for_reference(&[&["--full", "--vs-c", "--rounds", "11"]]);
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Context, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004)", main).under_all(&["--rounds", "3"]);
+pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004)", main)
+.under_all(&["--rounds", "3"]);
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.

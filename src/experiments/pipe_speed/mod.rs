@@ -46,7 +46,8 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
     main,
 )
-.under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"]);
+.under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "31"]]);
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair
