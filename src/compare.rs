@@ -258,7 +258,9 @@ impl Comparison {
             md.push_str(&format!("Noisy: {line}.\n\n"));
         }
         md.push_str("| claim | this run | against |\n|---|---|---|\n");
-        for (id, a, b) in self.side_by_side() {
+        for (id, a, b, differs) in self.side_by_side() {
+            let id =
+                if differs { format!("**{id}** (verdicts differ)") } else { id };
             md.push_str(&format!(
                 "| {id} | {} | {} |\n",
                 a.replace('|', "\\|"),
@@ -299,10 +301,10 @@ impl Comparison {
         for line in &self.noisy {
             out.push_str(&format!("  noisy: {line}\n"));
         }
-        for (id, a, b) in self.side_by_side() {
-            let same = if a == b { "" } else { "  <- differs" };
+        for (id, a, b, differs) in self.side_by_side() {
+            let mark = if differs { "  <- the verdicts differ" } else { "" };
             out.push_str(&format!(
-                "  {id}\n    this run: {a}\n    against:  {b}{same}\n"
+                "  {id}{mark}\n    this run: {a}\n    against:  {b}\n"
             ));
         }
         out.push('\n');
@@ -311,8 +313,8 @@ impl Comparison {
     }
 
     /// Per judged claim: its id, this run's verdict and figure, the other
-    /// run's.
-    pub fn side_by_side(&self) -> Vec<(String, String, String)> {
+    /// run's, and whether the two verdicts differ.
+    pub fn side_by_side(&self) -> Vec<(String, String, String, bool)> {
         let cell = |r: Option<&claims::Row>| {
             r.map_or("-".into(), |r| match r.today_text() {
                 Some(t) => {
@@ -321,13 +323,15 @@ impl Comparison {
                 None => r.verdict.to_string(),
             })
         };
+        let word = |r: Option<&claims::Row>| r.map(|r| short_verdict(&r.verdict));
         self.claims
             .iter()
             .filter(|r| r.claim.cannot.is_none())
             .map(|r| {
                 let other =
                     self.against_claims.iter().find(|o| o.claim.id == r.claim.id);
-                (r.claim.id.clone(), cell(Some(r)), cell(other))
+                let differs = word(Some(r)) != word(other);
+                (r.claim.id.clone(), cell(Some(r)), cell(other), differs)
             })
             .collect()
     }
