@@ -261,8 +261,14 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     // Each claim's verdict on both runs: pipe-buffer-4096 holds in B and
     // is not measured in A; printing-same no longer holds in either (3x on
     // A's one CPU, 0.5x on B's two).
-    assert!(text.contains("\n  pipe-buffer-4096  <- the verdicts differ\n"), "{text}");
-    assert!(text.contains("\n  printing-same\n    this run: no longer holds: 3.00x"), "{text}");
+    assert!(
+        text.contains("\n  pipe-buffer-4096  <- the verdicts differ\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\n  printing-same\n    this run: no longer holds: 3.00x"),
+        "{text}"
+    );
     assert!(
         text.contains(
             "busy machine: this run: other processes used 3.0 CPU-s in 10 s (30% \
