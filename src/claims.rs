@@ -111,6 +111,24 @@ impl Claim {
         edges
     }
 
+    /// The verdict on `figure`, read from results folder `folder`: on its
+    /// interval ([`Claim::judge`]), or none when it has too few rounds for
+    /// an interval to mean anything.
+    pub fn verdict_on(
+        &self,
+        figure: &crate::report::Figure,
+        folder: &str,
+    ) -> Verdict {
+        let n = figure.rounds.len();
+        if figure.method != crate::report::Method::Exact && n < MIN_ROUNDS {
+            return Verdict::NotMeasured(format!(
+                "{n} round{} in {folder}: an interval needs at least {MIN_ROUNDS}",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        self.judge(figure.interval, &figure.unit)
+    }
+
     /// The verdict on today's figure, from its 95% interval `[lo, hi]`: a
     /// range's verdict only when the whole interval lies in it, else too
     /// close to call, naming the boundary crossed.
@@ -187,10 +205,18 @@ fn candidates(run: &Path, experiment: &str) -> Result<Vec<(String, Published)>> 
 
 /// Judge every claim on the results in run folder `run`.
 pub fn evaluate(run: &Path) -> Result<Vec<Row>> {
-    all().into_iter().map(|c| evaluate_one(c, run)).collect()
+    // Each experiment's results are read once, however many claims judge
+    // them.
+    let mut read: std::collections::HashMap<String, Vec<(String, Published)>> =
+        std::collections::HashMap::new();
+    all().into_iter().map(|c| evaluate_one(c, run, &mut read)).collect()
 }
 
-fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
+fn evaluate_one(
+    claim: Claim,
+    run: &Path,
+    read: &mut std::collections::HashMap<String, Vec<(String, Published)>>,
+) -> Result<Row> {
     let row = |claim, verdict, judged_on: &str| Row {
         claim,
         today: None,
@@ -213,7 +239,10 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
             claim.id
         )));
     };
-    let found = candidates(run, experiment)?;
+    if !read.contains_key(experiment) {
+        read.insert(experiment.to_string(), candidates(run, experiment)?);
+    }
+    let found = &read[experiment];
     let cpus = |p: &Published| p.header.settings.cpu_count;
     // A one-CPU claim prefers a one-CPU run; any other claim the plain run.
     let pick = if claim.one_cpu {
@@ -240,16 +269,7 @@ fn evaluate_one(claim: Claim, run: &Path) -> Result<Row> {
         n if claim.one_cpu => format!("{n} CPUs (no one-CPU run)"),
         n => format!("{n} CPUs"),
     };
-    let n = figure.rounds.len();
-    let verdict = if figure.method != crate::report::Method::Exact && n < MIN_ROUNDS
-    {
-        Verdict::NotMeasured(format!(
-            "{n} round{} in {folder}: an interval needs at least {MIN_ROUNDS}",
-            if n == 1 { "" } else { "s" }
-        ))
-    } else {
-        claim.judge(figure.interval, &figure.unit)
-    };
+    let verdict = claim.verdict_on(&figure, folder);
     Ok(Row {
         verdict,
         today: Some(figure.value),
@@ -338,7 +358,7 @@ pub fn markdown(
             "| [{}](#{}) | **{}** |\n",
             cell(&r.claim.claim),
             r.claim.id,
-            cell(short(&r.verdict))
+            cell(r.verdict.word())
         ));
     }
     for r in rows {
@@ -371,15 +391,17 @@ pub fn markdown(
     md
 }
 
-/// The verdict without its reason, for the short table.
-fn short(v: &Verdict) -> &'static str {
-    match v {
-        Verdict::Holds => "holds",
-        Verdict::NoLongerHolds => "no longer holds",
-        Verdict::DependsOn(_) => "depends",
-        Verdict::TooCloseToCall(_) => "too close to call",
-        Verdict::NotMeasured(_) => "not yet measured",
-        Verdict::CannotRerun(_) => "cannot be re-run",
+impl Verdict {
+    /// The verdict as a word or two, without its reason.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Verdict::Holds => "holds",
+            Verdict::NoLongerHolds => "no longer holds",
+            Verdict::DependsOn(_) => "depends",
+            Verdict::TooCloseToCall(_) => "too close to call",
+            Verdict::NotMeasured(_) => "not yet measured",
+            Verdict::CannotRerun(_) => "cannot be re-run",
+        }
     }
 }
 

@@ -87,7 +87,11 @@ fn judge(
     files: &[(String, Value)],
 ) -> (String, Option<(f64, String)>, Vec<String>) {
     let Some((experiment, key)) = claim.figure_ref() else {
-        return ("cannot be re-run".into(), None, Vec::new());
+        return (
+            Verdict::CannotRerun(String::new()).word().into(),
+            None,
+            Vec::new(),
+        );
     };
     let of: Vec<&(String, Value)> = files
         .iter()
@@ -100,23 +104,24 @@ fn judge(
         of.first()
     };
     let Some((_, json)) = pick else {
-        return ("not measured".into(), None, Vec::new());
+        return (
+            Verdict::NotMeasured(String::new()).word().into(),
+            None,
+            Vec::new(),
+        );
     };
     let raw = &json["headline"][key];
     if raw.is_null() {
-        return ("not measured".into(), None, Vec::new());
+        return (
+            Verdict::NotMeasured(String::new()).word().into(),
+            None,
+            Vec::new(),
+        );
     }
     let unit = raw["unit"].as_str().unwrap_or("").to_string();
     match serde_json::from_value::<Figure>(raw.clone()) {
         Ok(f) if f.check().is_ok() => {
-            let n = f.rounds.len();
-            let verdict = if f.method != crate::report::Method::Exact
-                && n < claims::MIN_ROUNDS
-            {
-                "not measured".to_string()
-            } else {
-                word(&claim.judge(f.interval, &f.unit))
-            };
+            let verdict = claim.verdict_on(&f, experiment).word().to_string();
             (verdict, Some((f.value, unit)), Vec::new())
         }
         _ => {
@@ -133,17 +138,6 @@ fn judge(
                 None => ("not judged (older figure)".into(), None, lacks),
             }
         }
-    }
-}
-
-fn word(v: &Verdict) -> String {
-    match v {
-        Verdict::Holds => "holds".into(),
-        Verdict::NoLongerHolds => "no longer holds".into(),
-        Verdict::DependsOn(_) => "depends".into(),
-        Verdict::TooCloseToCall(_) => "too close to call".into(),
-        Verdict::NotMeasured(_) => "not measured".into(),
-        Verdict::CannotRerun(_) => "cannot be re-run".into(),
     }
 }
 
@@ -252,7 +246,7 @@ const ORDER: [&str; 7] = [
     "no longer holds",
     "depends",
     "too close to call",
-    "not measured",
+    "not yet measured",
     "not judged (older figure)",
     "cannot be re-run",
 ];

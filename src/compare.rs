@@ -338,11 +338,14 @@ impl Comparison {
 }
 
 /// A verdict as a word or two (the reason is in the then-and-now table).
+/// A decided verdict needs only its word; "not yet measured" and "cannot
+/// be re-run" keep their reason.
 fn short_verdict(v: &claims::Verdict) -> String {
     match v {
-        claims::Verdict::DependsOn(_) => "depends".into(),
-        claims::Verdict::TooCloseToCall(_) => "too close to call".into(),
-        v => v.to_string(),
+        claims::Verdict::NotMeasured(_) | claims::Verdict::CannotRerun(_) => {
+            v.to_string()
+        }
+        v => v.word().into(),
     }
 }
 

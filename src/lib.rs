@@ -136,14 +136,7 @@ fn reference() -> labkit::Result<()> {
     let steps = schedule::reference_plan();
     let total = steps.len();
     for (i, step) in steps.into_iter().enumerate() {
-        let shown: Vec<String> =
-            step.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        eprintln!(
-            "lab: [{}/{total}] lab run {} {}",
-            i + 1,
-            step.experiment.name,
-            shown.join(" ")
-        );
+        eprintln!("lab: [{}/{total}] {}", i + 1, step.command());
         run_one(step.experiment, step.args)?;
     }
     Ok(())
@@ -366,15 +359,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     let mut failed = Vec::new();
     let mut took = std::collections::BTreeMap::new();
     for (i, step) in steps.iter().enumerate() {
-        let shown: Vec<String> =
-            step.args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
-        eprintln!(
-            "lab: [{}/{total}] {}: lab run {} {}",
-            i + 1,
-            step.folder,
-            step.experiment.name,
-            shown.join(" ")
-        );
+        eprintln!("lab: [{}/{total}] {}: {}", i + 1, step.folder, step.command());
         let t = Instant::now();
         match run_once(step.experiment, step.args.clone(), &ctx) {
             Ok(_) => {

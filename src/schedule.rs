@@ -40,6 +40,16 @@ pub struct Step {
     pub folder: String,
 }
 
+impl Step {
+    /// The step as the command a reader would type: `lab run NAME ARGS`.
+    pub fn command(&self) -> String {
+        let mut words =
+            vec!["lab run".to_string(), self.experiment.name.to_string()];
+        words.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        words.join(" ")
+    }
+}
+
 /// An experiment's own arguments under `all`, with `--rounds` given to
 /// `all` in place of its own, then `extra` (`all`'s flags).
 fn args_under_all(e: &Experiment, extra: &[OsString]) -> Vec<OsString> {

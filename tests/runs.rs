@@ -778,7 +778,7 @@ fn compare_puts_a_class_side_by_side() {
         .find(|r| r["id"] == "process-cost")
         .unwrap();
     assert_eq!(cost["runs"], 2, "{cost}");
-    assert_eq!(cost["verdicts"]["not measured"], 2, "{cost}");
+    assert_eq!(cost["verdicts"]["not yet measured"], 2, "{cost}");
     // Grouped by machine; the older run's missing fields are listed.
     let groups = json["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 3, "{groups:?}");

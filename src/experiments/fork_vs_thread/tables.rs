@@ -11,11 +11,7 @@ use super::{Axis, Data, GridResult, Row};
 /// ([`crate::stats::paired_ratio`]): each round runs every program once,
 /// so the pair shares whatever the machine was doing then.
 fn paired_ratio(row: &Row, a: &str, b: &str) -> Option<f64> {
-    let wall = |name| {
-        let p = row.programs.iter().find(|p| p.program == name)?;
-        Some(p.runs.iter().map(|u| u.wall_s).collect::<Vec<_>>())
-    };
-    crate::stats::paired_ratio(&wall(a)?, &wall(b)?).map(|s| s.median)
+    crate::stats::paired_ratio(&walls(row, a)?, &walls(row, b)?).map(|s| s.median)
 }
 
 /// `program`'s wall seconds in each round of `row`.
