@@ -480,8 +480,8 @@ pub fn main(args: Vec<String>) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn reference() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
+    fn reference() -> labkit::cleanup::TempDir {
+        let dir = labkit::testing::tempdir();
         let exp = dir.path().join("demo");
         std::fs::create_dir_all(exp.join("cpu0")).unwrap();
         std::fs::write(exp.join("tables.md"), "| a |\n").unwrap();

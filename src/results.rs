@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn json_round_trips_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = labkit::testing::tempdir();
         let path = dir.path().join("sub/run.json");
         let header = Header::new("demo");
         write_json(&path, &header).unwrap();
@@ -209,7 +209,7 @@ mod tests {
 
     #[test]
     fn unwritable_places_fail_with_the_path() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = labkit::testing::tempdir();
         let file = dir.path().join("plain");
         std::fs::write(&file, b"").unwrap();
         let err = check_writable(&file.join("below")).unwrap_err();

@@ -190,7 +190,7 @@ fn copy_with_an_extra_point(from: &Path, to: &Path) {
 #[test]
 fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     let reference = lab::runs::reference().expect("a reference run in results/");
-    let scratch = tempfile::tempdir().unwrap();
+    let scratch = labkit::testing::tempdir();
     // Under the reference's own name, which the then-and-now page gives.
     let grown = scratch.path().join(reference.file_name().unwrap());
     std::fs::create_dir(&grown).unwrap();

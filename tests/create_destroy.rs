@@ -8,7 +8,7 @@ use predicates::prelude::*;
 #[test]
 fn create_destroy_smoke_run_writes_results() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--rounds", "2", "--iterations", "30", "--samples", "3,5"];
     common::lab_run("create-destroy", &args, dir.path())
         .args(["--lecture-iterations", "20"])
@@ -41,7 +41,7 @@ fn create_destroy_smoke_run_writes_results() {
 fn create_destroy_pairs_rust_with_c() {
     let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--rounds", "1", "--iterations", "20", "--lecture-iterations", "5"];
     let args = [&args[..], &["--samples", "2", "--vs-c"]].concat();
     let r = common::run_json("create-destroy", &args, dir.path());
@@ -156,7 +156,7 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
 #[test]
 fn spawn_methods_smoke_run_writes_results() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--rounds", "1", "--budget", "0.002", "--rss", "0,8M"];
     let r = common::run_json("spawn-methods", &args, dir.path());
     let methods = r["methods"].as_array().unwrap();
@@ -183,7 +183,7 @@ fn spawn_methods_refuses_more_rss_than_the_memory_available() {
         available < 64 << 30,
         "64 GiB or more available: nothing to refuse"
     );
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let out = dir.path().to_str().unwrap();
     let args = ["run", "spawn-methods", "--rss", "0,64G", "--out", out];
     let err = common::lab_refuses(&args);

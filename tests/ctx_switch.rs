@@ -26,7 +26,7 @@ fn perf_works() -> bool {
 /// `lab run ctx-switch ARGS --json --out DIR`: the printed JSON, checked to
 /// be the saved one, read as the experiment's own results type.
 fn run(args: &[&str]) -> Data {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let printed = run_json("ctx-switch", args, dir.path());
     assert_eq!(printed["experiment"], "ctx-switch");
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
@@ -96,7 +96,7 @@ fn perf_runs_beside_it_in_the_same_mode_and_placement() {
 fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
     let _serial = labkit::testing::serial();
     // No `perf` on the PATH: the default falls back, with a note.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--rounds", "1", "-n", "50", "--json"];
     let mut cmd = lab_run("ctx-switch", &args, dir.path());
     let out = cmd.env("PATH", "/nonexistent").output().unwrap();

@@ -8,7 +8,7 @@ use predicates::prelude::*;
 #[test]
 fn a_tiny_run_writes_parseable_results() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--procs", "3", "--counts", "5,20", "--rounds", "2"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
 
@@ -53,7 +53,7 @@ fn a_tiny_run_writes_parseable_results() {
 #[test]
 fn the_table_is_printed_by_default() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--procs", "2,4", "--counts", "3", "--rounds", "1"];
     lab_run("fork-vs-thread", &args, dir.path())
         .assert()
@@ -65,7 +65,7 @@ fn the_table_is_printed_by_default() {
 
 #[test]
 fn an_unwritable_results_directory_fails_before_measuring() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
     let sub = file.join("sub");
@@ -80,7 +80,7 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
     let _serial = labkit::testing::serial();
     // A program that cannot run its setting: fork under a tiny process limit
     // would need another user, so use a bad binary directory instead.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     std::fs::write(
         dir.path().join("fork"),
         "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n",
@@ -95,7 +95,7 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
         )
         .unwrap();
     }
-    let out = tempfile::tempdir().unwrap();
+    let out = labkit::testing::tempdir();
     let args = ["--procs", "2", "--counts", "1", "--rounds", "1"];
     let mut cmd = lab_run("fork-vs-thread", &args, out.path());
     let err = lab_fails(cmd.env("LAB_BIN_DIR", dir.path()));
@@ -106,7 +106,7 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
 fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
     let _serial = labkit::testing::serial();
     labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
     let row = &saved["grids"][0]["rows"][0];
@@ -125,7 +125,7 @@ fn fork_c_and_thread_c_print_the_rust_programs_report() {
     let _serial = labkit::testing::serial();
     for name in ["fork", "thread"] {
         let Some(c) = common::c_program(name) else { return };
-        let dir = tempfile::tempdir().unwrap();
+        let dir = labkit::testing::tempdir();
         let log = dir.path().join("log");
         let out = std::process::Command::new(&c)
             .args(["3", "4"])

@@ -217,8 +217,8 @@ fn interrupt_lab(case: &LabCase) {
     let LabCase { experiment, args, marker, grandchildren, sig, .. } = *case;
     let (to_group, own_out) = (case.to_group, case.own_out);
     become_subreaper();
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let tmp = labkit::testing::tempdir();
+    let out = labkit::testing::tempdir();
     let earlier = if own_out {
         out.path().join("earlier.json")
     } else {
@@ -409,9 +409,14 @@ const KILLED: [Killed; 3] = [
 /// program's tree, and the scratch folders.
 fn start_killed(
     case: &Killed,
-) -> (Running, std::thread::JoinHandle<String>, Vec<i32>, [tempfile::TempDir; 2]) {
-    let tmp = tempfile::tempdir().unwrap();
-    let checkout = tempfile::tempdir().unwrap();
+) -> (
+    Running,
+    std::thread::JoinHandle<String>,
+    Vec<i32>,
+    [labkit::cleanup::TempDir; 2],
+) {
+    let tmp = labkit::testing::tempdir();
+    let checkout = labkit::testing::tempdir();
     let earlier =
         checkout.path().join("runs/2000-01-01-000000-earlier/fork-vs-thread");
     std::fs::create_dir_all(&earlier).unwrap();
@@ -504,7 +509,7 @@ fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
 fn lab_reaps_its_guard_on_every_way_out() {
     let _serial = labkit::testing::serial();
     become_subreaper();
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     // --help, a usage error, a failure, a success: the guard is reaped
     // by lab itself, never handed to this subreaper.
     for (args, code) in [

@@ -8,7 +8,7 @@ use mq::load::LoadReport;
 
 #[test]
 fn tiny_sweep_writes_parsable_results() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = [
         &["--threads", "1,3", "--rounds", "1", "--duration", "0.2"][..],
         &["--senders", "4", "--receivers", "3", "--queues", "2", "--size", "64"],
@@ -74,7 +74,7 @@ fn tiny_sweep_writes_parsable_results() {
 #[test]
 fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let ctx = dir.path().join("ctx-switch");
     let args = ["--rounds", "1", "-n", "500", "--no-perf", "--pins", "same"];
     let args = [&args[..], &["--modes", "threads"]].concat();
@@ -134,7 +134,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     let _serial = labkit::testing::serial();
     // A checkout whose reference has ctx-switch results: a run of mq-sweep
     // alone must not read them (another run, maybe another machine).
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     let reference = lab::runs::reference().expect("a reference run in results/");
     let theirs = checkout.path().join("results/2026-01-01-ref/ctx-switch");
     std::fs::create_dir_all(&theirs).unwrap();
@@ -143,7 +143,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
         theirs.join("ctx-switch.json"),
     )
     .unwrap();
-    let out = tempfile::tempdir().unwrap();
+    let out = labkit::testing::tempdir();
     let args = [
         &["--threads", "1", "--no-event-loop", "--rounds", "1", "--duration", "0.2"]
             [..],

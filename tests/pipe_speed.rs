@@ -26,7 +26,7 @@ const TINY: &[&str] = &["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
 #[test]
 fn a_tiny_run_writes_parseable_results() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = [TINY, &["--ladder-blocks", "4095,65537"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
@@ -161,7 +161,7 @@ fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
         labkit::testing::have_tool("cc"),
         "no C compiler (cc) for the C references"
     );
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = [TINY, &["--vs-c", "--no-ladder"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert!(saved["ladder"].is_null());

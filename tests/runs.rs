@@ -22,8 +22,8 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 /// A scratch git checkout with one commit, for `LAB_CHECKOUT`.
-fn scratch_checkout() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+fn scratch_checkout() -> labkit::cleanup::TempDir {
+    let dir = labkit::testing::tempdir();
     git(dir.path(), &["init", "-q"]);
     std::fs::write(dir.path().join("README"), "scratch\n").unwrap();
     git(dir.path(), &["add", "README"]);
@@ -81,7 +81,7 @@ fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
 #[test]
 fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
     let _serial = labkit::testing::serial();
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     let start = || {
         common::lab_std()
             .env("LAB_CHECKOUT", checkout.path())
@@ -119,9 +119,9 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
 #[test]
 fn a_failed_run_leaves_no_run_folder() {
     let _serial = labkit::testing::serial();
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     // Programs that fail at once, in place of the real ones.
-    let bins = tempfile::tempdir().unwrap();
+    let bins = labkit::testing::tempdir();
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
         std::fs::write(&path, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
@@ -218,7 +218,7 @@ fn results(
 
 #[test]
 fn compare_puts_figures_side_by_side_and_names_what_differs() {
-    let root = tempfile::tempdir().unwrap();
+    let root = labkit::testing::tempdir();
     let (a, b) =
         (root.path().join("2026-01-01-a"), root.path().join("2026-01-01-b"));
     results(
@@ -322,7 +322,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
 
 #[test]
 fn compare_without_runs_says_what_is_missing() {
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -345,8 +345,8 @@ fn manifest(run: &Path, ended: bool) {
 
 #[test]
 fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
-    let checkout = tempfile::tempdir().unwrap();
-    let stranger = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
+    let stranger = labkit::testing::tempdir();
     std::fs::write(stranger.path().join("notes.txt"), "mine").unwrap();
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
@@ -433,7 +433,7 @@ fn verdicts_say_how_far_the_checkout_has_moved_on_from_the_reference() {
 
 #[test]
 fn the_latest_run_is_the_newest_finished_one() {
-    let checkout = tempfile::tempdir().unwrap();
+    let checkout = labkit::testing::tempdir();
     let runs = checkout.path().join("runs");
     let finished = runs.join("2026-01-01-000000-done");
     manifest(&finished, true);
@@ -481,7 +481,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
     let _serial = labkit::testing::serial();
     // Stand-ins that record the CPUs they may use, then run the real
     // program: what `--cpus` gave the runner's children.
-    let bins = tempfile::tempdir().unwrap();
+    let bins = labkit::testing::tempdir();
     let record = bins.path().join("cpus.txt");
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
@@ -494,7 +494,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
         std::fs::write(&path, script).unwrap();
         Std::new("chmod").arg("+x").arg(&path).status().unwrap();
     }
-    let out_dir = tempfile::tempdir().unwrap();
+    let out_dir = labkit::testing::tempdir();
     let args = ["--cpus", "0", "--json"];
     let mut cmd = common::lab_run("fork-vs-thread", &args, out_dir.path());
     let out = cmd.env("LAB_BIN_DIR", bins.path()).args(TINY).output().unwrap();
@@ -629,8 +629,8 @@ fn the_recorded_commit_is_the_checkouts_from_another_directory() {
 }
 
 /// A run folder holding one tiny create-destroy of 3 rounds, judged.
-fn judged_run() -> (tempfile::TempDir, std::path::PathBuf) {
-    let run = tempfile::tempdir().unwrap();
+fn judged_run() -> (labkit::cleanup::TempDir, std::path::PathBuf) {
+    let run = labkit::testing::tempdir();
     let dir = run.path().join("create-destroy");
     let args = ["--rounds", "3", "--iterations", "30", "--samples", "3,5"];
     let out = common::lab_run("create-destroy", &args, &dir)
@@ -707,8 +707,8 @@ fn verdicts_refuse_a_hand_edited_verdict() {
 /// A class's folder: three machines, a run without one experiment, a run
 /// from an older lab (figures without rounds or interval) and a truncated
 /// copy.
-fn class_folder() -> tempfile::TempDir {
-    let class = tempfile::tempdir().unwrap();
+fn class_folder() -> labkit::cleanup::TempDir {
+    let class = labkit::testing::tempdir();
     let at = |name: &str| class.path().join(name);
     for (name, kernel, ratio) in
         [("ann", "6.1.0", 2.0), ("bob", "6.8.0", 1.0), ("cat", "6.8.0", 3.0)]

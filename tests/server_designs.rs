@@ -328,7 +328,7 @@ fn bad_flags_exit_2() {
 
 #[test]
 fn tiny_run_writes_the_table_and_the_verdict() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let args = [
         "--designs",
         "fork,prefork,prefork-mutex,thread,prethread-mutex,epoll",

@@ -28,7 +28,7 @@ fn long_lines_from_many_children_are_never_torn() {
 #[test]
 fn the_log_is_appended_to_and_json_replaces_okay() {
     let _serial = labkit::testing::serial();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let log = dir.path().join("log");
     std::fs::write(&log, "[0]hello linux\n").unwrap();
     let out = fork()

@@ -12,7 +12,7 @@ use labkit::testing::{become_subreaper, no_child_left};
 fn children_are_reaped() {
     let _serial = labkit::testing::serial();
     become_subreaper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let status = Command::new(env!("CARGO_BIN_EXE_fork"))
         .args(["-p", "40", "-c", "5", "--log"])
         .arg(dir.path().join("log"))
@@ -37,7 +37,7 @@ fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
         return;
     }
     become_subreaper();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),

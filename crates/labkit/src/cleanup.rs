@@ -274,6 +274,11 @@ pub struct TempDir {
 /// lock on it: a directory without it is never judged.
 pub const LOCK_MARK: &str = ".lab-lock";
 
+/// The start of the names [`remove_dead_tempdirs`] judges: the lab's own
+/// temporary directories. Another prefix (a test's scratch directory, say)
+/// is locked all the same, but never marked and never swept.
+pub const SWEPT_PREFIX: &str = "lab";
+
 /// An exclusive `flock` on a directory, held until this is dropped (or its
 /// process ends, however it ends).
 ///
@@ -306,7 +311,7 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(None) } else { Err(e) }
 }
 
-/// Remove the temporary directories (`<tmp>/lab*`) whose makers died
+/// Remove the temporary directories (`<tmp>/lab*`, [`SWEPT_PREFIX`]) whose makers died
 /// without removing them (a runner and its guard both killed), and return
 /// them. A directory is judged only if it carries [`LOCK_MARK`], which its
 /// maker writes after taking its lock, and is removed only if the lock is
@@ -318,7 +323,8 @@ pub fn remove_dead_tempdirs() -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let ours = entry.file_name().to_str().is_some_and(|n| n.starts_with("lab"));
+        let ours =
+            entry.file_name().to_str().is_some_and(|n| n.starts_with(SWEPT_PREFIX));
         if !ours || !path.join(LOCK_MARK).is_file() {
             continue;
         }
@@ -369,7 +375,8 @@ pub fn tempdir(prefix: &str) -> io::Result<TempDir> {
     tempdir_in(&std::env::temp_dir(), prefix)
 }
 
-/// Create a directory `<parent>/<prefix>XXXXXX`.
+/// Create a directory `<parent>/<prefix>XXXXXX`, marked [`LOCK_MARK`] when
+/// `prefix` starts with [`SWEPT_PREFIX`].
 pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     let mut reg = registry();
     // mkdtemp(3): a new directory, mode 0700, under a name no one else got.
@@ -378,7 +385,7 @@ pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     remove_if_killed(&path);
     // Locked, then marked: a sweep that sees the mark finds the lock held.
     let lock = try_lock_dir(&path).ok().flatten();
-    let marked = lock.is_some();
+    let marked = lock.is_some() && prefix.starts_with(SWEPT_PREFIX);
     let dir = TempDir { path, _lock: lock };
     drop(reg); // dropping `dir` on an error below takes the lock
     if marked {

@@ -113,6 +113,14 @@ fn after<'t>(text: &'t str, pattern: &str) -> Option<&'t str> {
     Some(rest)
 }
 
+/// A test's scratch directory, `<tmp>/test-XXXXXX` (honouring `TMPDIR`),
+/// removed when dropped: the lab's one temporary-directory type
+/// ([`crate::cleanup::TempDir`]), under a name the lab's sweep of dead
+/// runs' directories never judges.
+pub fn tempdir() -> crate::cleanup::TempDir {
+    crate::cleanup::tempdir("test-").expect("cannot create a temporary directory")
+}
+
 /// Is this test running as root (needed to become [`crate::limited::NOBODY`]
 /// or to raise a limit)?
 pub fn is_root() -> bool {

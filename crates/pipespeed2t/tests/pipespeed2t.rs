@@ -127,7 +127,7 @@ fn a_short_stream_is_a_failure_not_a_rate() {
 
 #[test]
 fn the_fifo_directory_is_removed() {
-    let tmp = tempfile::tempdir().unwrap();
+    let tmp = labkit::testing::tempdir();
     pipespeed2t()
         .env("TMPDIR", tmp.path())
         .args(["100", "1000", "--fifo"])

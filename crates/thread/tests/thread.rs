@@ -38,7 +38,7 @@ fn long_lines_from_many_threads_are_never_torn() {
 fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     // The article's 32-bit machine: 3 GiB of address space, 8 MiB stacks,
     // at most 384 threads. The C program died with a segfault at 500.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let log = dir.path().join("log");
     let out = limited(GIB3, &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
     let (created, stderr) = created_before_failing("thread", &out);
@@ -60,7 +60,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
 fn default_stack_follows_ulimit_s_like_pthread_create() {
     // `ulimit -s 1024` (RLIMIT_STACK = 1 MiB) was the article's fix; the
     // default stack follows it, so 1000 threads fit in 3 GiB again.
-    let dir = tempfile::tempdir().unwrap();
+    let dir = labkit::testing::tempdir();
     let log = dir.path().join("log");
     let out = limited(
         Limits { stack: Some(1 << 20), ..GIB3 },
