@@ -7,7 +7,6 @@
 //! a reader's own under `runs/`, or, with `--reference`, the committed
 //! reference run under `results/` that the book shows ([`runs`]).
 
-pub mod bars;
 pub mod bins;
 pub mod book;
 pub mod chart;

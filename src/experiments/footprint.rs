@@ -369,7 +369,7 @@ fn chart(d: &Data) -> Chart {
     let mut chart = Chart::new(
         "Memory per idle worker (PSS + kernel stack + page tables + slab)",
         "workers",
-        "KiB per worker",
+        "KiB per worker (median; band: min-max)",
     );
     chart.log_x = true;
     for kind in [Kind::Threads, Kind::Procs] {
@@ -377,9 +377,15 @@ fn chart(d: &Data) -> Chart {
             .idle
             .iter()
             .filter(|r| r.kind == kind)
-            .map(|r| (f64::from(r.workers), total(&r.per_worker_kib)))
+            .map(|r| {
+                let p = &r.per_worker_kib;
+                let parts = [&p.pss, &p.kernel_stack, &p.page_tables, &p.slab];
+                let low = parts.iter().map(|s| s.min).sum();
+                let high = parts.iter().map(|s| s.max).sum();
+                (f64::from(r.workers), total(p), low, high)
+            })
             .collect();
-        chart = chart.series(kind_name(kind), points);
+        chart = chart.spread(kind_name(kind), points);
     }
     chart
 }

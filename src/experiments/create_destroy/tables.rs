@@ -1,7 +1,7 @@
 //! create-destroy's headline, tables and charts, made from the [`Data`]
 //! alone.
 
-use crate::bars::{Bars, Row};
+use crate::chart::bars::{Bars, Row};
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
@@ -349,18 +349,18 @@ pub(super) fn bars(d: &Data) -> String {
 pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     let mut charts = Vec::new();
     if d.creattime.len() > 1 {
-        let points = |f: fn(&CreattimeRow) -> f64| {
-            d.creattime.iter().map(|r| (r.samples as f64, f(r))).collect()
+        let points = |f: fn(&CreattimeRow) -> &Summary| {
+            d.creattime.iter().map(move |r| (r.samples as f64, f(r)))
         };
         charts.push((
             "creattime".to_string(),
             Chart::new(
                 "Only the create call (creattime): average per call",
                 "samples",
-                "milliseconds (median of rounds)",
+                "milliseconds (median of rounds, band: min-max)",
             )
-            .series("fork()", points(|r| r.fork_ms.median))
-            .series("pthread_create()", points(|r| r.thread_ms.median)),
+            .summaries("fork()", points(|r| &r.fork_ms))
+            .summaries("pthread_create()", points(|r| &r.thread_ms)),
         ));
     }
     charts

@@ -1,6 +1,6 @@
 //! The ctx-switch tables, headline and chart, from the results alone.
 
-use crate::bars::{Bars, Row};
+use crate::chart::bars::{Bars, Row};
 use crate::report::Headline;
 use crate::table::{Table, range};
 use ctxswitch::{Mode, Pin};

@@ -173,16 +173,22 @@ pub(super) fn tables(g: &GridResult) -> Vec<Table> {
 
 pub(super) fn chart(g: &GridResult) -> Option<(String, Chart)> {
     let (x_label, x): (&str, fn(&Row) -> f64) = match g.axis {
-        Axis::Count => ("lines per worker (COUNT)", |r| r.setting.count as f64),
-        Axis::Workers => ("workers (P)", |r| f64::from(r.setting.procs)),
+        Axis::Count => ("lines per worker (COUNT, log scale)", |r| r.setting.count as f64),
+        Axis::Workers => ("workers (P, log scale)", |r| f64::from(r.setting.procs)),
         Axis::None => return None,
     };
     let first = g.rows.first()?;
-    let mut chart = Chart::new(&g.title, x_label, "seconds (median)");
+    // Log axes: the programs' times differ several-fold (thread.c's grows
+    // far faster than the rest), and a linear axis would flatten the lines
+    // the chapter compares.
+    let mut chart = Chart {
+        log_x: true,
+        log_y: true,
+        ..Chart::new(&g.title, x_label, "seconds (median, band: min-max; log scale)")
+    };
     for (i, p) in first.programs.iter().enumerate() {
-        let points =
-            g.rows.iter().map(|r| (x(r), r.programs[i].wall_s.median)).collect();
-        chart = chart.series(p.program, points);
+        let points = g.rows.iter().map(|r| (x(r), &r.programs[i].wall_s));
+        chart = chart.summaries(p.program, points);
     }
     Some((g.name.to_string(), chart))
 }

@@ -87,35 +87,28 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
         return Vec::new();
     }
     let xs: Vec<f64> = threaded.iter().map(|r| f64::from(r.threads)).collect();
-    let flat = |v: f64| xs.iter().map(|&x| (x, v)).collect::<Vec<_>>();
+    let flat = |s| xs.iter().map(move |&x| (x, s));
     let mut tp = Chart::new(
         "Throughput vs threads per pool",
         "threads/pool",
-        "messages/s (median)",
+        "messages/s (median, band: min-max)",
     )
-    .series(
+    .summaries(
         "thread pools",
-        threaded
-            .iter()
-            .map(|r| (f64::from(r.threads), r.messages_per_s.median))
-            .collect(),
+        threaded.iter().map(|r| (f64::from(r.threads), &r.messages_per_s)),
     );
     let mut share = Chart::new(
         "CPU share spent switching vs threads per pool",
         "threads/pool",
-        "% of broker CPU (median)",
+        "% of broker CPU (median, band: min-max)",
     )
-    .series(
+    .summaries(
         "thread pools",
-        threaded
-            .iter()
-            .map(|r| (f64::from(r.threads), r.switch_share_pct.median))
-            .collect(),
+        threaded.iter().map(|r| (f64::from(r.threads), &r.switch_share_pct)),
     );
     if let Some(e) = event {
-        tp = tp.series("event loop (1 thread)", flat(e.messages_per_s.median));
-        share =
-            share.series("event loop (1 thread)", flat(e.switch_share_pct.median));
+        tp = tp.summaries("event loop (1 thread)", flat(&e.messages_per_s));
+        share = share.summaries("event loop (1 thread)", flat(&e.switch_share_pct));
     }
     let article_pts = |f: fn(u32) -> Option<f64>| {
         threaded

@@ -255,9 +255,9 @@ pub(super) fn headline(data: &Data) -> Headline {
 }
 
 pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
-    let line = |v: &VariantResult| -> Vec<(f64, f64)> {
-        v.points.iter().map(|p| (p.block_bytes as f64, p.mb_per_s.median)).collect()
-    };
+    fn line(v: &VariantResult) -> impl Iterator<Item = (f64, &Summary)> {
+        v.points.iter().map(|p| (p.block_bytes as f64, &p.mb_per_s))
+    }
     let limit = |blocks: &[u64]| -> Vec<(f64, f64)> {
         data.copy_limit
             .iter()
@@ -272,16 +272,16 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
         ..Chart::new(
             title,
             "block size (bytes, log scale)",
-            "MB/s (median, log scale)",
+            "MB/s (median, band: min-max; log scale)",
         )
     };
     if let Some(v) = variant(data, "pipespeed2").filter(|v| !v.points.is_empty()) {
         let blocks: Vec<u64> = v.points.iter().map(|p| p.block_bytes).collect();
         let chart = new("One thread: pipespeed2 (cf. the article's figure 1)")
-            .series(v.label, line(v));
+            .summaries(v.label, line(v));
         out.push((
             "one-thread".to_string(),
-            chart.series("copy limit (2 copies)", limit(&blocks)),
+            chart.limit("copy limit (2 copies)", limit(&blocks)),
         ));
     }
     for (stem, title, keys) in [
@@ -301,13 +301,13 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
         for v in keys.iter().filter_map(|&k| variant(data, k)) {
             if !v.points.is_empty() {
                 blocks.extend(v.points.iter().map(|p| p.block_bytes));
-                chart = chart.series(v.label, line(v));
+                chart = chart.summaries(v.label, line(v));
             }
         }
         if !blocks.is_empty() {
             out.push((
                 stem.to_string(),
-                chart.series("copy limit (2 copies)", limit(&blocks)),
+                chart.limit("copy limit (2 copies)", limit(&blocks)),
             ));
         }
     }

@@ -228,11 +228,9 @@ pub(super) fn chart(data: &Data) -> Option<(String, Chart)> {
     .guide(0.95, "within 5% (0.95-1.05)")
     .guide(1.05, "within 5% (0.95-1.05)");
     for c in &data.vs_c {
-        let points = c.points.iter().map(|p| (p.block_bytes as f64, p.ratio.median));
-        chart = chart.series(
-            &format!("{}, {}", pair_name(c), c.placement.name),
-            points.collect(),
-        );
+        let points = c.points.iter().map(|p| (p.block_bytes as f64, &p.ratio));
+        chart = chart
+            .summaries(&format!("{}, {}", pair_name(c), c.placement.name), points);
     }
     Some(("vs-c".to_string(), chart))
 }

@@ -231,7 +231,7 @@ pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
     vec![
         (
             "cpu-per-connection.svg".into(),
-            crate::bars::svg(
+            crate::chart::bars::svg(
                 "Server CPU per connection above the iterative baseline",
                 "microseconds per connection (median; bars at or below 0 not drawn)",
                 &cpu,
@@ -240,7 +240,7 @@ pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
         ),
         (
             "connections-per-s.svg".into(),
-            crate::bars::svg(
+            crate::chart::bars::svg(
                 "Connections per second, closed loop",
                 "connections/s (median)",
                 &cps,

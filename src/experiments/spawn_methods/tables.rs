@@ -1,7 +1,7 @@
 //! spawn-methods' headline, tables and charts, made from the [`Data`]
 //! alone.
 
-use crate::bars::{self, Bars};
+use crate::chart::bars::{self, Bars};
 use crate::chart::Chart;
 use crate::report::Headline;
 use crate::stats::Summary;
@@ -158,23 +158,23 @@ pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
 pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     let mut charts = Vec::new();
     if d.rss.len() > 1 {
-        let mut c = Chart::new(
-            "Creation cost against the parent's resident memory",
-            "touched MiB",
-            "microseconds (median)",
-        );
+        // A log y axis: fork+wait's cost grows a thousandfold with the
+        // parent's memory, and on a linear axis vfork's and the thread's
+        // lines would lie on one another at the bottom.
+        let mut c = Chart {
+            log_y: true,
+            ..Chart::new(
+                "Creation cost against the parent's resident memory",
+                "touched MiB",
+                "microseconds (median, band: min-max; log scale)",
+            )
+        };
         for (i, r) in d.rss[0].rows.iter().enumerate() {
             let points = d
                 .rss
                 .iter()
-                .map(|x| {
-                    (
-                        x.touched_bytes as f64 / f64::from(1 << 20),
-                        x.rows[i].us.median,
-                    )
-                })
-                .collect();
-            c = c.series(&r.method, points);
+                .map(|x| (x.touched_bytes as f64 / f64::from(1 << 20), &x.rows[i].us));
+            c = c.summaries(&r.method, points);
         }
         charts.push(("rss".to_string(), c));
     }

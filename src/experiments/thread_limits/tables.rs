@@ -231,6 +231,9 @@ pub(super) fn chart(d: &Data) -> Chart {
     let series = |f: fn(&StackRow) -> Option<f64>| -> Vec<(f64, f64)> {
         d.stacks.iter().filter_map(|r| f(r).map(|y| (kib(r), y))).collect()
     };
+    let spread = |f: fn(&StackRow) -> Option<Summary>| {
+        d.stacks.iter().filter_map(move |r| f(r).map(|s| (kib(r), s)))
+    };
     let mut chart = Chart::new(
         &format!(
             "Threads that fit in {} of address space",
@@ -242,9 +245,10 @@ pub(super) fn chart(d: &Data) -> Chart {
     chart.log_x = true;
     chart.log_y = true;
     chart
-        .series("address space / stack", series(|r| Some(r.predicted as f64)))
-        .series("pthread_create", series(|r| counted(&r.pthread).map(|s| s.median)))
-        .series("std::thread", series(|r| counted(&r.std).map(|s| s.median)))
+        .guide(f64::from(d.max), &format!("cap: at most {} threads (--max)", d.max))
+        .limit("address space / stack", series(|r| Some(r.predicted as f64)))
+        .summaries("pthread_create", spread(|r| counted(&r.pthread)))
+        .summaries("std::thread", spread(|r| counted(&r.std)))
 }
 
 #[cfg(test)]

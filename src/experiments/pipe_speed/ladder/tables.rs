@@ -191,13 +191,13 @@ pub(in crate::experiments::pipe_speed) fn chart(l: &Ladder) -> (String, Chart) {
         );
     }
     let copy = l.rows.iter().filter(|x| x.rung == 3);
-    chart = chart.series(
+    chart = chart.limit(
         "copy, rung 3's working set",
         copy.map(|x| (x.block as f64, x.memcpy_mb_per_s)).collect(),
     );
     if let Some(d) = l.dram_mb_per_s {
         let line = l.blocks.iter().map(|&b| (b as f64, d.median)).collect();
-        chart = chart.series("DRAM copy", line);
+        chart = chart.limit("DRAM copy", line);
     }
     ("ladder".to_string(), chart)
 }

@@ -1,13 +1,13 @@
 //! Horizontal bar and dot charts as SVG, for results whose rows are methods,
 //! programs or placements rather than points on a numeric axis (the line
-//! charts of [`crate::chart`] need a numeric x). Plain SVG text, no fonts
-//! needed, scaling with the page on a light card like the line charts.
+//! charts of [`super::Chart`] need a numeric x), on the same card, axis and
+//! colours as those.
 //!
 //! On a linear axis each row is a bar from zero, whose length is the value.
 //! On a log axis a bar's length means nothing (where it starts is arbitrary),
 //! so each row is a dot on a dotted guide line instead.
 
-use crate::chart::{PALETTE, escape, open};
+use super::{ACROSS, Axis, GRID, INK, colour, escape, open, text, tick_label};
 
 /// One row: a label, its value (a median), and the range to draw as a
 /// whisker (min, max), in one of the palette's colours.
@@ -57,7 +57,6 @@ const RIGHT: f64 = 76.0;
 const TOP: f64 = 52.0;
 const ROW: f64 = 26.0;
 const BOTTOM: f64 = 52.0;
-const TEXT: &str = "#222222";
 
 impl Bars {
     pub fn new(title: &str, unit: &str, log: bool) -> Bars {
@@ -91,16 +90,6 @@ impl Bars {
             .collect();
         let max = all.iter().copied().fold(f64::MIN, f64::max);
         let min = all.iter().copied().fold(f64::MAX, f64::min);
-        // The axis: decades on a log scale, 0..max (rounded up) otherwise.
-        let (lo, hi, step) = if all.is_empty() {
-            (0.0, 1.0, 0.25)
-        } else if self.log {
-            let lo = min.log10().floor();
-            (lo, max.log10().ceil().max(lo + 1.0), 1.0)
-        } else {
-            let (hi, step) = linear_axis(max);
-            (0.0, hi, step)
-        };
         let longest = self
             .groups
             .iter()
@@ -110,48 +99,33 @@ impl Bars {
             .unwrap_or(0);
         let left = (24.0 + 6.6 * longest as f64).clamp(120.0, 380.0);
         let span = W - left - RIGHT;
-        let x = |v: f64| {
-            let t = if self.log { v.log10() } else { v };
-            left + span * ((t - lo) / (hi - lo)).clamp(0.0, 1.0)
-        };
-        let mut out = open(W, h, &self.title);
-        out += &format!(
-            "<text x=\"{}\" y=\"30\" font-size=\"18\" text-anchor=\"middle\" \
-             fill=\"{TEXT}\">{}</text>\n",
-            W / 2.0,
-            escape(&self.title)
-        );
-        // Grid lines and their numbers.
-        let ticks: Vec<f64> = if self.log {
-            (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
+        // The axis: 1, 2 or 5 times powers of ten on a log scale, round
+        // steps from zero otherwise.
+        let axis = if all.is_empty() {
+            Axis::new(0.0, 1.0, false, true, span, ACROSS)
         } else {
-            let steps = (hi / step).round() as i32;
-            (0..=steps).map(|i| step * f64::from(i)).collect()
+            Axis::new(min, max, self.log, true, span, ACROSS)
         };
+        let x = |v: f64| left + span * axis.frac(v);
+        let mut out = open(W, h, &self.title);
+        out += &text(W / 2.0, 30.0, 18.0, "middle", &self.title);
+        // Grid lines and their numbers.
         let bottom = TOP + ROW * lines as f64;
-        for t in ticks {
+        for t in axis.ticks() {
             let tx = x(t);
             out += &format!(
-                "<line x1=\"{tx:.1}\" y1=\"{TOP}\" x2=\"{tx:.1}\" y2=\"{bottom}\" \
-                 stroke=\"#dddddd\"/>\n<text x=\"{tx:.1}\" y=\"{:.1}\" \
-                 font-size=\"13\" text-anchor=\"middle\" fill=\"{TEXT}\">{}</text>\n",
-                bottom + 18.0,
-                crate::table::axis(t)
+                "<line class=\"lab-grid\" x1=\"{tx:.1}\" y1=\"{TOP}\" x2=\"{tx:.1}\" \
+                 y2=\"{bottom}\" stroke=\"{GRID}\"/>\n"
             );
+            out += &text(tx, bottom + 18.0, 13.0, "middle", &tick_label(t));
         }
-        out += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"14\" text-anchor=\"middle\" \
-             fill=\"{TEXT}\">{}</text>\n",
-            left + span / 2.0,
-            bottom + 40.0,
-            escape(&self.unit)
-        );
+        out += &text(left + span / 2.0, bottom + 40.0, 14.0, "middle", &self.unit);
         let mut y = TOP;
         for g in &self.groups {
             if !g.name.is_empty() {
                 out += &format!(
-                    "<text x=\"16\" y=\"{:.1}\" font-size=\"14\" font-weight=\"bold\" \
-                     fill=\"{TEXT}\">{}</text>\n",
+                    "<text class=\"lab-ink\" x=\"16\" y=\"{:.1}\" font-size=\"14\" \
+                     font-weight=\"bold\" fill=\"{INK}\">{}</text>\n",
                     y + ROW * 0.7,
                     escape(&g.name)
                 );
@@ -163,23 +137,16 @@ impl Bars {
             }
         }
         out += &format!(
-            "<line x1=\"{left}\" y1=\"{TOP}\" x2=\"{left}\" y2=\"{bottom}\" \
-             stroke=\"{TEXT}\"/>\n</svg>\n"
+            "<line class=\"lab-ink\" x1=\"{left}\" y1=\"{TOP}\" x2=\"{left}\" \
+             y2=\"{bottom}\" stroke=\"{INK}\"/>\n</svg>\n"
         );
         out
     }
 
     fn row(&self, r: &Row, y: f64, left: f64, x: &dyn Fn(f64) -> f64) -> String {
         let mid = y + ROW / 2.0;
-        let c = PALETTE[r.colour % PALETTE.len()];
-        let colour = format!("#{:02x}{:02x}{:02x}", c.0, c.1, c.2);
-        let mut out = format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"13\" text-anchor=\"end\" \
-             fill=\"{TEXT}\">{}</text>\n",
-            left - 8.0,
-            mid + 4.5,
-            escape(&r.label)
-        );
+        let colour = colour(r.colour);
+        let mut out = text(left - 8.0, mid + 4.5, 13.0, "end", &r.label);
         if !(r.value.is_finite() && r.value > 0.0) {
             return out;
         }
@@ -187,7 +154,7 @@ impl Bars {
         if self.log {
             out += &format!(
                 "<line x1=\"{left}\" y1=\"{mid:.1}\" x2=\"{:.1}\" y2=\"{mid:.1}\" \
-                 stroke=\"#bbbbbb\" stroke-dasharray=\"1 3\"/>\n",
+                 stroke=\"#bbbbbb\" class=\"lab-grid\" stroke-dasharray=\"1 3\"/>\n",
                 W - RIGHT
             );
         } else {
@@ -205,8 +172,8 @@ impl Bars {
         {
             let (a, b) = (x(lo.max(f64::MIN_POSITIVE)), x(hi));
             out += &format!(
-                "<path d=\"M{a:.1} {:.1}V{:.1}M{a:.1} {mid:.1}H{b:.1}M{b:.1} {:.1}V{:.1}\" \
-                 stroke=\"{TEXT}\" fill=\"none\"/>\n",
+                "<path class=\"lab-ink\" d=\"M{a:.1} {:.1}V{:.1}M{a:.1} {mid:.1}H{b:.1}\
+                 M{b:.1} {:.1}V{:.1}\" stroke=\"{INK}\" fill=\"none\"/>\n",
                 mid - 5.0,
                 mid + 5.0,
                 mid - 5.0,
@@ -219,11 +186,12 @@ impl Bars {
                 "<circle cx=\"{end:.1}\" cy=\"{mid:.1}\" r=\"5\" fill=\"{colour}\"/>\n"
             );
         }
-        out += &format!(
-            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\" fill=\"{TEXT}\">{}</text>\n",
+        out += &text(
             text_at + 7.0,
             mid + 4.0,
-            crate::table::sig(r.value)
+            12.0,
+            "start",
+            &crate::table::sig(r.value),
         );
         out
     }
@@ -234,20 +202,6 @@ impl Bars {
 pub fn svg(title: &str, unit: &str, rows: &[(String, f64)], log: bool) -> String {
     let rows = rows.iter().map(|(label, value)| Row::new(label, *value)).collect();
     Bars::new(title, unit, log).group("", rows).to_svg()
-}
-
-/// A linear axis from zero: the end at or above `max` and a step of 1, 2,
-/// 2.5 or 5 times a power of ten, with at most five steps.
-fn linear_axis(max: f64) -> (f64, f64) {
-    let p = 10f64.powf((max / 5.0).log10().floor());
-    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
-        let step = m * p;
-        let n = (max / step).ceil();
-        if n <= 5.0 {
-            return (n.max(1.0) * step, step);
-        }
-    }
-    (max, max / 5.0)
 }
 
 #[cfg(test)]
@@ -266,17 +220,10 @@ mod tests {
         assert!(
             linear.contains("fork &amp; wait") && linear.contains("Vec&lt;u8&gt;")
         );
-        assert_eq!(linear.matches("<rect x=\"").count() - 1, 2, "NaN draws no bar");
+        assert_eq!(linear.matches("<rect x=\"").count(), 2, "NaN draws no bar");
         assert!(linear.contains(">400<"), "axis rounded up to 400");
         assert!(!linear.contains(">500<"), "and no further");
         assert!(!linear.contains("<circle"));
-    }
-
-    #[test]
-    fn linear_axis_ends_just_above_the_data() {
-        assert_eq!(linear_axis(240.0), (250.0, 50.0));
-        assert_eq!(linear_axis(377.0), (400.0, 100.0));
-        assert_eq!(linear_axis(0.9), (1.0, 0.2));
     }
 
     #[test]
@@ -286,10 +233,11 @@ mod tests {
         assert_eq!(log.matches("<circle").count(), 2);
         // Only the card: no bar whose length would mean nothing.
         assert_eq!(log.matches("<rect").count(), 1);
-        // Decades from 0.1 to 1000 on the log axis.
+        // Decades on the log axis, which runs from 0.5 to 500.
         assert!(
-            log.contains(">0.1<") && log.contains(">1<") && log.contains(">1000<")
+            log.contains(">1<") && log.contains(">10<") && log.contains(">100<")
         );
+        assert!(!log.contains(">1000<"), "no further than the data need");
     }
 
     #[test]
