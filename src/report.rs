@@ -488,15 +488,26 @@ fn figure_of(
     Ok(Some(figure))
 }
 
-impl<T: Serialize> Report<T> {
-    /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
-    /// `<out>/tables.md`, one SVG per chart and every further file.
-    pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
+impl<T> Report<T> {
+    /// The header the results are written with: the experiment's own, its
+    /// settings completed by the common flags and by what the run's
+    /// context fixed. A side file's tables (`Report::files`) are headed by
+    /// it too, so that they say what `tables.md` says.
+    pub fn header_for(&self, common: &Common, out: &Started) -> Header {
         let mut header = self.header.clone();
         header.settings = common.settings().ran(&self.header.settings);
         for (name, value) in &out.used {
             header.settings.used(name, value);
         }
+        header
+    }
+}
+
+impl<T: Serialize> Report<T> {
+    /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
+    /// `<out>/tables.md`, one SVG per chart and every further file.
+    pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
+        let mut header = self.header_for(common, out);
         // Recorded with the results; `run all` and `compare` name a busy one.
         header.load = Some(out.load.until_now());
         let out: &Path = out;

@@ -358,35 +358,33 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         ladder,
     };
     let mut header = Header::new(EXPERIMENT.name);
-    // The side files are written from this header: the settings now, as
-    // publish fills them for tables.md.
-    header.settings = args.common.settings();
     match &data.ladder {
         Some(ladder) => ladder.record(&mut header.settings),
         None => header.settings.used("ladder", "none (--no-ladder)"),
     }
-    let mut files = Vec::new();
+    let pairs = vs_c::pairs_tables(&data);
     let mut tables = tables::tables(&data);
-    if !data.vs_c.is_empty() {
-        let pairs = vs_c::pairs_tables(&data);
-        tables.extend(pairs.iter().cloned());
-        // vs-c.md: the comparison's tables on their own, for the book.
-        let md = crate::report::markdown(&header, &pairs);
-        files.push(("vs-c.md".to_string(), md));
-    }
-    let ladder_md = data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
-    files.extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
+    tables.extend(pairs.iter().cloned());
     let mut charts = tables::charts(&data);
     charts.extend(vs_c::chart(&data));
     charts.extend(data.ladder.as_ref().map(ladder::chart));
-    let report = Report {
+    let mut report = Report {
         header,
         headline: tables::headline(&data),
         tables,
         charts,
-        files,
+        files: Vec::new(),
         data,
     };
+    // The side files, headed as tables.md is: vs-c.md, the comparison's
+    // tables on their own for the book, and ladder.md.
+    let header = report.header_for(&args.common, &out);
+    if !pairs.is_empty() {
+        let md = crate::report::markdown(&header, &pairs);
+        report.files.push(("vs-c.md".to_string(), md));
+    }
+    let ladder_md = report.data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
+    report.files.extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
     report.publish(&args.common, &out)?;
     // The ladder's tables have their own file; show them too.
     match ladder_md {
