@@ -3,8 +3,9 @@
 //   - it does not render (no page, an HTTP error, a script error, no heading,
 //     or a `{{#...}}` directive left in the text);
 //   - a chart its source includes (an .svg file) is missing from the page, is
-//     wider than the page at 1280 px or at 420 px, or has no light background
-//     of its own (its dark text would vanish in the dark themes);
+//     wider than the page at 1280 px or at 420 px, has no opaque card of its
+//     own, or has text that does not read on that card (a contrast under
+//     4.5:1) in any of mdBook's themes, light or dark;
 //   - the page itself scrolls sideways at 1280 px or at 420 px (a table may
 //     scroll inside its own box; the page may not);
 //   - a flag is printed with an en dash ("–reap": smart punctuation);
@@ -19,7 +20,8 @@
 //
 // --self-test breaks copies of the built pages on purpose (an over-wide
 // element, an en-dash flag, a missing chart, an over-wide chart, a chart
-// without a background, a leftover directive, a missing page) and passes only
+// without a card, a chart whose card stays white in a dark theme, a
+// leftover directive, a missing page) and passes only
 // if the check catches each one.
 // Needs Chromium (CHROMIUM, default /usr/bin/chromium) and playwright-core
 // (npm ci --prefix .ci). Without Chromium it skips, except under CI=true,
@@ -237,21 +239,6 @@ function measure() {
       if (sticking.length >= 3) break;
     }
   }
-  // A chart's dark text is readable on every theme (mdBook's coal, navy
-  // and ayu are dark) only on a light background of its own: its first
-  // shape, a rectangle covering it, filled with a light, opaque colour.
-  function hasLightCard(svg, box) {
-    const rect = svg.querySelector("rect");
-    if (!rect) return false;
-    const r = rect.getBoundingClientRect();
-    if (r.width < box.width * 0.95 || r.height < box.height * 0.95) return false;
-    const style = getComputedStyle(rect);
-    const rgb = style.fill.match(/rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?/);
-    if (!rgb) return false;
-    const alpha = (rgb[4] === undefined ? 1 : Number(rgb[4])) * Number(style.fillOpacity);
-    const luminance = (0.2126 * rgb[1] + 0.7152 * rgb[2] + 0.0722 * rgb[3]) / 255;
-    return alpha > 0.9 && Number(style.opacity) > 0.9 && luminance > 0.85;
-  }
   // Text outside code: where a flag printed with an en dash or an unexpanded
   // directive would show.
   const prose = [];
@@ -300,7 +287,6 @@ function measure() {
         text: svg.textContent.replace(/\s+/g, " ").trim(),
         width: Math.round(r.width),
         right: r.right,
-        lightCard: hasLightCard(svg, r),
       };
     }),
     sticking,
@@ -308,6 +294,55 @@ function measure() {
     code,
     tables,
   };
+}
+
+/// mdBook's themes: light ones and dark ones (coal, navy, ayu).
+const THEMES = ["light", "rust", "coal", "navy", "ayu"];
+
+/// In the page, under `theme` (mdBook's class on <html>): each chart's
+/// card and the worst contrast of its text against that card (WCAG's
+/// ratio of relative luminances, 1 to 21). A chart must draw its own card,
+/// a rectangle covering it with an opaque fill, and its text must read on
+/// it, in every theme.
+function chartContrast(theme) {
+  const root = document.documentElement;
+  root.classList.remove(...["light", "rust", "coal", "navy", "ayu"]);
+  root.classList.add(theme);
+  const main = document.querySelector("main");
+  const parse = (c) => {
+    const m = c.match(/rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?/);
+    return m ? { rgb: [m[1], m[2], m[3]].map(Number), alpha: m[4] === undefined ? 1 : Number(m[4]) } : null;
+  };
+  const luminance = ([r, g, b]) => {
+    const lin = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b);
+  };
+  const ratio = (a, b) => (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  const isChart = (svg) =>
+    !svg.parentElement.closest("svg, button, pre, code, a, nav, .buttons") &&
+    svg.getBoundingClientRect().height > 40;
+  const out = [];
+  for (const svg of main ? [...main.querySelectorAll("svg")].filter(isChart) : []) {
+    const box = svg.getBoundingClientRect();
+    const title = svg.textContent.replace(/\s+/g, " ").trim().slice(0, 50);
+    const rect = svg.querySelector("rect");
+    const r = rect && rect.getBoundingClientRect();
+    const style = rect && getComputedStyle(rect);
+    const fill = style && parse(style.fill);
+    const covers = r && r.width >= box.width * 0.95 && r.height >= box.height * 0.95;
+    if (!covers || !fill || fill.alpha * Number(style.fillOpacity) < 0.9) {
+      out.push({ title, card: false, contrast: 0 });
+      continue;
+    }
+    const card = luminance(fill.rgb);
+    let worst = 21;
+    for (const t of svg.querySelectorAll("text")) {
+      const ink = parse(getComputedStyle(t).fill);
+      if (ink) worst = Math.min(worst, ratio(card, luminance(ink.rgb)));
+    }
+    out.push({ title, card: true, contrast: Math.round(worst * 10) / 10 });
+  }
+  return out;
 }
 
 async function checkChapter(browser, base, chapter, opts) {
@@ -361,14 +396,21 @@ async function checkChapter(browser, base, chapter, opts) {
         );
       }
     }
-    for (const c of wide.charts) {
-      if (!c.lightCard) {
-        problems.push(
-          `chart without a light background of its own (unreadable in dark themes): ` +
-            `"${c.text.slice(0, 50)}"`,
-        );
+    // Each theme in turn, then back to the one the page opened with.
+    const opened = await page.evaluate(() => document.documentElement.className);
+    for (const theme of THEMES) {
+      for (const c of await page.evaluate(chartContrast, theme)) {
+        if (!c.card) {
+          problems.push(`chart without a card of its own (an opaque background) in the ${theme} theme: "${c.title}"`);
+        } else if (c.contrast < 4.5) {
+          problems.push(
+            `chart text hard to read in the ${theme} theme: contrast ${c.contrast}:1 ` +
+              `against its card (at least 4.5:1): "${c.title}"`,
+          );
+        }
       }
     }
+    await page.evaluate((c) => { document.documentElement.className = c; }, opened);
     if (wide.overflow > 1) {
       problems.push(
         `page scrolls sideways at 1280 px, by ${wide.overflow} px; ` +
@@ -522,10 +564,16 @@ async function selfTest(browser, siteDir, list, opts) {
       expect: /chart wider than the page/,
     },
     {
-      name: "a chart without a light background is caught",
+      name: "a chart without a card of its own is caught",
       chapter: withCharts,
       edit: inMain((m) => m.replace(/<svg([^>]*)>/, '<svg$1><rect width="100%" height="100%" fill="none"/>')),
-      expect: /chart without a light background/,
+      expect: /chart without a card of its own/,
+    },
+    {
+      name: "a chart whose card stays white in a dark theme is caught",
+      chapter: withCharts,
+      edit: inMain((m) => m.replace(/class="lab-card"/, 'class="card-kept-white"')),
+      expect: /chart text hard to read in the (coal|navy|ayu) theme/,
     },
     {
       name: "a directive left in the text is caught",
