@@ -141,14 +141,28 @@ fn judge(
     }
 }
 
-/// The runs `dir` holds: its sub-folders that are lab runs, sorted.
+/// The runs `dir` holds, sorted: its sub-folders that are lab runs, and
+/// those that cannot be read (to be named and left out), when at least one
+/// is a run; none when no sub-folder is known to be a run (`/`, whose
+/// folders an ordinary user cannot all read, is no folder of runs).
 pub fn runs_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir.display(), e))?;
-    let mut found: Vec<PathBuf> = entries
+    let judged: Vec<(PathBuf, Option<bool>)> = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
-        .filter(|p| runs::is_run(p).unwrap_or(true))
+        .map(|p| {
+            let run = runs::is_run(&p).ok();
+            (p, run)
+        })
+        .collect();
+    if !judged.iter().any(|(_, run)| *run == Some(true)) {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<PathBuf> = judged
+        .into_iter()
+        .filter(|(_, run)| *run != Some(false))
+        .map(|(p, _)| p)
         .collect();
     found.sort();
     Ok(found)
@@ -349,8 +363,15 @@ pub fn main(list: &[PathBuf], into: Option<&Path>) -> Result<()> {
     match into {
         Some(dir) => {
             crate::results::check_writable(dir)?;
-            crate::results::write_file(&dir.join("class.md"), &class.markdown())?;
-            crate::results::write_json(&dir.join("class.json"), &class)?;
+            let mut json = serde_json::to_string_pretty(&class).map_err(|e| {
+                Error::failed(format!("cannot encode the comparison: {e}"))
+            })?;
+            json.push('\n');
+            let files = [
+                ("class.md".to_string(), class.markdown()),
+                ("class.json".into(), json),
+            ];
+            crate::results::write_all(dir, &files)?;
             eprintln!(
                 "lab: class comparison written to {}",
                 dir.join("class.md").display()

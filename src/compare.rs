@@ -404,8 +404,13 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
         _ => None,
     };
     if let Some((list, folder)) = class {
-        let into = out.or(folder.filter(|d| !in_results(d)));
-        return crate::class::main(&list, into.as_deref());
+        // Beside the runs of a folder a teacher collected: never into
+        // results/, and never beside a reference run (another checkout's
+        // results/ is no class either).
+        let beside = folder.filter(|d| {
+            !in_results(d) && !list.iter().any(|r| runs::is_reference(r))
+        });
+        return crate::class::main(&list, out.or(beside).as_deref());
     }
     let mut names = names.into_iter();
     let (run, against) = (names.next(), names.next());

@@ -164,29 +164,48 @@ fn try_writing(dir: &Path) -> Result<()> {
     written
 }
 
-/// Write `files` (name and contents) into `dir` whole, or not at all: on
-/// an error (a full disk) the ones already written are removed, and `dir`
-/// too if this call made it.
+/// Write `files` (name and contents) into `dir` whole, or not at all. Every
+/// file is written beside its place first (`NAME.tmp`), and only when all
+/// are written are they renamed into place: on an error (a full disk) the
+/// temporaries are removed, and `dir` too if this call made it, while the
+/// files an earlier run left there stay as they were.
 pub fn write_all(dir: &Path, files: &[(String, String)]) -> Result<()> {
     let made = first_missing(dir);
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir.display(), e))?;
+    let tmp = |name: &str| dir.join(format!("{name}.tmp"));
+    let undo = |written: &[PathBuf]| {
+        for t in written {
+            let _ = std::fs::remove_file(t);
+        }
+        if let Some(made) = &made {
+            // Only what this call made, now empty: nothing of anyone's.
+            let mut d = Some(dir);
+            while let Some(here) = d.filter(|h| h.starts_with(made)) {
+                let _ = std::fs::remove_dir(here);
+                d = here.parent();
+            }
+        }
+    };
     let mut written = Vec::new();
     for (name, text) in files {
-        let path = dir.join(name);
-        if let Err(e) = write_file(&path, text) {
-            for done in &written {
-                let _ = std::fs::remove_file(done);
-            }
-            if let Some(made) = &made {
-                // Only what this call made, now empty: nothing of anyone's.
-                let mut d = Some(dir);
-                while let Some(here) = d.filter(|h| h.starts_with(made)) {
-                    let _ = std::fs::remove_dir(here);
-                    d = here.parent();
-                }
-            }
-            return Err(e);
+        let path = tmp(name);
+        if let Err(e) = std::fs::write(&path, text) {
+            written.push(path.clone());
+            undo(&written);
+            return Err(Error::io(path.display(), e));
         }
         written.push(path);
+    }
+    for (name, _) in files {
+        let (from, to) = (tmp(name), dir.join(name));
+        if let Err(e) = std::fs::rename(&from, &to) {
+            // Not for want of space: a rename takes none. What is in place
+            // already stays; the rest is removed.
+            let left: Vec<PathBuf> =
+                written.into_iter().filter(|t| t.exists()).collect();
+            undo(&left);
+            return Err(Error::io(to.display(), e));
+        }
     }
     Ok(())
 }
@@ -205,6 +224,27 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(back.experiment, "demo");
         assert_eq!(std::fs::read_dir(path.parent().unwrap()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_failed_write_keeps_the_earlier_files_and_leaves_no_temporary() {
+        let dir = labkit::testing::tempdir();
+        let earlier = [("a.json".to_string(), "old a".to_string())];
+        write_all(dir.path(), &earlier).unwrap();
+        // The second file cannot be written: its name is a folder's.
+        std::fs::create_dir(dir.path().join("b.svg.tmp")).unwrap();
+        let files = [
+            ("a.json".to_string(), "new a".to_string()),
+            ("b.svg".to_string(), "new b".to_string()),
+        ];
+        let err = write_all(dir.path(), &files).unwrap_err();
+        assert!(err.message.contains("b.svg.tmp"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("a.json")).unwrap(),
+            "old a"
+        );
+        assert!(!dir.path().join("a.json.tmp").exists(), "no temporary left");
+        assert!(!dir.path().join("b.svg").exists());
     }
 
     #[test]

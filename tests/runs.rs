@@ -805,3 +805,29 @@ fn a_class_with_nothing_to_compare_fails_naming_its_runs() {
     );
     assert!(!class.path().join("class.md").exists());
 }
+
+#[test]
+fn a_class_is_never_written_beside_a_reference_and_a_folder_of_no_runs_is_refused() {
+    // A folder that holds a reference run (another checkout's results/,
+    // say): compared, but nothing written into it.
+    let class = class_folder();
+    let reference = lab::runs::reference().expect("a reference run in results/");
+    let copy = class.path().join(reference.file_name().unwrap());
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(reference.join("run.json"), copy.join("run.json")).unwrap();
+    let out = common::lab().arg("compare").arg(class.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("class comparison not saved"), "{stderr}");
+    assert!(!class.path().join("class.md").exists());
+    assert!(!class.path().join("class.json").exists());
+    // A folder none of whose sub-folders is known to be a run (one whose
+    // manifest cannot be read is not known to be one) is no class: it is
+    // refused as not a lab run, exit 2.
+    let none = labkit::testing::tempdir();
+    std::fs::create_dir_all(none.path().join("odd/run.json")).unwrap();
+    std::fs::create_dir_all(none.path().join("plain")).unwrap();
+    let line = common::lab_refuses(&["compare", none.path().to_str().unwrap()]);
+    assert!(line.contains("is not a lab run"), "{line}");
+    assert!(!none.path().join("class.md").exists());
+}
