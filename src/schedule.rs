@@ -273,7 +273,16 @@ mod tests {
         assert_eq!(folders.last(), Some(&"controls"));
         let cpu0 = steps.iter().find(|s| s.folder == "mq-sweep/cpu0").unwrap();
         let args: Vec<_> = cpu0.args.iter().map(|a| a.to_string_lossy()).collect();
-        assert_eq!(args, ["--rounds", "3", "--variant", "cpu0", "--cpus", "0"]);
+        let servers = ["--redis-io-threads", "1", "--nats-gomaxprocs", "2"];
+        assert_eq!(
+            args,
+            [
+                &["--rounds", "3"][..],
+                &servers,
+                &["--variant", "cpu0", "--cpus", "0"]
+            ]
+            .concat()
+        );
         // Confined by --cpus: no one-CPU runs of its own.
         let confined = plan(&["--cpus".into(), "0".into()]);
         assert!(!names(&confined).iter().any(|f| f.ends_with("/cpu0")));
@@ -281,7 +290,7 @@ mod tests {
         let given = plan(&["--rounds".into(), "7".into()]);
         let mq = given.iter().find(|s| s.folder == "mq-sweep").unwrap();
         let args: Vec<_> = mq.args.iter().map(|a| a.to_string_lossy()).collect();
-        assert_eq!(args, ["--rounds", "7"]);
+        assert_eq!(args, [&servers[..], &["--rounds", "7"]].concat());
     }
 
     #[test]

@@ -299,6 +299,8 @@ const FORK_VS_THREAD_LONG: &[&str] =
 
 /// mq-sweep's thread-pool broker at one point, for ten minutes.
 const MQ_SWEEP_FOR_TEN_MINUTES: &[&str] = &[
+    "--brokers",
+    "lab",
     "--threads",
     "1",
     "--no-event-loop",

@@ -12,7 +12,7 @@ fn tiny_sweep_writes_parsable_results() {
     let args = [
         &["--threads", "1,3", "--rounds", "1", "--duration", "0.2"][..],
         &["--senders", "4", "--receivers", "3", "--queues", "2", "--size", "64"],
-        &["--switch-cost-us", "2"],
+        &["--switch-cost-us", "2", "--brokers", "lab"],
     ];
     let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
     assert_eq!(doc["experiment"], "mq-sweep");
@@ -49,8 +49,8 @@ fn tiny_sweep_writes_parsable_results() {
     }
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("event loop"), "{tables}");
-    // Two tables (throughput and switching; CPU and latency), each with a
-    // header, a rule and one line per row, none ragged.
+    // Three tables (throughput and switching; CPU and latency; every
+    // broker), each with a header, a rule and one line per row, none ragged.
     let blocks: Vec<Vec<usize>> = tables
         .split("\n\n")
         .map(|block| {
@@ -62,7 +62,7 @@ fn tiny_sweep_writes_parsable_results() {
         })
         .filter(|bars| !bars.is_empty())
         .collect();
-    assert_eq!(blocks.len(), 2, "{tables}");
+    assert_eq!(blocks.len(), 3, "{tables}");
     for bars in blocks {
         assert_eq!(bars.len(), 2 + rows.len(), "{tables}");
         assert!(bars.iter().all(|&n| n == bars[0]), "ragged table:\n{tables}");
@@ -91,7 +91,8 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
     let args = [
         &["--threads", "1", "--rounds", "1", "--duration", "0.2"][..],
         &["--senders", "2", "--receivers", "2", "--queues", "1", "--size", "64"],
-        &["--no-event-loop", "--switch-cost-from", results.to_str().unwrap()],
+        &["--no-event-loop", "--brokers", "lab"],
+        &["--switch-cost-from", results.to_str().unwrap()],
     ];
     let doc = common::run_json("mq-sweep", &args.concat(), &sweep);
     assert_eq!(doc["switch_cost"]["us"].as_f64(), Some(want));
@@ -148,6 +149,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
         &["--threads", "1", "--no-event-loop", "--rounds", "1", "--duration", "0.2"]
             [..],
         &["--senders", "2", "--receivers", "2", "--queues", "1", "--size", "64"],
+        &["--brokers", "lab"],
     ];
     let mut cmd = common::lab_run("mq-sweep", &args.concat(), out.path());
     let done =
@@ -156,4 +158,226 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     let doc: serde_json::Value = labkit::testing::json(&done.stdout);
     let source = doc["switch_cost"]["source"].as_str().unwrap();
     assert!(source.starts_with("measured"), "{source}");
+}
+
+// ------------------------------------------- Redis and NATS on the same load
+
+/// Is `program` (redis-server, nats-server) installed where mq-sweep looks
+/// for it: on PATH or in the system's sbin folders?
+fn installed(program: &str) -> bool {
+    labkit::testing::have_tool(program)
+        || ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+            .iter()
+            .any(|d| std::path::Path::new(d).join(program).is_file())
+}
+
+/// The tiny load every server test uses.
+const TINY_LOAD: &[&str] = &[
+    "--rounds",
+    "1",
+    "--senders",
+    "4",
+    "--receivers",
+    "4",
+    "--queues",
+    "2",
+    "--size",
+    "64",
+    "--switch-cost-us",
+    "2",
+];
+
+#[test]
+fn redis_and_nats_take_the_same_load_exactly_once() {
+    labkit::require!(
+        installed("redis-server"),
+        "needs redis-server (apt-get install redis-server)"
+    );
+    labkit::require!(
+        installed("nats-server"),
+        "needs nats-server (apt-get install nats-server)"
+    );
+    let dir = labkit::testing::tempdir();
+    let args = [
+        TINY_LOAD,
+        &[
+            "--brokers",
+            "redis,nats",
+            "--redis-io-threads",
+            "1,2",
+            "--nats-gomaxprocs",
+            "1",
+        ],
+        &["--duration", "0.3"],
+    ];
+    let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
+    let rows = doc["rows"].as_array().unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["redis-1", "redis-2", "redis-2-reads", "nats-1"]);
+    for r in rows {
+        let load: LoadReport =
+            serde_json::from_value(r["runs"][0]["load"].clone()).unwrap();
+        // A few thousand messages at least, each delivered exactly once.
+        assert!(load.sent >= 1000, "{}: {} sent", r["key"], load.sent);
+        assert_eq!(
+            (load.received, load.lost, load.duplicated, load.corrupt),
+            (load.sent, 0, 0, 0),
+            "{}",
+            r["key"]
+        );
+        assert_eq!(load.protocol.name(), r["mode"].as_str().unwrap());
+        // The server's own accounting, and what it was.
+        let usage = &r["runs"][0]["server"];
+        assert!(
+            usage["user_s"].as_f64().unwrap() + usage["sys_s"].as_f64().unwrap()
+                > 0.0
+        );
+        assert!(r["voluntary_per_message"]["median"].as_f64().unwrap() >= 0.0);
+        let server = &r["server"];
+        assert!(!server["version"].as_str().unwrap().is_empty(), "{server}");
+        assert!(server["settings"].to_string().contains(if r["mode"] == "redis" {
+            "io-threads"
+        } else {
+            "GOMAXPROCS"
+        }));
+    }
+    assert_eq!(doc["missing"], serde_json::json!([]));
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(tables.contains("Redis, io-threads 2, reads in them too"), "{tables}");
+    assert!(dir.path().join("brokers.svg").is_file());
+}
+
+#[test]
+fn a_missing_server_gives_a_row_that_says_how_to_install_it() {
+    labkit::require!(
+        installed("nats-server"),
+        "needs nats-server (apt-get install nats-server)"
+    );
+    let dir = labkit::testing::tempdir();
+    let args = [
+        TINY_LOAD,
+        &["--brokers", "redis,nats", "--nats-gomaxprocs", "1", "--duration", "0.2"],
+    ];
+    let out = common::lab_run("mq-sweep", &args.concat(), dir.path())
+        .env("LAB_REDIS_SERVER", "/nonexistent/redis-server")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            "lab: note: redis-server is not installed (apt-get install redis-server)"
+        ),
+        "{stderr}"
+    );
+    let doc = common::read_json(dir.path().join("mq-sweep.json"));
+    assert_eq!(doc["missing"][0]["program"], "redis-server");
+    let keys: Vec<&str> = doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["nats-1"], "the rest of the sweep ran");
+    let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
+    assert!(
+        tables.contains(
+            "redis-server is not installed here: `apt-get install redis-server`"
+        ),
+        "{tables}"
+    );
+}
+
+/// Start `lab run mq-sweep` on Redis alone for `seconds` a point, with a
+/// TMPDIR of its own, and wait until its redis-server and its load
+/// generator both run: the lab process, the server's pid and the TMPDIR.
+fn lab_on_redis(
+    seconds: &str,
+) -> (std::process::Child, i32, labkit::cleanup::TempDir, labkit::cleanup::TempDir) {
+    let tmp = labkit::testing::tempdir();
+    let out = labkit::testing::tempdir();
+    let args = [
+        TINY_LOAD,
+        &["--brokers", "redis", "--redis-io-threads", "1", "--duration", seconds],
+    ];
+    let mut cmd = common::lab_std();
+    cmd.args(["run", "mq-sweep"]).args(args.concat()).arg("--out").arg(out.path());
+    cmd.env("TMPDIR", tmp.path()).stdout(std::process::Stdio::null());
+    cmd.stderr(std::process::Stdio::piped());
+    let mut lab = cmd.spawn().unwrap();
+    let pid = lab.id() as i32;
+    let comm = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default()
+    };
+    let started = std::time::Instant::now();
+    let server = loop {
+        if let Some(status) = lab.try_wait().unwrap() {
+            panic!("lab ended first: {status}");
+        }
+        let kids = labkit::children::of(pid).unwrap();
+        let server = kids.iter().find(|k| comm(k.pid).starts_with("redis-server"));
+        let load = kids.iter().any(|k| comm(k.pid).trim() == "load");
+        if let (Some(s), true) = (server, load) {
+            break s.pid;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "no redis-server and load after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    (lab, server, tmp, out)
+}
+
+/// What lab said, once it has ended.
+fn ended(lab: &mut std::process::Child) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let mut said = String::new();
+    lab.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    (lab.wait().unwrap(), said)
+}
+
+/// Gone: no process `pid`, and nothing left in the run's TMPDIR.
+fn nothing_left(server: i32, tmp: &std::path::Path) {
+    assert!(
+        !std::path::Path::new(&format!("/proc/{server}")).exists(),
+        "redis-server {server} left running"
+    );
+    let left: Vec<_> =
+        std::fs::read_dir(tmp).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "left in TMPDIR: {left:?}");
+}
+
+#[test]
+fn a_server_killed_mid_run_fails_the_run_with_one_line() {
+    labkit::require!(
+        installed("redis-server"),
+        "needs redis-server (apt-get install redis-server)"
+    );
+    let (mut lab, server, tmp, _out) = lab_on_redis("5");
+    // SAFETY: kill only sends a signal, to the server lab started.
+    assert_eq!(unsafe { libc::kill(server, libc::SIGKILL) }, 0);
+    let (status, said) = ended(&mut lab);
+    assert_eq!(status.code(), Some(1), "{said}");
+    let lines: Vec<&str> =
+        said.lines().filter(|l| !l.starts_with("lab: note")).collect();
+    assert_eq!(lines.len(), 1, "one line: {said:?}");
+    assert!(lines[0].starts_with("lab: ") && lines[0].contains("Redis"), "{said}");
+    nothing_left(server, tmp.path());
+}
+
+#[test]
+fn sigterm_to_lab_during_a_redis_point_leaves_no_server() {
+    labkit::require!(
+        installed("redis-server"),
+        "needs redis-server (apt-get install redis-server)"
+    );
+    let (mut lab, server, tmp, _out) = lab_on_redis("600");
+    // SAFETY: kill only sends a signal, to the lab we started.
+    assert_eq!(unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) }, 0);
+    let (status, said) = ended(&mut lab);
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM), "{said}");
+    let last = said.lines().last().unwrap_or("");
+    assert!(last.starts_with("lab: interrupted by SIGTERM; stopped"), "{said}");
+    nothing_left(server, tmp.path());
 }

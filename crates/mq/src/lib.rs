@@ -60,6 +60,7 @@ pub mod broker;
 pub mod event_loop;
 pub mod load;
 pub mod protocol;
+pub mod wire;
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};

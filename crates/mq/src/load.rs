@@ -13,7 +13,7 @@
 //! broker that stopped, or never reads, makes a failed run (exit 1) that
 //! says what was not sent or not received, not a hang.
 
-use std::io::{self, BufReader, ErrorKind, Read, Write};
+use std::io::{self, BufReader, ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use labkit::error::{Error, Result, describe_io};
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{self, HELLO_RECV, HELLO_SEND, LEN, Stamp};
+use crate::protocol::{self, Stamp};
+use crate::wire::{self, Next, Replies, Wire};
 
 /// The shape of a load: senders, receivers, queues and message size.
 /// These are `load`'s flags, and `lab run mq-sweep` passes them on.
@@ -79,6 +80,8 @@ impl Shape {
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     pub addr: SocketAddr,
+    /// The broker's protocol: the lab's, Redis's or NATS's ([`wire`]).
+    pub wire: Wire,
     pub senders: u32,
     pub receivers: u32,
     pub queues: u16,
@@ -101,6 +104,9 @@ use labkit::latency::Latency;
 /// What a run saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LoadReport {
+    /// The protocol it spoke (the lab broker's when absent).
+    #[serde(default)]
+    pub protocol: Wire,
     pub senders: u32,
     pub receivers: u32,
     pub queues: u16,
@@ -216,23 +222,19 @@ impl Shared {
     }
 }
 
-/// Connect and say hello, giving up at `deadline`.
-fn connect(
-    addr: SocketAddr,
-    hello: &[u8],
-    buffer: usize,
-    deadline: Instant,
-) -> Result<TcpStream> {
+/// Connect, giving up at `deadline`; a hello or handshake that follows
+/// gives up then too (the read timeout).
+fn connect(addr: SocketAddr, buffer: usize, deadline: Instant) -> Result<TcpStream> {
     let fail = |e| Error::io(format!("cannot connect to {addr}"), e);
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(fail(io::Error::from(ErrorKind::TimedOut)));
     }
-    let mut s = TcpStream::connect_timeout(&addr, left).map_err(fail)?;
+    let s = TcpStream::connect_timeout(&addr, left).map_err(fail)?;
     let _ = s.set_nodelay(true);
     crate::set_socket_buffers(&s, buffer);
     s.set_write_timeout(Some(WRITE_SLICE)).map_err(fail)?;
-    s.write_all(hello).map_err(|e| Error::io(format!("hello to {addr}"), e))?;
+    s.set_read_timeout(Some(left)).map_err(fail)?;
     Ok(s)
 }
 
@@ -264,24 +266,34 @@ pub fn run(cfg: &LoadConfig) -> Result<LoadReport> {
     let mut senders = Vec::new();
     let started = (|| -> Result<()> {
         for j in 0..cfg.receivers {
-            let stream = connect(
-                cfg.addr,
-                &protocol::hello(HELLO_RECV, q(j)),
-                cfg.socket_buffer,
-                give_up,
-            )?;
-            rx_streams.push(stream.try_clone().map_err(|e| Error::io("dup", e))?);
-            let (sh, size, queue) = (shared.clone(), cfg.size, q(j));
+            let stream = connect(cfg.addr, cfg.socket_buffer, give_up)?;
+            let mut r = BufReader::with_capacity(64 << 10, stream);
+            // Lane j / Q of queue j mod Q (a channel of its own on Redis).
+            let (queue, lane) = (q(j), j / u32::from(cfg.queues));
+            wire::receiver_hello(cfg.wire, &mut r, queue, lane).map_err(|e| {
+                Error::io(format!("receiver {j}: subscribing at {}", cfg.addr), e)
+            })?;
+            // Subscribed: from now on a receiver waits for messages as long
+            // as the run lasts.
+            r.get_ref()
+                .set_read_timeout(None)
+                .map_err(|e| Error::io("socket", e))?;
+            rx_streams
+                .push(r.get_ref().try_clone().map_err(|e| Error::io("dup", e))?);
+            let (sh, c) = (shared.clone(), cfg.clone());
             receivers.push(spawn(format!("receiver-{j}"), move || {
-                receive(stream, queue, size, &sh)
+                receive(r, queue, lane, &c, &sh)
             })?);
         }
         // Every sender connected before the sending window opens, so that
         // the window measures sending, not connecting.
         let mut streams = Vec::new();
-        for _ in 0..cfg.senders {
-            let hello = protocol::hello(HELLO_SEND, 0);
-            streams.push(connect(cfg.addr, &hello, cfg.socket_buffer, give_up)?);
+        for i in 0..cfg.senders {
+            let mut s = connect(cfg.addr, cfg.socket_buffer, give_up)?;
+            wire::sender_hello(cfg.wire, &mut s).map_err(|e| {
+                Error::io(format!("sender {i}: hello to {}", cfg.addr), e)
+            })?;
+            streams.push(s);
         }
         let start_ns = shared.now_ns();
         shared.start_ns.store(start_ns, Relaxed);
@@ -333,7 +345,11 @@ fn send(
     let mut sent = Sent::default();
     // A write blocked on a broker that does not read gives up here.
     let give_up_ns = end_ns + cfg.drain.as_nanos() as u64;
-    let mut buf = Vec::with_capacity(cfg.batch * (protocol::HEADER + cfg.size));
+    let mut buf = Vec::with_capacity(cfg.batch * (protocol::HEADER + 32 + cfg.size));
+    // Redis: the queue's receivers each have a channel (lane), taken in
+    // turn, starting from one of the sender's own.
+    let lanes = wire::lanes(queue, cfg.receivers, cfg.queues).max(1);
+    let mut replies = Replies::default();
     // With --rate, sender `me` sends batch k at start + k * gap (offset so
     // the senders do not all fire at once); without, back to back.
     let start = sh.start_ns.load(Relaxed);
@@ -357,8 +373,10 @@ fn send(
         }
         buf.clear();
         for k in 0..cfg.batch as u64 {
-            let stamp = Stamp { sender: me, seq: sent.ok + k, sent_ns: sh.now_ns() };
-            stamp.publish(queue, cfg.size, &mut buf);
+            let seq = sent.ok + k;
+            let stamp = Stamp { sender: me, seq, sent_ns: sh.now_ns() };
+            let lane = ((u64::from(me) + seq) % u64::from(lanes)) as u32;
+            wire::publish(cfg.wire, &stamp, queue, lane, cfg.size, &mut buf);
         }
         sent.tried = sent.ok + cfg.batch as u64;
         if let Err(e) = write_by(&mut stream, &buf, give_up_ns, sh) {
@@ -371,9 +389,30 @@ fn send(
             return sent;
         }
         sent.ok = sent.tried;
+        if cfg.wire == Wire::Redis {
+            replies.sent(cfg.batch as u64);
+            // Now and then, whatever replies have come: never a wait.
+            if replies.pending >= 256
+                && let Err(e) = replies.read_ready(&stream)
+            {
+                sent.error = Some(format!("sender {me}: {}", describe_io(&e)));
+                return sent;
+            }
+        }
     }
-    // End of stream at a frame boundary: the broker closes us quietly.
-    let _ = stream.shutdown(Shutdown::Write);
+    // The end: the lab broker gets an end of stream at a frame boundary;
+    // a Redis sender reads its last replies, a NATS sender has its PING
+    // answered, each by the deadline.
+    let left = give_up_ns.saturating_sub(sh.now_ns()).max(1);
+    let _ = stream.set_read_timeout(Some(Duration::from_nanos(left)));
+    if let Err(e) = wire::sender_done(cfg.wire, &mut stream, &mut replies) {
+        if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+            sent.timed_out = true;
+        } else {
+            sent.error =
+                Some(format!("sender {me}: at the end: {}", describe_io(&e)));
+        }
+    }
     sent
 }
 // ANCHOR_END: send
@@ -409,35 +448,41 @@ fn write_by(
     Ok(())
 }
 
-fn receive(stream: TcpStream, queue: u16, size: usize, sh: &Shared) -> Got {
+fn receive(
+    mut r: BufReader<TcpStream>,
+    queue: u16,
+    lane: u32,
+    cfg: &LoadConfig,
+    sh: &Shared,
+) -> Got {
     let mut got = Got::default();
-    let mut r = BufReader::with_capacity(64 << 10, stream);
-    let mut body = vec![0u8; 3 + size];
+    let (mut line, mut body) = (Vec::new(), Vec::new());
     loop {
-        let mut len = [0u8; LEN];
-        if let Err(e) = r.read_exact(&mut len) {
-            if e.kind() != ErrorKind::UnexpectedEof && !sh.stop.load(Relaxed) {
-                got.error = Some(format!("receiver: read: {}", describe_io(&e)));
+        match wire::next_message(
+            cfg.wire, &mut r, &mut line, &mut body, queue, lane, cfg.size,
+        ) {
+            Ok(Next::Data) => {}
+            // A message not meant for this receiver: damage, counted.
+            Ok(Next::Wrong(_)) => {
+                got.corrupt += 1;
+                continue;
             }
-            return got;
-        }
-        let n = u32::from_be_bytes(len) as usize;
-        if n != body.len() {
-            got.corrupt += 1;
-            got.error = Some(format!(
-                "receiver: frame of {n} bytes, expected {}",
-                body.len()
-            ));
-            return got;
-        }
-        if let Err(e) = r.read_exact(&mut body) {
-            if !sh.stop.load(Relaxed) {
-                got.error = Some(format!("receiver: read: {}", describe_io(&e)));
+            // Bytes that break the protocol: nothing after them can be
+            // trusted.
+            Err(e) if e.kind() == ErrorKind::InvalidData => {
+                got.corrupt += 1;
+                got.error = Some(format!("receiver: {e}"));
+                return got;
             }
-            return got;
+            Err(e) => {
+                if e.kind() != ErrorKind::UnexpectedEof && !sh.stop.load(Relaxed) {
+                    got.error = Some(format!("receiver: read: {}", describe_io(&e)));
+                }
+                return got;
+            }
         }
         let now = sh.now_ns();
-        match Stamp::check(&body, queue, size) {
+        match Stamp::check_data(&body, cfg.size) {
             Some(s) => {
                 got.stamps.push((s.sender, s.seq));
                 got.latency_ns.push(now.saturating_sub(s.sent_ns));
@@ -506,6 +551,7 @@ fn verify(
     let elapsed = last.saturating_sub(start) as f64 / 1e9;
     let u = labkit::measure::self_usage();
     LoadReport {
+        protocol: cfg.wire,
         senders: cfg.senders,
         receivers: cfg.receivers,
         queues: cfg.queues,

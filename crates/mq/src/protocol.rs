@@ -188,6 +188,12 @@ impl Stamp {
         out.extend_from_slice(&length.to_be_bytes());
         out.push(PUBLISH);
         out.extend_from_slice(&queue.to_be_bytes());
+        self.data(size, out);
+    }
+
+    /// Append a message's `size` bytes of data: the stamp, then the filler
+    /// (the part every broker's protocol carries, [`crate::wire`]).
+    pub fn data(&self, size: usize, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.sender.to_be_bytes());
         out.extend_from_slice(&self.seq.to_be_bytes());
         out.extend_from_slice(&self.sent_ns.to_be_bytes());
@@ -209,7 +215,15 @@ impl Stamp {
         if u16::from_be_bytes([body[1], body[2]]) != queue {
             return None;
         }
-        let d = &body[3..];
+        Stamp::check_data(&body[3..], size)
+    }
+
+    /// Read the stamp back from a message's data and check its filler;
+    /// `None` if the data are not `size` bytes the load generator sent.
+    pub fn check_data(d: &[u8], size: usize) -> Option<Stamp> {
+        if d.len() != size || size < Stamp::SIZE {
+            return None;
+        }
         let stamp = Stamp {
             sender: u32::from_be_bytes(d[0..4].try_into().ok()?),
             seq: u64::from_be_bytes(d[4..12].try_into().ok()?),

@@ -6,11 +6,18 @@
 //! switches per message and the estimated share of its CPU time spent
 //! switching (switches x the cost of one switch / CPU time), and latency.
 //!
+//! Then the same load, from the same `load`, on two production brokers
+//! (`servers`): Redis pub/sub with `io-threads` 1, 2 and 4 (reads in the
+//! I/O threads or not) and NATS with `GOMAXPROCS` 1 and 2, each a row with
+//! the same columns, the server's CPU and switches from its own counters.
+//!
 //! `run` spawns the programs (broker, load, and ctxswitch when no
-//! ctx-switch results give the cost of a switch); `tables` makes the
-//! tables and charts from the results alone.
+//! ctx-switch results give the cost of a switch); `servers` starts and
+//! stops Redis and NATS; `tables` makes the tables and charts from the
+//! results alone.
 
 mod run;
+mod servers;
 mod tables;
 
 use std::ffi::OsString;
@@ -27,8 +34,8 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Context, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004)", main)
-.under_all(&["--rounds", "3"]);
+pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004), beside Redis and NATS", main)
+.under_all(&["--rounds", "3", "--redis-io-threads", "1", "--nats-gomaxprocs", "2"]);
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.
@@ -60,6 +67,23 @@ struct Args {
     #[arg(long)]
     no_event_loop: bool,
 
+    /// Redis io-threads to try (1: the main thread does all; above 1, each
+    /// value twice, with the I/O threads writing only and reading too)
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4",
+          value_parser = clap::value_parser!(u32).range(1..=128))]
+    redis_io_threads: Vec<u32>,
+
+    /// NATS GOMAXPROCS values to try
+    #[arg(long, value_delimiter = ',', default_value = "1,2",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    nats_gomaxprocs: Vec<u32>,
+
+    /// The brokers to sweep: the lab's own (its pools and event loop),
+    /// Redis and NATS
+    #[arg(long, value_delimiter = ',', value_enum,
+          default_value = "lab,redis,nats")]
+    brokers: Vec<Broker>,
+
     /// Cost of one context switch in microseconds, instead of taking it
     /// from this run's or the reference run's ctx-switch results, or
     /// measuring it with `ctxswitch`
@@ -80,27 +104,124 @@ fn seconds(text: &str) -> std::result::Result<f64, String> {
     }
 }
 
-/// One run: what `load --json` and the broker's `--json` stats line
-/// printed, each the program's own type.
+/// One run: what `load --json` printed and the broker's accounting: the
+/// lab broker's own `--json` stats line, or for Redis and NATS the
+/// kernel's (`wait4` when the server was stopped), each its own type.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Run {
     load: LoadReport,
-    broker: Stats,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    broker: Option<Stats>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    server: Option<servers::Usage>,
     /// From the broker's start to its exit.
     broker_wall_s: f64,
 }
 
+impl Run {
+    /// The broker's CPU time, user + sys, in seconds.
+    fn cpu_s(&self) -> f64 {
+        match (&self.broker, &self.server) {
+            (Some(b), _) => b.user_s + b.sys_s,
+            (None, Some(s)) => s.user_s + s.sys_s,
+            (None, None) => 0.0,
+        }
+    }
+
+    /// The broker's voluntary and involuntary context switches.
+    fn switches(&self) -> (u64, u64) {
+        match (&self.broker, &self.server) {
+            (Some(b), _) => (b.voluntary_switches, b.involuntary_switches),
+            (None, Some(s)) => (s.voluntary_switches, s.involuntary_switches),
+            (None, None) => (0, 0),
+        }
+    }
+
+    /// Messages delivered: the lab broker's count (checked against the
+    /// load's), or what the load received.
+    fn delivered(&self) -> u64 {
+        self.broker.as_ref().map_or(self.load.received, |b| b.messages_out)
+    }
+}
+
+/// A broker `--brokers` can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Broker {
+    /// The lab's broker: the pool sizes of --threads and the event loop
+    Lab,
+    /// redis-server, pub/sub
+    Redis,
+    /// nats-server, core pub/sub
+    Nats,
+}
+
+/// A point of the sweep.
+#[derive(Clone, Copy, Debug)]
+enum Point {
+    /// The lab broker with T threads per pool.
+    Pool(u32),
+    /// The lab broker as one epoll thread.
+    EventLoop,
+    /// Redis or NATS.
+    Server(servers::Setting),
+}
+
+impl Point {
+    fn mode(&self) -> &'static str {
+        match self {
+            Point::Pool(_) => "threads",
+            Point::EventLoop => "event-loop",
+            Point::Server(s) => match s.kind {
+                servers::Kind::Redis => "redis",
+                servers::Kind::Nats => "nats",
+            },
+        }
+    }
+
+    /// Its row's key, for the book's pointers (`threads-10`, `event-loop`,
+    /// `redis-2-reads`, `nats-1`).
+    fn key(&self) -> String {
+        match self {
+            Point::Pool(t) => format!("threads-{t}"),
+            Point::EventLoop => "event-loop".into(),
+            Point::Server(s) => s.key(),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Point::Pool(t) => format!("lab broker, {t} threads per pool"),
+            Point::EventLoop => "lab broker, event loop (1 thread)".into(),
+            Point::Server(s) => s.label(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct Row {
-    /// "threads" or "event-loop".
+    /// "threads", "event-loop", "redis" or "nats".
     mode: &'static str,
-    /// Threads per pool (0 for the event loop).
+    /// `threads-10`, `event-loop`, `redis-2-reads`, `nats-1`.
+    key: String,
+    label: String,
+    /// Threads per pool (0 for the event loop), Redis's io-threads or
+    /// NATS's GOMAXPROCS.
     threads: u32,
+    /// Redis: the I/O threads read and parse too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reads_in_threads: Option<bool>,
+    /// More threads than the CPUs the run was allowed.
+    above_cpus: bool,
+    /// Redis's or NATS's program, version and settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<servers::ServerInfo>,
     messages_per_s: Summary,
     /// Broker CPU time / the sending window (first send to last receipt),
     /// in percent (200% = both of 2 cores).
     broker_cpu_pct: Summary,
     switches_per_message: Summary,
+    voluntary_per_message: Summary,
+    involuntary_per_message: Summary,
     /// Switches x cost per switch / broker CPU time, in percent.
     switch_share_pct: Summary,
     /// The same, each round's.
@@ -132,6 +253,18 @@ struct Data {
     rate: u32,
     switch_cost: SwitchCost,
     rows: Vec<Row>,
+    /// Servers the sweep would have run that this machine lacks.
+    missing: Vec<Missing>,
+}
+
+/// A server the sweep found, by kind.
+type Found = (servers::Kind, servers::Installed);
+
+/// A server that is not installed, and how to install it.
+#[derive(Serialize)]
+struct Missing {
+    program: &'static str,
+    install: &'static str,
 }
 
 fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
@@ -141,11 +274,24 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
     let switch_cost = run::switch_cost(&args, out.run.as_deref())?;
-    let mut points: Vec<Option<u32>> =
-        args.threads.iter().map(|&t| Some(t)).collect();
-    if !args.no_event_loop {
-        points.push(None);
+    let mut points: Vec<Point> = Vec::new();
+    if args.brokers.contains(&Broker::Lab) {
+        points.extend(args.threads.iter().map(|&t| Point::Pool(t)));
+        if !args.no_event_loop {
+            points.push(Point::EventLoop);
+        }
     }
+    let (installed, missing) = servers_to_run(&args)?;
+    for (kind, _) in &installed {
+        points.extend(server_settings(&args, *kind).into_iter().map(Point::Server));
+    }
+    for m in &missing {
+        eprintln!(
+            "lab: note: {} is not installed ({}); its rows are left out",
+            m.program, m.install
+        );
+    }
+    let cpus = labkit::affinity::allowed_cpus().map_or(0, |c| c.len());
     let rounds = args.common.rounds as usize;
     let bar = crate::progress::bar((points.len() * rounds) as u64, EXPERIMENT.name);
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); points.len()];
@@ -155,8 +301,16 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         // over all of them instead of favouring the first.
         for i in round_order(points.len(), round) {
             let p = points[i];
-            bar.set_message(p.map_or("event loop".into(), |t| format!("T={t}")));
-            runs[i].push(run::run_once(&bins[0], &bins[1], p, &args, duration)?);
+            bar.set_message(p.key());
+            let run = match p {
+                Point::Pool(t) => run::run_once(&bins[0], &bins[1], Some(t), &args, duration)?,
+                Point::EventLoop => run::run_once(&bins[0], &bins[1], None, &args, duration)?,
+                Point::Server(s) => {
+                    let inst = &installed.iter().find(|(k, _)| *k == s.kind).expect("found").1;
+                    run::run_server(inst, &s, &bins[1], &args, duration)?
+                }
+            };
+            runs[i].push(run);
             bar.inc(1);
         }
     }
@@ -164,7 +318,19 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let rows = points
         .iter()
         .zip(runs)
-        .map(|(p, runs)| row(*p, runs, switch_cost.us))
+        .map(|(p, runs)| {
+            let info = match p {
+                Point::Server(s) => installed
+                    .iter()
+                    .find(|(k, _)| *k == s.kind)
+                    .map(|(_, inst)| inst.info(s)),
+                _ => None,
+            };
+            let mut r = row(*p, runs, switch_cost.us);
+            r.server = info;
+            r.above_cpus = cpus > 0 && r.threads as usize > cpus && r.mode != "event-loop";
+            r
+        })
         .collect();
     let data = Data {
         rounds: args.common.rounds,
@@ -177,8 +343,9 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         rate: args.rate,
         switch_cost,
         rows,
+        missing,
     };
-    let report = Report {
+    let mut report = Report {
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables: tables::tables(&data),
@@ -186,29 +353,82 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         files: Vec::new(),
         data,
     };
+    // brokers.md: every broker's table on its own, for the book's page on
+    // Redis and NATS, headed as tables.md is.
+    let header = report.header_for(&args.common, &out);
+    let brokers = crate::report::markdown(&header, &[tables::brokers(&report.data)]);
+    report.files.push(("brokers.md".to_string(), brokers));
     report.publish(&args.common, &out)
 }
 
-fn row(threads: Option<u32>, runs: Vec<Run>, cost_us: f64) -> Row {
+/// The Redis and NATS servers this run can have (not asked to leave them
+/// out, and installed), and those it lacks.
+fn servers_to_run(args: &Args) -> Result<(Vec<Found>, Vec<Missing>)> {
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
+    let asked = [(Broker::Redis, servers::Kind::Redis), (Broker::Nats, servers::Kind::Nats)];
+    let asked = asked.into_iter().filter(|(b, _)| args.brokers.contains(b));
+    for (_, kind) in asked {
+        match servers::find(kind)? {
+            Some(inst) => found.push((kind, inst)),
+            None => missing.push(Missing { program: kind.program(), install: kind.install() }),
+        }
+    }
+    Ok((found, missing))
+}
+
+/// The settings of `kind` the flags ask for: Redis's io-threads (above 1,
+/// each with reads in the I/O threads and without), NATS's GOMAXPROCS.
+fn server_settings(args: &Args, kind: servers::Kind) -> Vec<servers::Setting> {
+    use servers::{Kind, Setting};
+    match kind {
+        Kind::Redis => args
+            .redis_io_threads
+            .iter()
+            .flat_map(|&t| {
+                let reads: &[bool] = if t == 1 { &[false] } else { &[false, true] };
+                reads.iter().map(move |&reads| Setting { kind, threads: t, reads })
+            })
+            .collect(),
+        Kind::Nats => args
+            .nats_gomaxprocs
+            .iter()
+            .map(|&t| Setting { kind, threads: t, reads: false })
+            .collect(),
+    }
+}
+
+fn row(point: Point, runs: Vec<Run>, cost_us: f64) -> Row {
     let of = |f: &dyn Fn(&Run) -> f64| Summary::of_rounds(runs.iter().map(f));
-    let cpu = |r: &Run| r.broker.user_s + r.broker.sys_s;
+    let cpu = |r: &Run| r.cpu_s();
     let switches = |r: &Run| {
-        (r.broker.voluntary_switches + r.broker.involuntary_switches) as f64
+        let (v, i) = r.switches();
+        (v + i) as f64
     };
+    let per_message = |r: &Run, n: u64| n as f64 / r.delivered().max(1) as f64;
     let share = |r: &Run| 100.0 * switches(r) * cost_us * 1e-6 / cpu(r).max(1e-9);
+    let (threads, reads) = match point {
+        Point::Pool(t) => (t, None),
+        Point::EventLoop => (0, None),
+        Point::Server(s) => {
+            (s.threads, (s.kind == servers::Kind::Redis).then_some(s.reads))
+        }
+    };
     Row {
         switch_share_rounds: runs.iter().map(share).collect(),
-        mode: if threads.is_some() { "threads" } else { "event-loop" },
-        threads: threads.unwrap_or(0),
+        mode: point.mode(),
+        key: point.key(),
+        label: point.label(),
+        threads,
+        reads_in_threads: reads,
+        above_cpus: false,
+        server: None,
         messages_per_s: of(&|r| r.load.messages_per_s),
         broker_cpu_pct: of(&|r| 100.0 * cpu(r) / r.load.elapsed_s.max(1e-9)),
-        switches_per_message: of(&|r| {
-            switches(r) / r.broker.messages_out.max(1) as f64
-        }),
+        switches_per_message: of(&|r| switches(r) / r.delivered().max(1) as f64),
+        voluntary_per_message: of(&|r| per_message(r, r.switches().0)),
+        involuntary_per_message: of(&|r| per_message(r, r.switches().1)),
         switch_share_pct: of(&share),
-        cpu_us_per_message: of(&|r| {
-            1e6 * cpu(r) / r.broker.messages_out.max(1) as f64
-        }),
+        cpu_us_per_message: of(&|r| 1e6 * cpu(r) / r.delivered().max(1) as f64),
         p50_ms: of(&|r| r.load.latency.p50_us / 1000.0),
         p99_ms: of(&|r| r.load.latency.p99_us / 1000.0),
         runs,
@@ -248,6 +468,19 @@ fn headline(data: &Data) -> Headline {
     let best: Option<Vec<&Row>> = (!pools.is_empty() && rounds > 0)
         .then(|| (0..rounds).filter_map(best_of).copied().collect());
     let event = data.rows.iter().find(|r| r.mode == "event-loop");
+    // Per round, the best throughput among some rows (all ran in round k's
+    // pass); None without such rows.
+    let best_among = |keep: &dyn Fn(&Row) -> bool| -> Option<Vec<f64>> {
+        let rows: Vec<&Row> = data.rows.iter().filter(|r| keep(r)).collect();
+        let n = rows.iter().map(|r| r.runs.len()).min()?;
+        let best = |k: usize| {
+            rows.iter().map(|r| r.runs[k].load.messages_per_s).fold(f64::MIN, f64::max)
+        };
+        Some((0..n).map(best).collect())
+    };
+    let ours = best_among(&|r| r.mode == "threads" || r.mode == "event-loop");
+    let redis = best_among(&|r| r.mode == "redis");
+    let nats = best_among(&|r| r.mode == "nats");
     crate::report::headline()
         .rounds("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
         .rounds("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
@@ -291,6 +524,21 @@ fn headline(data: &Data) -> Headline {
             "the epoll event loop",
             event.map(rates),
             "msg/s",
+        )
+        .rounds("ours_best_messages_per_s", "the lab broker's best design, each round", ours.clone(), "msg/s")
+        .rounds("redis_best_messages_per_s", "Redis's best setting, each round", redis.clone(), "msg/s")
+        .rounds("nats_best_messages_per_s", "NATS's best setting, each round", nats.clone(), "msg/s")
+        .paired(
+            "ours_over_redis",
+            "the lab broker's best over Redis's best, in the same round",
+            ours.clone(),
+            redis,
+        )
+        .paired(
+            "ours_over_nats",
+            "the lab broker's best over NATS's best, in the same round",
+            ours,
+            nats,
         )
         .build()
 }

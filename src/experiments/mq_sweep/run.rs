@@ -11,6 +11,9 @@ use labkit::{Error, Result};
 use mq::Stats;
 use mq::load::LoadReport;
 
+use mq::wire::Wire;
+
+use super::servers::{Installed, Server, Setting};
 use super::{Args, Run, SwitchCost};
 use crate::experiments::ctx_switch;
 
@@ -44,24 +47,7 @@ pub(super) fn run_once(
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
     let broker = crate::service::Service::start(&mut cmd, &what)?;
-    let mut load_cmd = Command::new(load);
-    load_cmd
-        .args(["--addr", &broker.addr, "--json"])
-        .args(a.shape.args())
-        .args(["--duration", &duration.to_string()])
-        .args(["--rate", &a.rate.to_string()]);
-    let output = labkit::cleanup::output(&mut load_cmd)
-        .map_err(|e| Error::io("cannot run load", e))?;
-    let said = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        return Err(Error::failed(format!(
-            "load against {what}: {} {}",
-            output.status,
-            said.lines().last().unwrap_or("")
-        )));
-    }
-    let load: LoadReport = serde_json::from_slice(&output.stdout)
-        .map_err(|e| Error::failed(format!("load against {what}: bad JSON: {e}")))?;
+    let load = run_load(load, &broker.addr, Wire::Lab, a, duration, &what)?;
     // SIGTERM: the broker delivers what it holds, joins its threads and
     // prints its stats.
     let last = broker.stop()?;
@@ -77,9 +63,63 @@ pub(super) fn run_once(
             stats.messages_in, stats.messages_out, load.sent, load.received
         )));
     }
-    Ok(Run { load, broker: stats, broker_wall_s: wall })
+    Ok(Run { load, broker: Some(stats), server: None, broker_wall_s: wall })
 }
 // ANCHOR_END: run_once
+
+/// `load` against `addr` in `wire`'s protocol, with the sweep's shape,
+/// duration and rate; a failed load is an error with its last line.
+fn run_load(
+    load: &Path,
+    addr: &str,
+    wire: Wire,
+    a: &Args,
+    duration: f64,
+    what: &str,
+) -> Result<LoadReport> {
+    let mut cmd = Command::new(load);
+    cmd.args(["--addr", addr, "--json", "--protocol", wire.name()])
+        .args(a.shape.args())
+        .args(["--duration", &duration.to_string()])
+        .args(["--rate", &a.rate.to_string()]);
+    let output =
+        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
+    let said = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(Error::failed(format!(
+            "load against {what}: {} {}",
+            output.status,
+            said.lines().last().unwrap_or("")
+        )));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| Error::failed(format!("load against {what}: bad JSON: {e}")))
+}
+
+/// One run on Redis or NATS: start the server for this point, run the same
+/// load against it in its protocol, stop and reap it, and take its CPU
+/// time and switches from the kernel's accounting of it.
+pub(super) fn run_server(
+    installed: &Installed,
+    setting: &Setting,
+    load: &Path,
+    a: &Args,
+    duration: f64,
+) -> Result<Run> {
+    let what = setting.label();
+    let start = Instant::now();
+    let server = Server::start(installed, setting)?;
+    let addr = format!("127.0.0.1:{}", server.port);
+    // A failed load drops the server: stopped, reaped, its folder gone.
+    let load = run_load(load, &addr, setting.kind.wire(), a, duration, &what)?;
+    let usage = server.stop()?;
+    Ok(Run {
+        load,
+        broker: None,
+        server: Some(usage),
+        broker_wall_s: start.elapsed().as_secs_f64(),
+    })
+}
 
 /// The cost of one switch: given with `--switch-cost-us`, read from the
 /// ctx-switch results named with `--switch-cost-from` (or else this run's,

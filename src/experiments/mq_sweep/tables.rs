@@ -1,13 +1,14 @@
 //! The mq-sweep tables and charts, from the results alone.
 
 use crate::chart::Chart;
-use crate::table::Table;
+use crate::table::{Table, range};
 
 use super::{Data, Row, article};
 
-/// Two tables, each fitting the book's column with one line per row: the
+/// Three tables, each fitting the book's column with one line per row: the
 /// throughput and switching the chapter compares with 2006 (each column
-/// beside the article's figure), then the broker's CPU and the latency.
+/// beside the article's figure), the broker's CPU and the latency, then
+/// every broker on the same load, Redis and NATS beside the lab's.
 pub(super) fn tables(d: &Data) -> Vec<Table> {
     let offered = if d.rate == 0 {
         "as fast as the broker takes them".to_string()
@@ -34,7 +35,7 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
         "The broker's CPU and the messages' latency",
         &["threads/pool", "broker CPU %", "CPU us/msg", "p50 ms", "p99 ms"],
     );
-    for r in &d.rows {
+    for r in d.rows.iter().filter(|r| is_ours(r)) {
         let (msgs, share) =
             if r.mode == "threads" { article(r.threads) } else { ("-", "-") };
         let threads = if r.mode == "threads" {
@@ -76,7 +77,70 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
          message delivered. Latency is send to receipt; at saturation (no --rate) \
          it mostly measures the messages waiting in queues and socket buffers.",
     );
-    vec![t, cost]
+    if d.rows.iter().any(is_ours) {
+        vec![t, cost, brokers(d)]
+    } else {
+        vec![brokers(d)] // --brokers without lab: no pool to tabulate
+    }
+}
+
+/// A row of the lab's own broker (a pool size or the event loop).
+pub(super) fn is_ours(r: &Row) -> bool {
+    r.mode == "threads" || r.mode == "event-loop"
+}
+
+/// Every broker on the same load: the lab's rows, then Redis's and NATS's,
+/// each with its CPU per message and its voluntary and involuntary
+/// switches per message, from its own counters.
+pub(super) fn brokers(d: &Data) -> Table {
+    let mut t = Table::new(
+        "Every broker on the same load: the lab's, Redis pub/sub and NATS core",
+        &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg", "vol. sw/msg", "invol. sw/msg"],
+    );
+    for r in &d.rows {
+        let mark = if r.above_cpus { " *" } else { "" };
+        t.row(vec![
+            format!("{}{mark}", r.label),
+            range(&r.messages_per_s, 0),
+            range(&r.p50_ms, 1),
+            range(&r.p99_ms, 1),
+            range(&r.cpu_us_per_message, 2),
+            range(&r.voluntary_per_message, 3),
+            range(&r.involuntary_per_message, 3),
+        ]);
+    }
+    let versions: Vec<String> = d
+        .rows
+        .iter()
+        .filter_map(|r| r.server.as_ref())
+        .map(|s| format!("{} {}", s.program, s.version))
+        .fold(Vec::new(), |mut v, s| {
+            if !v.contains(&s) {
+                v.push(s);
+            }
+            v
+        });
+    t.note(format!(
+        "Median (min-max) of {} round(s), one pass over every broker per round. \
+         The same load generator drives all: each sender and receiver a thread \
+         with its own connection, one message per write; Redis receivers each \
+         subscribe to a channel of their own that the senders of their queue take \
+         in turn, NATS receivers form one queue group per queue. Redis and NATS \
+         run with persistence off, each started for its point and stopped after \
+         it; their CPU time and switches are the kernel's accounting of the whole \
+         server (wait4), start-up included.{}{}",
+        d.rounds,
+        if versions.is_empty() { String::new() } else { format!(" Versions: {}.", versions.join(", ")) },
+        if d.rows.iter().any(|r| r.above_cpus) {
+            " * more threads than the CPUs the run was allowed."
+        } else {
+            ""
+        }
+    ));
+    for m in &d.missing {
+        t.note(format!("{} is not installed here: `{}` adds its rows.", m.program, m.install));
+    }
+    t
 }
 
 pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
@@ -84,7 +148,7 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
         d.rows.iter().filter(|r| r.mode == "threads").collect();
     let event = d.rows.iter().find(|r| r.mode == "event-loop");
     if threaded.is_empty() {
-        return Vec::new();
+        return brokers_chart(d).into_iter().collect();
     }
     let xs: Vec<f64> = threaded.iter().map(|r| f64::from(r.threads)).collect();
     let flat = |s| xs.iter().map(move |&x| (x, s));
@@ -137,12 +201,56 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     if !a_sh.is_empty() {
         share = share.series("2006 article (1 CPU)", a_sh);
     }
-    vec![("throughput".into(), tp), ("switch-share".into(), share)]
+    let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
+    out.extend(brokers_chart(d));
+    out
+}
+
+/// Redis's and NATS's throughput against their threads (io-threads,
+/// GOMAXPROCS), with the lab broker's best row as a guide; none without
+/// either server.
+fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
+    let series = |keep: &dyn Fn(&Row) -> bool| {
+        d.rows
+            .iter()
+            .filter(|r| keep(r))
+            .map(|r| (f64::from(r.threads), &r.messages_per_s))
+            .collect::<Vec<_>>()
+    };
+    let writes = series(&|r| r.mode == "redis" && r.reads_in_threads != Some(true));
+    let reads = series(&|r| r.mode == "redis" && (r.reads_in_threads == Some(true) || r.threads == 1));
+    let nats = series(&|r| r.mode == "nats");
+    if writes.is_empty() && nats.is_empty() {
+        return None;
+    }
+    let mut chart = Chart::new(
+        "Redis and NATS on the same load, by their threads",
+        "threads (Redis io-threads, NATS GOMAXPROCS)",
+        "messages/s (median, band: min-max)",
+    );
+    let xs: Vec<u32> = d.rows.iter().filter(|r| !is_ours(r)).map(|r| r.threads).collect();
+    chart.log_x = xs.iter().any(|&x| x != xs[0]);
+    for (label, points) in [
+        ("Redis, I/O threads write only", writes),
+        ("Redis, I/O threads read too", reads),
+        ("NATS", nats),
+    ] {
+        if points.len() > 1 || (!points.is_empty() && label != "Redis, I/O threads read too") {
+            chart = chart.summaries(label, points);
+        }
+    }
+    let best = d.rows.iter().filter(|r| is_ours(r)).max_by(|a, b| {
+        a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
+    });
+    if let Some(b) = best {
+        chart = chart.guide(b.messages_per_s.median, &format!("the lab broker's best: {}", b.label));
+    }
+    Some(("brokers".into(), chart))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Run, SwitchCost, row};
+    use super::super::{Point, Run, SwitchCost, row};
     use super::*;
     use mq::Stats;
     use mq::load::LoadReport;
@@ -176,7 +284,7 @@ mod tests {
             voluntary_switches: switches,
             involuntary_switches: 0,
         };
-        Run { load, broker, broker_wall_s: elapsed }
+        Run { load, broker: Some(broker), server: None, broker_wall_s: elapsed }
     }
 
     /// T=10 and T=100 (the article's points) and the event loop; a switch
@@ -193,11 +301,12 @@ mod tests {
             size: 64,
             rate: 0,
             switch_cost: SwitchCost { us: cost, source: "test".into() },
+            missing: Vec::new(),
             rows: vec![
                 // 1000 msgs in 1 s, 0.5 s CPU, 50000 switches: 20% share.
-                row(Some(10), vec![run(1000, 1.0, 0.5, 50_000)], cost),
-                row(Some(100), vec![run(500, 1.0, 0.5, 100_000)], cost),
-                row(None, vec![run(2000, 1.0, 0.25, 0)], cost),
+                row(Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000)], cost),
+                row(Point::Pool(100), vec![run(500, 1.0, 0.5, 100_000)], cost),
+                row(Point::EventLoop, vec![run(2000, 1.0, 0.25, 0)], cost),
             ],
         }
     }
@@ -218,7 +327,7 @@ mod tests {
     #[test]
     fn the_tables_put_each_row_beside_the_articles_figures() {
         let t = tables(&data());
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.len(), 3);
         assert_eq!(
             t[0].rows[0],
             ["10", "1000 (1000-1000)", "~800", "20.0", "~10%", "50.000"]
@@ -238,9 +347,9 @@ mod tests {
         let mut d = data();
         // Round 2: both twice as fast; the paired ratio stays 2.
         d.rows[0] =
-            row(Some(10), vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
+            row(Point::Pool(10), vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
         d.rows[1] =
-            row(Some(100), vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
+            row(Point::Pool(100), vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
         let h = super::super::headline(&d);
         assert_eq!(h["ten_over_hundred"]["value"], 2.0);
         assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);

@@ -26,6 +26,11 @@ struct Cli {
     #[command(flatten)]
     shape: mq::load::Shape,
 
+    /// The broker's protocol: the lab's broker, Redis pub/sub (a channel
+    /// per receiver) or NATS core pub/sub (a queue group per queue)
+    #[arg(long, value_enum, default_value_t = mq::wire::Wire::Lab)]
+    protocol: mq::wire::Wire,
+
     /// Seconds of sending
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
           value_parser = seconds_in(0.0, 86_400.0))]
@@ -75,6 +80,7 @@ fn run(cli: &Cli) -> labkit::Result<()> {
     cli.shape.check()?;
     let cfg = mq::load::LoadConfig {
         addr: cli.addr,
+        wire: cli.protocol,
         senders: cli.shape.senders,
         receivers: cli.shape.receivers,
         queues: cli.shape.queues,
