@@ -171,6 +171,19 @@ fn installed(program: &str) -> bool {
             .any(|d| std::path::Path::new(d).join(program).is_file())
 }
 
+/// Skip the calling test, saying what to install, unless `$program` is
+/// installed (under CI=true, which installs both servers, a skip fails).
+macro_rules! need {
+    ($program:literal) => {
+        labkit::require!(
+            installed($program),
+            "needs {} (apt-get install {})",
+            $program,
+            $program
+        )
+    };
+}
+
 /// The tiny load every server test uses.
 const TINY_LOAD: &[&str] = &[
     "--rounds",
@@ -189,14 +202,8 @@ const TINY_LOAD: &[&str] = &[
 
 #[test]
 fn redis_and_nats_take_the_same_load_exactly_once() {
-    labkit::require!(
-        installed("redis-server"),
-        "needs redis-server (apt-get install redis-server)"
-    );
-    labkit::require!(
-        installed("nats-server"),
-        "needs nats-server (apt-get install nats-server)"
-    );
+    need!("redis-server");
+    need!("nats-server");
     let dir = labkit::testing::tempdir();
     let args = [
         TINY_LOAD,
@@ -249,10 +256,7 @@ fn redis_and_nats_take_the_same_load_exactly_once() {
 
 #[test]
 fn a_missing_server_gives_a_row_that_says_how_to_install_it() {
-    labkit::require!(
-        installed("nats-server"),
-        "needs nats-server (apt-get install nats-server)"
-    );
+    need!("nats-server");
     let dir = labkit::testing::tempdir();
     let args = [
         TINY_LOAD,
@@ -350,10 +354,7 @@ fn nothing_left(server: i32, tmp: &std::path::Path) {
 
 #[test]
 fn a_server_killed_mid_run_fails_the_run_with_one_line() {
-    labkit::require!(
-        installed("redis-server"),
-        "needs redis-server (apt-get install redis-server)"
-    );
+    need!("redis-server");
     let (mut lab, server, tmp, _out) = lab_on_redis("5");
     // SAFETY: kill only sends a signal, to the server lab started.
     assert_eq!(unsafe { libc::kill(server, libc::SIGKILL) }, 0);
@@ -368,10 +369,7 @@ fn a_server_killed_mid_run_fails_the_run_with_one_line() {
 
 #[test]
 fn sigterm_to_lab_during_a_redis_point_leaves_no_server() {
-    labkit::require!(
-        installed("redis-server"),
-        "needs redis-server (apt-get install redis-server)"
-    );
+    need!("redis-server");
     let (mut lab, server, tmp, _out) = lab_on_redis("600");
     // SAFETY: kill only sends a signal, to the lab we started.
     assert_eq!(unsafe { libc::kill(lab.id() as i32, libc::SIGTERM) }, 0);

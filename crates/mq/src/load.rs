@@ -403,8 +403,12 @@ fn send(
     // The end: the lab broker gets an end of stream at a frame boundary;
     // a Redis sender reads its last replies, a NATS sender has its PING
     // answered, each by the deadline.
-    let left = give_up_ns.saturating_sub(sh.now_ns()).max(1);
-    let _ = stream.set_read_timeout(Some(Duration::from_nanos(left)));
+    // Its last write (NATS's PING) may wait behind what the broker has
+    // not read yet, as its reads wait for the answers: both until the
+    // deadline, not for the 0.1 s slice of a sending write.
+    let left = Duration::from_nanos(give_up_ns.saturating_sub(sh.now_ns()).max(1));
+    let _ = stream.set_read_timeout(Some(left));
+    let _ = stream.set_write_timeout(Some(left));
     if let Err(e) = wire::sender_done(cfg.wire, &mut stream, &mut replies) {
         if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
             sent.timed_out = true;
