@@ -481,6 +481,11 @@ fn headline(data: &Data) -> Headline {
     let ours = best_among(&|r| r.mode == "threads" || r.mode == "event-loop");
     let redis = best_among(&|r| r.mode == "redis");
     let nats = best_among(&|r| r.mode == "nats");
+    // The 2006 question asked of each server: its fewest threads against
+    // more, each round's best setting of that count.
+    let server_at = |mode: &'static str, n: u32| {
+        best_among(&move |r: &Row| r.mode == mode && r.threads == n)
+    };
     crate::report::headline()
         .rounds("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
         .rounds("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
@@ -539,6 +544,24 @@ fn headline(data: &Data) -> Headline {
             "the lab broker's best over NATS's best, in the same round",
             ours,
             nats,
+        )
+        .paired(
+            "redis_one_over_two",
+            "Redis: io-threads 1 over 2 (the better of reads or not), in the same round",
+            server_at("redis", 1),
+            server_at("redis", 2),
+        )
+        .paired(
+            "redis_one_over_four",
+            "Redis: io-threads 1 over 4 (above the CPUs), in the same round",
+            server_at("redis", 1),
+            server_at("redis", 4),
+        )
+        .paired(
+            "nats_one_over_two",
+            "NATS: GOMAXPROCS 1 over 2, in the same round",
+            server_at("nats", 1),
+            server_at("nats", 2),
         )
         .build()
 }

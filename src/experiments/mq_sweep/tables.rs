@@ -132,7 +132,8 @@ pub(super) fn brokers(d: &Data) -> Table {
         d.rounds,
         if versions.is_empty() { String::new() } else { format!(" Versions: {}.", versions.join(", ")) },
         if d.rows.iter().any(|r| r.above_cpus) {
-            " * more threads than the CPUs the run was allowed."
+            " * a thread count (per pool, io-threads, GOMAXPROCS) above the CPUs the \
+             run was allowed."
         } else {
             ""
         }
@@ -354,6 +355,33 @@ mod tests {
         assert_eq!(h["ten_over_hundred"]["value"], 2.0);
         assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);
         assert_eq!(h["best_pool"]["value"], 10.0);
+    }
+
+    #[test]
+    fn the_headline_pairs_each_server_setting_and_the_brokers_by_round() {
+        use super::super::servers::{Kind, Setting};
+        let redis = |threads| Point::Server(Setting { kind: Kind::Redis, threads, reads: false });
+        let mut d = data();
+        // Two rounds; the event loop (2000, 4000) is the lab's best.
+        d.rows[2] = row(Point::EventLoop, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)], 2.0);
+        d.rows.push(row(redis(1), vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)], 2.0));
+        d.rows.push(row(redis(4), vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)], 2.0));
+        for r in &mut d.rows {
+            while r.runs.len() < 2 {
+                r.runs.push(r.runs[0].clone());
+            }
+        }
+        let h = super::super::headline(&d);
+        // Per round: 1000/250 = 4 and 2000/1000 = 2; their median is 3.
+        assert_eq!(h["redis_one_over_four"]["value"], 3.0);
+        assert_eq!(h["redis_one_over_four"]["method"], "paired-ratio");
+        // The lab's best over Redis's best: 2000/1000 and 4000/2000.
+        assert_eq!(h["ours_over_redis"]["value"], 2.0);
+        assert_eq!(h["redis_best_messages_per_s"]["rounds"], serde_json::json!([1000.0, 2000.0]));
+        assert!(h.get("nats_one_over_two").is_none(), "no NATS rows, no figure");
+        let t = brokers(&d);
+        assert_eq!(t.rows.len(), 5);
+        assert_eq!(t.rows[3][0], "Redis, io-threads 1 (all in the main thread)");
     }
 
     #[test]
