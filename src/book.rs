@@ -218,6 +218,13 @@ fn figure(
             format!("{x:.d$}")
         }
         (Value::String(s), _) => s.clone(),
+        // An interval, `/headline/KEY/interval`: "1.55 to 1.90".
+        (Value::Array(ends), Some(d))
+            if ends.len() == 2 && ends.iter().all(Value::is_number) =>
+        {
+            let end = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
+            format!("{:.d$} to {:.d$}", end(&ends[0]), end(&ends[1]))
+        }
         // A figure the run could not give (a ratio over nothing).
         (Value::Null, _) => "-".to_string(),
         (other, _) => other.to_string(),
@@ -487,7 +494,7 @@ mod tests {
         std::fs::write(exp.join("tables.md"), "| a |\n").unwrap();
         std::fs::write(
             exp.join("demo.json"),
-            r#"{"headline": {"x": {"value": 1.23456}}, "name": "plain", "none": null}"#,
+            r#"{"headline": {"x": {"value": 1.23456, "interval": [1.1, 1.456]}}, "name": "plain", "none": null}"#,
         )
         .unwrap();
         std::fs::write(exp.join("cpu0/demo.json"), r#"{"n": 7}"#).unwrap();
@@ -499,9 +506,13 @@ mod tests {
         let r = reference();
         let text = "T {{#result demo/tables.md}} f={{#figure demo /headline/x/value 2}} \
                     n={{#figure demo/cpu0 /n}} s={{#figure demo /name}} \
-                    z={{#figure demo /none 2}} {{#include other.md}}";
+                    z={{#figure demo /none 2}} i={{#figure demo /headline/x/interval 2}} \
+                    {{#include other.md}}";
         let got = expand(text, r.path(), None).unwrap();
-        assert_eq!(got, "T | a |\n f=1.23 n=7 s=plain z=- {{#include other.md}}");
+        assert_eq!(
+            got,
+            "T | a |\n f=1.23 n=7 s=plain z=- i=1.10 to 1.46 {{#include other.md}}"
+        );
     }
 
     #[test]
