@@ -1,9 +1,10 @@
 //! The mq-sweep tables and charts, from the results alone.
 
 use crate::chart::Chart;
-use crate::table::{Table, range};
+use crate::table::Table;
 
-use super::{Data, Row, article};
+use super::{Data, Row, Run, article};
+use crate::stats::Summary;
 
 /// Three tables, each fitting the book's column with one line per row: the
 /// throughput and switching the chapter compares with 2006 (each column
@@ -84,6 +85,19 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
     }
 }
 
+/// A row's median of `value` over its rounds, with the 95% bootstrap
+/// interval of that median, as the headline figures have: `157457
+/// [141514, 168688]`.
+fn with_interval(r: &Row, value: &dyn Fn(&Run) -> f64, digits: usize) -> String {
+    use crate::stats::{RESAMPLES, SEED, bootstrap_median};
+    let rounds: Vec<f64> = r.runs.iter().map(value).collect();
+    let Some([lo, hi]) = bootstrap_median(&rounds, RESAMPLES, SEED) else {
+        return "-".into();
+    };
+    let median = Summary::of_rounds(rounds.iter().copied()).median;
+    format!("{median:.digits$} [{lo:.digits$}, {hi:.digits$}]")
+}
+
 /// A row of the lab's own broker (a pool size or the event loop).
 pub(super) fn is_ours(r: &Row) -> bool {
     r.mode == "threads" || r.mode == "event-loop"
@@ -99,14 +113,15 @@ pub(super) fn brokers(d: &Data) -> Table {
     );
     for r in &d.rows {
         let mark = if r.above_cpus { " *" } else { "" };
+        let per_message = |n: u64, run: &Run| n as f64 / run.delivered().max(1) as f64;
         t.row(vec![
             format!("{}{mark}", r.label),
-            range(&r.messages_per_s, 0),
-            range(&r.p50_ms, 1),
-            range(&r.p99_ms, 1),
-            range(&r.cpu_us_per_message, 2),
-            range(&r.voluntary_per_message, 3),
-            range(&r.involuntary_per_message, 3),
+            with_interval(r, &|run| run.load.messages_per_s, 0),
+            with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
+            with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
+            with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+            with_interval(r, &|run| per_message(run.switches().0, run), 3),
+            with_interval(r, &|run| per_message(run.switches().1, run), 3),
         ]);
     }
     let versions: Vec<String> = d
@@ -121,7 +136,8 @@ pub(super) fn brokers(d: &Data) -> Table {
             v
         });
     t.note(format!(
-        "Median (min-max) of {} round(s), one pass over every broker per round. \
+        "Median [95% bootstrap interval of the median] of {} round(s), one pass \
+         over every broker per round. \
          The same load generator drives all: each sender and receiver a thread \
          with its own connection, one message per write; Redis receivers each \
          subscribe to a channel of their own that the senders of their queue take \
