@@ -78,7 +78,7 @@ pub fn seconds(tv: libc::timeval) -> f64 {
 }
 
 /// What `ru` (from `wait4` or `getrusage`) says, with `wall` beside it.
-fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
+pub fn usage_from(wall: Duration, ru: &libc::rusage) -> Usage {
     Usage {
         wall_s: wall.as_secs_f64(),
         user_s: seconds(ru.ru_utime),

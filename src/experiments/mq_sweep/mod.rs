@@ -113,7 +113,7 @@ struct Run {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     broker: Option<Stats>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    server: Option<servers::Usage>,
+    server: Option<labkit::measure::Usage>,
     /// From the broker's start to its exit.
     broker_wall_s: f64,
 }
@@ -516,12 +516,7 @@ fn headline(data: &Data) -> Headline {
         .rounds(
             "best_pool_messages_per_s",
             "the round's best throughput over the pool sizes",
-            best.as_ref().map(|b| {
-                b.iter()
-                    .enumerate()
-                    .map(|(k, r)| r.runs[k].load.messages_per_s)
-                    .collect()
-            }),
+            best_among(&|r| r.mode == "threads"),
             "msg/s",
         )
         .rounds(

@@ -21,6 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use labkit::cleanup::{TempDir, Tracked};
+use labkit::measure::Usage;
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -194,6 +195,7 @@ fn version_of(text: &str) -> Option<String> {
 /// A server running for one point.
 pub(super) struct Server {
     kind: Kind,
+    started: Instant,
     child: Option<Tracked>,
     pub port: u16,
     log: PathBuf,
@@ -204,15 +206,6 @@ pub(super) struct Server {
 
 /// How long a server may take to answer after it starts.
 const START_WITHIN: Duration = Duration::from_secs(10);
-
-/// The kernel's accounting of a server, from `wait4` at its end.
-#[derive(Clone, Debug, Serialize, serde::Deserialize)]
-pub(super) struct Usage {
-    pub user_s: f64,
-    pub sys_s: f64,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
-}
 
 impl Server {
     /// Start `installed` with `setting` on a free loopback port and wait
@@ -271,7 +264,7 @@ impl Server {
         let child = labkit::cleanup::spawn(&mut cmd)
             .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
         let mut server =
-            Server { kind: setting.kind, child: Some(child), port, log, what, _dir: dir };
+            Server { kind: setting.kind, started: Instant::now(), child: Some(child), port, log, what, _dir: dir };
         server.wait_until_it_answers(setting.kind)?;
         Ok(server)
     }
@@ -308,8 +301,9 @@ impl Server {
         }
     }
 
-    /// Stop it with SIGTERM and reap it: its accounting, or an error if it
-    /// had died already or ends other than by that signal or with 0.
+    /// Stop it with SIGTERM and reap it: the kernel's accounting of it
+    /// (`wait4`, every thread included), or an error if it had died already
+    /// or ends other than by that signal or with 0.
     pub(super) fn stop(mut self) -> Result<Usage> {
         use std::os::unix::process::ExitStatusExt;
         let mut child = self.child.take().expect("running");
@@ -339,12 +333,7 @@ impl Server {
                 self.last_words()
             )));
         }
-        Ok(Usage {
-            user_s: labkit::measure::seconds(ru.ru_utime),
-            sys_s: labkit::measure::seconds(ru.ru_stime),
-            voluntary_switches: ru.ru_nvcsw as u64,
-            involuntary_switches: ru.ru_nivcsw as u64,
-        })
+        Ok(labkit::measure::usage_from(self.started.elapsed(), &ru))
     }
 
     /// The last line of its log, or of what it printed before the log.

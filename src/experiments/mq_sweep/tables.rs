@@ -235,7 +235,12 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
             .collect::<Vec<_>>()
     };
     let writes = series(&|r| r.mode == "redis" && r.reads_in_threads != Some(true));
-    let reads = series(&|r| r.mode == "redis" && (r.reads_in_threads == Some(true) || r.threads == 1));
+    // Reading in the I/O threads starts from io-threads 1 (no I/O threads),
+    // the point both lines share; a line only where some row reads.
+    let some_read = d.rows.iter().any(|r| r.reads_in_threads == Some(true));
+    let reads = series(&|r| {
+        some_read && r.mode == "redis" && (r.reads_in_threads == Some(true) || r.threads == 1)
+    });
     let nats = series(&|r| r.mode == "nats");
     if writes.is_empty() && nats.is_empty() {
         return None;
@@ -252,7 +257,7 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
         ("Redis, I/O threads read too", reads),
         ("NATS", nats),
     ] {
-        if points.len() > 1 || (!points.is_empty() && label != "Redis, I/O threads read too") {
+        if !points.is_empty() {
             chart = chart.summaries(label, points);
         }
     }
