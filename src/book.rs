@@ -21,6 +21,9 @@
 //! - `{{#then-and-now}}` is replaced by the then-and-now table of the
 //!   reference ([`crate::claims::markdown`]), each claim linked to the
 //!   chapter whose `{{#verdict ID}}` discusses it.
+//! - `{{#chart-key}}` is replaced by the key to the charts
+//!   ([`crate::chart::key_svg`]): each meaning's colour and marker, drawn by
+//!   the code that draws the charts.
 //! - `{{#repository}}` is replaced by the lab's public address: the book's
 //!   `output.html.git-repository-url`, which `book/build` sets from the
 //!   checkout's `origin` remote ([`web_url`]); without one, a placeholder
@@ -163,6 +166,7 @@ pub fn expand_with(
                 ));
             }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
+            Some("chart-key") => out.push_str(&crate::chart::key_svg()),
             // {{#include}} and the like are mdBook's own.
             _ => out.push_str(&from[..end + 2]),
         }
@@ -513,6 +517,19 @@ mod tests {
             got,
             "T | a |\n f=1.23 n=7 s=plain z=- i=1.10 to 1.46 {{#include other.md}}"
         );
+    }
+
+    #[test]
+    fn the_chart_key_lists_every_meaning_in_its_colour() {
+        let r = reference();
+        let key = expand("{{#chart-key}}", r.path(), None).unwrap();
+        assert!(key.starts_with("<svg") && key.contains("class=\"lab-chart\""));
+        assert!(!key.contains("\n\n"), "one HTML block");
+        for m in crate::chart::Meaning::ALL {
+            let name = crate::chart::escape(m.name());
+            assert!(key.contains(&format!(">{name}</text>")), "{m:?} has no row");
+            assert!(key.contains(m.colour()), "{m:?} is not drawn in its colour");
+        }
     }
 
     #[test]

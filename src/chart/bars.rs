@@ -7,30 +7,26 @@
 //! On a log axis a bar's length means nothing (where it starts is arbitrary),
 //! so each row is a dot on a dotted guide line instead.
 
-use super::{ACROSS, Axis, GRID, INK, colour, escape, open, text, tick_label};
+use super::{ACROSS, Axis, GRID, INK, Kind, escape, open, text, tick_label};
 
 /// One row: a label, its value (a median), and the range to draw as a
-/// whisker (min, max), in one of the palette's colours.
+/// whisker (min, max), in its meaning's colour (a second form: the bar
+/// outlined and pale, the dot hollow).
 #[derive(Clone, Debug, Default)]
 pub struct Row {
     pub label: String,
     pub value: f64,
     pub range: Option<(f64, f64)>,
-    pub colour: usize,
+    pub kind: Kind,
 }
 
 impl Row {
-    pub fn new(label: impl Into<String>, value: f64) -> Row {
-        Row { label: label.into(), value, ..Row::default() }
+    pub fn new(kind: impl Into<Kind>, label: impl Into<String>, value: f64) -> Row {
+        Row { kind: kind.into(), label: label.into(), value, ..Row::default() }
     }
 
     pub fn range(mut self, min: f64, max: f64) -> Row {
         self.range = Some((min, max));
-        self
-    }
-
-    pub fn colour(mut self, colour: usize) -> Row {
-        self.colour = colour;
         self
     }
 }
@@ -145,7 +141,15 @@ impl Bars {
 
     fn row(&self, r: &Row, y: f64, left: f64, x: &dyn Fn(f64) -> f64) -> String {
         let mid = y + ROW / 2.0;
-        let colour = colour(r.colour);
+        let (colour, class) = (r.kind.colour(), r.kind.class());
+        let paint = if r.kind.filled() {
+            format!("fill=\"{colour}\"")
+        } else {
+            format!(
+                "fill=\"{colour}\" fill-opacity=\"0.3\" stroke=\"{colour}\" \
+                 stroke-width=\"1.8\""
+            )
+        };
         let mut out = text(left - 8.0, mid + 4.5, 13.0, "end", &r.label);
         if !(r.value.is_finite() && r.value > 0.0) {
             return out;
@@ -159,8 +163,8 @@ impl Bars {
             );
         } else {
             out += &format!(
-                "<rect x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" \
-                 fill=\"{colour}\"/>\n",
+                "<rect class=\"{class}\" x=\"{left}\" y=\"{:.1}\" width=\"{:.1}\" \
+                 height=\"{:.1}\" {paint}/>\n",
                 y + 5.0,
                 (end - left).max(1.0),
                 ROW - 10.0
@@ -182,8 +186,13 @@ impl Bars {
             text_at = text_at.max(b);
         }
         if self.log {
+            let paint = if r.kind.filled() {
+                format!("fill=\"{colour}\"")
+            } else {
+                format!("fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"")
+            };
             out += &format!(
-                "<circle cx=\"{end:.1}\" cy=\"{mid:.1}\" r=\"5\" fill=\"{colour}\"/>\n"
+                "<circle class=\"{class}\" cx=\"{end:.1}\" cy=\"{mid:.1}\" r=\"5\" {paint}/>\n"
             );
         }
         out += &text(
@@ -199,28 +208,43 @@ impl Bars {
 
 /// An SVG chart with one labelled row per `(label, value)`, top to bottom:
 /// bars on a linear axis, dots on a log axis (for values spanning decades).
-pub fn svg(title: &str, unit: &str, rows: &[(String, f64)], log: bool) -> String {
-    let rows = rows.iter().map(|(label, value)| Row::new(label, *value)).collect();
+pub fn svg(
+    title: &str,
+    unit: &str,
+    rows: &[(Kind, String, f64)],
+    log: bool,
+) -> String {
+    let rows = rows
+        .iter()
+        .map(|(kind, label, value)| Row::new(*kind, label, *value))
+        .collect();
     Bars::new(title, unit, log).group("", rows).to_svg()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chart::Meaning;
 
     #[test]
     fn one_bar_per_row_with_escaped_labels() {
         let rows = vec![
-            ("fork & wait".to_string(), 400.0),
-            ("Vec<u8>".to_string(), 0.5),
-            ("failed".to_string(), f64::NAN),
+            (Meaning::Process.into(), "fork & wait".to_string(), 400.0),
+            (Meaning::Thread.into(), "Vec<u8>".to_string(), 0.5),
+            (Meaning::Task.into(), "failed".to_string(), f64::NAN),
         ];
         let linear = svg("t", "us", &rows, false);
         assert!(linear.starts_with("<svg") && linear.contains("width=\"100%\""));
         assert!(
             linear.contains("fork &amp; wait") && linear.contains("Vec&lt;u8&gt;")
         );
-        assert_eq!(linear.matches("<rect x=\"").count(), 2, "NaN draws no bar");
+        assert_eq!(
+            linear.matches("<rect class=\"lab-m-").count(),
+            2,
+            "NaN draws no bar"
+        );
+        assert!(linear.contains(&format!("fill=\"{}\"", Meaning::Process.colour())));
+        assert!(linear.contains(&format!("fill=\"{}\"", Meaning::Thread.colour())));
         assert!(linear.contains(">400<"), "axis rounded up to 400");
         assert!(!linear.contains(">500<"), "and no further");
         assert!(!linear.contains("<circle"));
@@ -228,7 +252,10 @@ mod tests {
 
     #[test]
     fn log_axis_draws_dots_not_bars() {
-        let rows = vec![("fast".to_string(), 0.5), ("slow".to_string(), 400.0)];
+        let rows = vec![
+            (Meaning::Thread.into(), "fast".to_string(), 0.5),
+            (Meaning::Process.into(), "slow".to_string(), 400.0),
+        ];
         let log = svg("t", "us", &rows, true);
         assert_eq!(log.matches("<circle").count(), 2);
         // Only the card: no bar whose length would mean nothing.
@@ -243,8 +270,14 @@ mod tests {
     #[test]
     fn groups_have_headings_and_whiskers() {
         let chart = Bars::new("by placement", "us", false)
-            .group("same CPU", vec![Row::new("threads", 6.6).range(6.4, 7.0)])
-            .group("two CPUs", vec![Row::new("threads", 92.9).range(69.5, 96.8)]);
+            .group(
+                "same CPU",
+                vec![Row::new(Meaning::Thread, "threads", 6.6).range(6.4, 7.0)],
+            )
+            .group(
+                "two CPUs",
+                vec![Row::new(Meaning::Thread, "threads", 92.9).range(69.5, 96.8)],
+            );
         let text = chart.to_svg();
         assert!(text.contains(">same CPU<") && text.contains(">two CPUs<"));
         assert_eq!(text.matches("<path").count(), 2, "one whisker per row");

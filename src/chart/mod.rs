@@ -11,12 +11,19 @@
 //! with rounded corners, and name their colours by class as well as by
 //! attribute (`lab-card`, `lab-ink`, `lab-grid`, `lab-guide`), so that the
 //! book's dark themes restyle them (book/lab.css) while a chart opened on
-//! its own stays readable. A colour means one thing: a measured series
-//! takes the next colour of [`PALETTE`] with a marker of its own shape,
-//! and whatever is computed rather than measured (a guide such as "equal",
-//! a limit such as the copy limit) is a dashed grey line in every chart.
+//! its own stays readable. A colour means one thing in every chart: a
+//! measured series or row is declared with its [`Meaning`] (a process, a
+//! thread, Redis ...), which gives its colour and marker and its place in
+//! the legend, and a [`Kind::form`] that tells apart two forms of one
+//! meaning (dashed: a C twin, `vfork` beside `fork`); whatever is computed
+//! rather than measured (a guide such as "equal", a limit such as the copy
+//! limit) is a dashed grey line in every chart.
 
 pub mod bars;
+pub mod meaning;
+
+use meaning::Shape;
+pub use meaning::{Kind, Meaning};
 
 use std::borrow::Borrow;
 
@@ -25,8 +32,11 @@ use crate::stats::Summary;
 /// One line on a chart: points `(x, median)`, and for each point the
 /// spread `(x, low, high)` drawn as a band behind the line (empty: none).
 /// A `limit` is computed, not measured: dashed grey, no markers, no band.
+/// The articles' figures ([`Meaning::Article`]) are marked points with no
+/// line.
 #[derive(Clone, Debug, Default)]
 pub struct Series {
+    pub kind: Kind,
     pub label: String,
     pub points: Vec<(f64, f64)>,
     pub band: Vec<(f64, f64, f64)>,
@@ -78,9 +88,16 @@ impl Chart {
         }
     }
 
-    /// A measured series of medians, with no spread to draw.
-    pub fn series(mut self, label: &str, points: Vec<(f64, f64)>) -> Chart {
+    /// A measured series of medians, with no spread to draw (or the
+    /// articles' figures, as marked points).
+    pub fn series(
+        mut self,
+        kind: impl Into<Kind>,
+        label: &str,
+        points: Vec<(f64, f64)>,
+    ) -> Chart {
         self.series.push(Series {
+            kind: kind.into(),
             label: label.into(),
             points,
             ..Series::default()
@@ -92,10 +109,12 @@ impl Chart {
     /// medians, over a band from each point's low to its high.
     pub fn spread(
         mut self,
+        kind: impl Into<Kind>,
         label: &str,
         points: Vec<(f64, f64, f64, f64)>,
     ) -> Chart {
         self.series.push(Series {
+            kind: kind.into(),
             label: label.into(),
             points: points.iter().map(|&(x, y, _, _)| (x, y)).collect(),
             band: points.iter().map(|&(x, _, lo, hi)| (x, lo, hi)).collect(),
@@ -108,6 +127,7 @@ impl Chart {
     /// summary of rounds: the band runs from the rounds' min to their max.
     pub fn summaries<S: Borrow<Summary>>(
         self,
+        kind: impl Into<Kind>,
         label: &str,
         points: impl IntoIterator<Item = (f64, S)>,
     ) -> Chart {
@@ -115,7 +135,7 @@ impl Chart {
             let s = s.borrow();
             (x, s.median, s.min, s.max)
         });
-        self.spread(label, points.collect())
+        self.spread(kind, label, points.collect())
     }
 
     /// A computed line (a limit, a prediction): dashed grey, like a guide;
@@ -217,16 +237,18 @@ impl Chart {
         }
         // Bands first, then the lines, then the markers, so that no band
         // hides a line and every marker stays visible.
-        for (i, s) in self.measured() {
-            if s.band.is_empty() {
+        for s in self.measured() {
+            if s.band.is_empty() || s.kind.meaning == Meaning::Article {
                 continue;
             }
             let upper = s.band.iter().map(|&(x, _, hi)| (px(x), py(hi)));
             let lower = s.band.iter().rev().map(|&(x, lo, _)| (px(x), py(lo)));
             out += &format!(
-                "<polygon points=\"{}\" fill=\"{}\" fill-opacity=\"0.18\" stroke=\"none\"/>\n",
+                "<polygon class=\"{}\" points=\"{}\" fill=\"{}\" fill-opacity=\"0.18\" \
+                 stroke=\"none\"/>\n",
+                s.kind.class(),
                 coords(upper.chain(lower)),
-                colour(i)
+                s.kind.colour()
             );
         }
         for (k, s) in self.series.iter().filter(|s| s.limit).enumerate() {
@@ -237,16 +259,22 @@ impl Chart {
                 LIMIT_DASHES[k % LIMIT_DASHES.len()]
             );
         }
-        for (i, s) in self.measured() {
+        for s in self.measured() {
+            if s.kind.meaning == Meaning::Article {
+                continue;
+            }
             out += &format!(
-                "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\"/>\n",
+                "<polyline class=\"{}\" points=\"{}\" fill=\"none\" stroke=\"{}\" \
+                 stroke-width=\"2\"{}/>\n",
+                s.kind.class(),
                 coords(s.points.iter().map(|&(x, y)| (px(x), py(y)))),
-                colour(i)
+                s.kind.colour(),
+                dash(s.kind)
             );
         }
-        for (i, s) in self.measured() {
+        for s in self.measured() {
             for &(x, y) in &s.points {
-                out += &marker(i, px(x), py(y));
+                out += &marker(s.kind, px(x), py(y));
             }
         }
         out += &legend;
@@ -254,23 +282,26 @@ impl Chart {
         Ok(out)
     }
 
-    /// The measured series, each with its index among them (its colour and
-    /// marker).
-    fn measured(&self) -> impl Iterator<Item = (usize, &Series)> {
-        self.series.iter().filter(|s| !s.limit).enumerate()
+    /// The measured series, in legend order: by meaning, then form, then as
+    /// they were added.
+    fn measured(&self) -> impl Iterator<Item = &Series> {
+        let mut measured: Vec<&Series> =
+            self.series.iter().filter(|s| !s.limit).collect();
+        measured.sort_by_key(|s| s.kind);
+        measured.into_iter()
     }
 
-    /// The legend below the plot: one entry per measured series, then one
-    /// per limit and per guide label, in as many columns as the longest
-    /// label allows.
+    /// The legend below the plot: one entry per measured series, in the
+    /// book's order of meanings, then one per limit and per guide label, in
+    /// as many columns as the longest label allows.
     fn legend(&self) -> (String, f64) {
         enum Key {
-            Measured(usize),
+            Measured(Kind),
             Computed(&'static str),
         }
         let mut entries: Vec<(&str, Key)> = self
             .measured()
-            .map(|(i, s)| (s.label.as_str(), Key::Measured(i)))
+            .map(|s| (s.label.as_str(), Key::Measured(s.kind)))
             .collect();
         let limits = self.series.iter().filter(|s| s.limit).enumerate();
         let limits = limits
@@ -298,12 +329,17 @@ impl Chart {
             let x = left + column * (n % columns) as f64;
             let y = PLOT_HEIGHT + ROW * (n / columns) as f64 + ROW / 2.0;
             out += &match key {
-                Key::Measured(i) => format!(
-                    "<line x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" \
-                     stroke-width=\"2\"/>\n{}",
+                Key::Measured(kind) if kind.meaning == Meaning::Article => {
+                    marker(*kind, x + 14.0, y)
+                }
+                Key::Measured(kind) => format!(
+                    "<line class=\"{}\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
+                     stroke=\"{}\" stroke-width=\"2\"{}/>\n{}",
+                    kind.class(),
                     x + 28.0,
-                    colour(*i),
-                    marker(*i, x + 14.0, y)
+                    kind.colour(),
+                    dash(*kind),
+                    marker(*kind, x + 14.0, y)
                 ),
                 Key::Computed(dash) => format!(
                     "<line class=\"lab-guide\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
@@ -502,42 +538,120 @@ fn coords(points: impl Iterator<Item = (f64, f64)>) -> String {
     points.map(|(x, y)| format!("{x:.1},{y:.1}")).collect::<Vec<_>>().join(" ")
 }
 
-/// The `i`th measured series' colour.
-pub(crate) fn colour(i: usize) -> String {
-    let (r, g, b) = PALETTE[i % PALETTE.len()];
-    format!("#{r:02x}{g:02x}{b:02x}")
+/// The book's key to the charts (`{{#chart-key}}`): every meaning in
+/// legend order with its colour and marker, then what a second and third
+/// form, a computed line and a band look like; drawn by the same code as
+/// the charts, so that the key cannot disagree with them.
+pub fn key_svg() -> String {
+    const ROW: f64 = 24.0;
+    const TOP: f64 = 48.0;
+    let rows: Vec<(Option<Kind>, &str)> = Meaning::ALL
+        .iter()
+        .map(|m| (Some(Kind::from(*m)), m.name()))
+        .chain([
+            (
+                Some(Meaning::Thread.form(1)),
+                "second form: a C twin, vfork, std::thread ...",
+            ),
+            (
+                Some(Meaning::Thread.form(2)),
+                "third form: a new program, a pooled thread ...",
+            ),
+            (None, "computed, not measured: a limit, a guide such as equal"),
+        ])
+        .collect();
+    let height = TOP + ROW * rows.len() as f64 + 16.0;
+    let mut out = open(WIDTH, height, "Key to the charts: one colour per meaning");
+    out += &text(
+        WIDTH / 2.0,
+        30.0,
+        18.0,
+        "middle",
+        "Key to the charts: one colour per meaning",
+    );
+    for (n, (kind, label)) in rows.iter().enumerate() {
+        let (x, y) = (24.0, TOP + ROW * n as f64 + ROW / 2.0);
+        out += &match kind {
+            Some(k) if k.meaning == Meaning::Article => marker(*k, x + 14.0, y),
+            Some(k) => format!(
+                "<line class=\"{}\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
+                 stroke=\"{}\" stroke-width=\"2\"{}/>\n{}",
+                k.class(),
+                x + 28.0,
+                k.colour(),
+                dash(*k),
+                marker(*k, x + 14.0, y)
+            ),
+            None => format!(
+                "<line class=\"lab-guide\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
+                 stroke=\"{GUIDE}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>\n",
+                x + 28.0,
+                LIMIT_DASHES[0]
+            ),
+        };
+        out += &text(x + 40.0, y + 4.5, 14.0, "start", label);
+    }
+    out += "</svg>\n";
+    out
 }
 
-/// The `i`th measured series' marker at `(x, y)`: a circle, a square, a
-/// triangle or a diamond, so that two series that lie on one another (vfork
-/// and a thread, say) are both seen, and a chart printed in grey still
-/// tells them apart.
-fn marker(i: usize, x: f64, y: f64) -> String {
-    let c = colour(i);
-    match i % 4 {
-        0 => {
-            format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" fill=\"{c}\"/>\n")
+/// A series' dash, as an attribute (empty for the plain form).
+fn dash(kind: Kind) -> String {
+    kind.dash().map(|d| format!(" stroke-dasharray=\"{d}\"")).unwrap_or_default()
+}
+
+/// A series' marker at `(x, y)`: its meaning's shape (a circle, a square,
+/// a triangle, a diamond, or the articles' cross), filled for the plain
+/// form and hollow for the others, so that two series that lie on one
+/// another (vfork and a thread, say) are both seen, and a chart printed in
+/// grey still tells them apart.
+pub(crate) fn marker(kind: Kind, x: f64, y: f64) -> String {
+    let (c, class) = (kind.colour(), kind.class());
+    let paint = if kind.filled() {
+        format!("fill=\"{c}\"")
+    } else {
+        format!("fill=\"none\" stroke=\"{c}\" stroke-width=\"1.8\"")
+    };
+    match kind.meaning.shape() {
+        Shape::Circle => {
+            format!(
+                "<circle class=\"{class}\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"3.5\" {paint}/>\n"
+            )
         }
-        1 => format!(
-            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"7\" height=\"7\" fill=\"{c}\"/>\n",
+        Shape::Square => format!(
+            "<rect class=\"{class}\" x=\"{:.1}\" y=\"{:.1}\" width=\"7\" height=\"7\" {paint}/>\n",
             x - 3.5,
             y - 3.5
         ),
-        2 => format!(
-            "<path d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" fill=\"{c}\"/>\n",
+        Shape::Triangle => format!(
+            "<path class=\"{class}\" d=\"M{x:.1} {:.1}L{:.1} {:.1}L{:.1} {:.1}Z\" {paint}/>\n",
             y - 5.0,
             x + 4.5,
             y + 3.5,
             x - 4.5,
             y + 3.5
         ),
-        _ => format!(
-            "<path d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" fill=\"none\" \
-             stroke=\"{c}\" stroke-width=\"1.8\"/>\n",
+        Shape::Diamond => format!(
+            "<path class=\"{class}\" d=\"M{x:.1} {:.1}L{:.1} {y:.1}L{x:.1} {:.1}L{:.1} {y:.1}Z\" \
+             {paint}/>\n",
             y - 5.0,
             x + 5.0,
             y + 5.0,
             x - 5.0
+        ),
+        // The articles' figures: a cross in the ink, larger than a series'
+        // marker, since it stands alone.
+        Shape::Cross => format!(
+            "<path class=\"{class}\" d=\"M{:.1} {:.1}L{:.1} {:.1}M{:.1} {:.1}L{:.1} {:.1}\" \
+             fill=\"none\" stroke=\"{c}\" stroke-width=\"2.2\"/>\n",
+            x - 5.0,
+            y - 5.0,
+            x + 5.0,
+            y + 5.0,
+            x - 5.0,
+            y + 5.0,
+            x + 5.0,
+            y - 5.0
         ),
     }
 }
@@ -567,21 +681,6 @@ pub(crate) fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// Tableau's ten colours: distinct on white and on the dark themes' cards,
-/// and for most colour blindness.
-pub(crate) const PALETTE: [(u8, u8, u8); 10] = [
-    (31, 119, 180),
-    (255, 127, 14),
-    (44, 160, 44),
-    (214, 39, 40),
-    (148, 103, 189),
-    (140, 86, 75),
-    (227, 119, 194),
-    (127, 127, 127),
-    (188, 189, 34),
-    (23, 190, 207),
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -600,8 +699,8 @@ mod tests {
     #[test]
     fn draws_linear_and_log_charts() {
         let chart = Chart::new("t", "workers", "seconds")
-            .series("fork", vec![(1.0, 0.5), (10.0, 2.0)])
-            .series("thread", vec![(1.0, 0.4), (10.0, 1.5)]);
+            .series(Meaning::Process, "fork", vec![(1.0, 0.5), (10.0, 2.0)])
+            .series(Meaning::Thread, "thread", vec![(1.0, 0.4), (10.0, 1.5)]);
         let svg = chart.to_svg().unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..40]);
         assert!(
@@ -623,7 +722,7 @@ mod tests {
     #[test]
     fn scales_with_the_page_on_a_card() {
         let svg = Chart::new("t", "x", "y")
-            .series("a", vec![(1.0, 1.0), (2.0, 3.0)])
+            .series(Meaning::Thread, "a", vec![(1.0, 1.0), (2.0, 3.0)])
             .to_svg()
             .unwrap();
         let open = svg.lines().next().unwrap();
@@ -645,7 +744,7 @@ mod tests {
     #[test]
     fn legend_sits_below_the_plot() {
         let svg = Chart::new("t", "x", "y")
-            .series("first & only", vec![(1.0, 1.0), (2.0, 3.0)])
+            .series(Meaning::Thread, "first & only", vec![(1.0, 1.0), (2.0, 3.0)])
             .guide(2.0, "equal")
             .to_svg()
             .unwrap();
@@ -669,8 +768,11 @@ mod tests {
         let ratio = |fit_y| Chart {
             fit_y,
             log_x: true,
-            ..Chart::new("r", "x", "ratio")
-                .series("r", vec![(10.0, 0.9), (100.0, 1.1)])
+            ..Chart::new("r", "x", "ratio").series(
+                Meaning::Thread,
+                "r",
+                vec![(10.0, 0.9), (100.0, 1.1)],
+            )
         };
         let fitted = ticks(&ratio(true).to_svg().unwrap());
         assert!(
@@ -685,7 +787,11 @@ mod tests {
     #[test]
     fn a_spread_is_a_band_behind_its_line() {
         let svg = Chart::new("t", "x", "y")
-            .spread("fork", vec![(1.0, 2.0, 1.5, 2.5), (2.0, 3.0, 2.0, 4.5)])
+            .spread(
+                Meaning::Process,
+                "fork",
+                vec![(1.0, 2.0, 1.5, 2.5), (2.0, 3.0, 2.0, 4.5)],
+            )
             .to_svg()
             .unwrap();
         let band = svg.find("<polygon").expect("a band");
@@ -694,43 +800,87 @@ mod tests {
         assert!(ticks(&svg).contains(&"5".to_string()), "{:?}", ticks(&svg));
     }
 
+    /// The stroke of every polyline, in the order drawn.
+    fn line_colours(svg: &str) -> Vec<String> {
+        svg.split("<polyline")
+            .skip(1)
+            .filter_map(|p| {
+                p.split("stroke=\"").nth(1)?.split('"').next().map(String::from)
+            })
+            .collect()
+    }
+
     #[test]
     fn limits_and_guides_are_grey_and_dashed_and_series_keep_their_colours() {
         let with_limit = Chart::new("t", "x", "y")
-            .series("pipe", vec![(1.0, 1.0), (2.0, 2.0)])
+            .series(Meaning::Thread, "pipe", vec![(1.0, 1.0), (2.0, 2.0)])
             .limit("copy limit", vec![(1.0, 3.0), (2.0, 3.0)])
-            .series("FIFO", vec![(1.0, 1.5), (2.0, 2.5)])
+            .series(Meaning::NamedPipe, "FIFO", vec![(1.0, 1.5), (2.0, 2.5)])
             .to_svg()
             .unwrap();
+        let (thread, fifo) = (Meaning::Thread.colour(), Meaning::NamedPipe.colour());
+        assert_eq!(line_colours(&with_limit), [GUIDE, thread, fifo]);
         let without = Chart::new("t", "x", "y")
-            .series("pipe", vec![(1.0, 1.0), (2.0, 2.0)])
-            .series("FIFO", vec![(1.0, 1.5), (2.0, 2.5)])
+            .series(Meaning::Thread, "pipe", vec![(1.0, 1.0), (2.0, 2.0)])
+            .series(Meaning::NamedPipe, "FIFO", vec![(1.0, 1.5), (2.0, 2.5)])
             .to_svg()
             .unwrap();
-        let colours = |svg: &str| -> Vec<String> {
-            svg.split("<polyline")
-                .skip(1)
-                .filter_map(|p| {
-                    p.split("stroke=\"").nth(1)?.split('"').next().map(String::from)
-                })
-                .collect()
-        };
-        assert_eq!(colours(&with_limit), [GUIDE, &colour(0), &colour(1)]);
         assert_eq!(
-            colours(&without),
-            [colour(0), colour(1)],
+            line_colours(&without),
+            [thread, fifo],
             "a limit takes no colour"
         );
     }
 
     #[test]
-    fn series_have_markers_of_different_shapes() {
-        let svg = Chart::new("t", "x", "y")
-            .series("thread", vec![(1.0, 1.0)])
-            .series("vfork", vec![(1.0, 1.0)])
+    fn a_meaning_has_one_colour_whatever_else_is_on_the_chart() {
+        // A thread is orange whether or not a process comes first.
+        let alone = Chart::new("t", "x", "y")
+            .series(Meaning::Thread, "thread", vec![(1.0, 1.0), (2.0, 2.0)])
             .to_svg()
             .unwrap();
-        assert!(svg.contains("<circle") && svg.contains("<rect x="), "{svg}");
+        let second = Chart::new("t", "x", "y")
+            .series(Meaning::Thread, "threads", vec![(1.0, 1.0), (2.0, 2.0)])
+            .series(Meaning::Process, "processes", vec![(1.0, 2.0), (2.0, 3.0)])
+            .to_svg()
+            .unwrap();
+        assert_eq!(line_colours(&alone), [Meaning::Thread.colour()]);
+        // Drawn, and listed, in the book's order: the process first.
+        assert_eq!(
+            line_colours(&second),
+            [Meaning::Process.colour(), Meaning::Thread.colour()]
+        );
+        assert!(
+            second.find(">processes<").unwrap() < second.find(">threads<").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_second_form_is_dashed_and_hollow_and_the_articles_are_crosses() {
+        let svg = Chart::new("t", "x", "y")
+            .series(Meaning::Process, "fork", vec![(1.0, 1.0), (2.0, 2.0)])
+            .series(Meaning::Process.form(1), "fork.c", vec![(1.0, 1.2), (2.0, 2.2)])
+            .series(Meaning::Article, "article", vec![(1.0, 3.0), (2.0, 4.0)])
+            .to_svg()
+            .unwrap();
+        let lines: Vec<&str> = svg.split("<polyline").skip(1).collect();
+        assert_eq!(lines.len(), 2, "the articles' figures have no line");
+        assert!(!lines[0].split("/>").next().unwrap().contains("dasharray"));
+        assert!(lines[1].split("/>").next().unwrap().contains("stroke-dasharray"));
+        assert!(svg.contains("<circle class=\"lab-m-process\""));
+        assert!(svg.contains("fill=\"none\" stroke=\"#1f77b4\""), "hollow");
+        // Two crosses on the plot and one in the legend, in the ink.
+        assert_eq!(svg.matches("class=\"lab-m-article lab-ink\"").count(), 3);
+    }
+
+    #[test]
+    fn series_have_markers_of_different_shapes() {
+        let svg = Chart::new("t", "x", "y")
+            .series(Meaning::Process, "fork", vec![(1.0, 1.0)])
+            .series(Meaning::Thread, "thread", vec![(1.0, 1.0)])
+            .to_svg()
+            .unwrap();
+        assert!(svg.contains("<circle") && svg.contains("<rect class="), "{svg}");
     }
 
     #[test]
@@ -765,10 +915,18 @@ mod tests {
         assert!(Chart::new("e", "x", "y").to_svg().is_err());
         let bad = Chart {
             log_x: true,
-            ..Chart::new("b", "x", "y").series("s", vec![(0.0, 1.0)])
+            ..Chart::new("b", "x", "y").series(
+                Meaning::Thread,
+                "s",
+                vec![(0.0, 1.0)],
+            )
         };
         assert!(bad.to_svg().unwrap_err().contains("log axis"));
-        let nan = Chart::new("n", "x", "y").series("s", vec![(1.0, f64::NAN)]);
+        let nan = Chart::new("n", "x", "y").series(
+            Meaning::Thread,
+            "s",
+            vec![(1.0, f64::NAN)],
+        );
         assert!(nan.to_svg().unwrap_err().contains("not a number"));
     }
 }

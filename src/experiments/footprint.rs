@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Meaning};
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
 use crate::table::Table;
@@ -385,7 +385,9 @@ fn chart(d: &Data) -> Chart {
                 (f64::from(r.workers), total(p), low, high)
             })
             .collect();
-        chart = chart.spread(kind_name(kind), points);
+        let meaning =
+            if kind == Kind::Threads { Meaning::Thread } else { Meaning::Process };
+        chart = chart.spread(meaning, kind_name(kind), points);
     }
     chart
 }

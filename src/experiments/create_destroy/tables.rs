@@ -2,7 +2,7 @@
 //! alone.
 
 use crate::chart::bars::{Bars, Row};
-use crate::chart::Chart;
+use crate::chart::{Chart, Kind, Meaning};
 use crate::report::Headline;
 use crate::stats::Summary;
 use crate::table::{Table, range};
@@ -326,6 +326,23 @@ fn creattime_vs_c_table(d: &Data) -> Table {
     t
 }
 
+/// A program's meaning on the charts, from its row's label: forkcreat a
+/// process, pthreadcreat a thread; a C twin is the second form, the C
+/// twin linked with a Rust program's mappings the third.
+fn kind(program: &str) -> Kind {
+    let meaning = if program.starts_with("pthreadcreat") {
+        Meaning::Thread
+    } else {
+        Meaning::Process
+    };
+    let form = if program.ends_with("(C, Rust's mappings)") {
+        2
+    } else {
+        u8::from(program.ends_with("(C)"))
+    };
+    meaning.form(form)
+}
+
 /// A bar chart (rows that are programs, not points on an axis), which
 /// `publish` writes as create-destroy.svg beside the line charts.
 pub(super) fn bars(d: &Data) -> String {
@@ -334,7 +351,7 @@ pub(super) fn bars(d: &Data) -> String {
         .iter()
         .map(|r| {
             let u = &r.us_per_create;
-            Row::new(&r.program, u.median).range(u.min, u.max)
+            Row::new(kind(&r.program), &r.program, u.median).range(u.min, u.max)
         })
         .collect();
     Bars::new(
@@ -359,8 +376,8 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
                 "samples",
                 "milliseconds (median of rounds, band: min-max)",
             )
-            .summaries("fork()", points(|r| &r.fork_ms))
-            .summaries("pthread_create()", points(|r| &r.thread_ms)),
+            .summaries(Meaning::Process, "fork()", points(|r| &r.fork_ms))
+            .summaries(Meaning::Thread, "pthread_create()", points(|r| &r.thread_ms)),
         ));
     }
     charts

@@ -1,5 +1,6 @@
 //! The ctx-switch tables, headline and chart, from the results alone.
 
+use crate::chart::Meaning;
 use crate::chart::bars::{Bars, Row};
 use crate::report::Headline;
 use crate::table::{Table, range};
@@ -146,23 +147,30 @@ pub(super) fn chart(d: &Data) -> Bars {
     );
     for pin in [Pin::Same, Pin::Cross, Pin::None] {
         let mut rows = Vec::new();
-        for (i, mode) in [Mode::Threads, Mode::Processes].into_iter().enumerate() {
+        for mode in [Mode::Threads, Mode::Processes] {
+            let meaning = match mode {
+                Mode::Threads => Meaning::Thread,
+                Mode::Processes => Meaning::Process,
+            };
             let Some(c) = d.cells.iter().find(|c| c.pin == pin && c.mode == mode)
             else {
                 continue;
             };
             let r = &c.us_per_round_trip;
             rows.push(
-                Row::new(format!("ctxswitch, {}", mode.name()), r.median)
-                    .range(r.min, r.max)
-                    .colour(2 * i),
+                Row::new(meaning, format!("ctxswitch, {}", mode.name()), r.median)
+                    .range(r.min, r.max),
             );
             if let Some(p) = &c.perf {
                 let q = &p.us_per_round_trip;
                 rows.push(
-                    Row::new(format!("perf bench, {}", mode.name()), q.median)
-                        .range(q.min, q.max)
-                        .colour(2 * i + 1),
+                    // perf's measure of the same: the second form.
+                    Row::new(
+                        meaning.form(1),
+                        format!("perf bench, {}", mode.name()),
+                        q.median,
+                    )
+                    .range(q.min, q.max),
                 );
             }
         }

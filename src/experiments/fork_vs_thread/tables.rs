@@ -1,7 +1,7 @@
 //! fork-vs-thread's headline, tables and charts, made from the [`Data`]
 //! alone.
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Meaning};
 use crate::report::Headline;
 use crate::table::{Table, range};
 
@@ -188,7 +188,11 @@ pub(super) fn chart(g: &GridResult) -> Option<(String, Chart)> {
     };
     for (i, p) in first.programs.iter().enumerate() {
         let points = g.rows.iter().map(|r| (x(r), &r.programs[i].wall_s));
-        chart = chart.summaries(p.program, points);
+        // A process or a thread; the C original is the second form.
+        let meaning =
+            if p.program.starts_with("thread") { Meaning::Thread } else { Meaning::Process };
+        let kind = meaning.form(u8::from(p.program.ends_with(".c")));
+        chart = chart.summaries(kind, p.program, points);
     }
     Some((g.name.to_string(), chart))
 }

@@ -1,6 +1,6 @@
 //! The mq-sweep tables and charts, from the results alone.
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Meaning};
 use crate::table::Table;
 
 use super::{Data, Row, Run, article};
@@ -175,6 +175,7 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
         "messages/s (median, band: min-max)",
     )
     .summaries(
+        Meaning::Thread,
         "thread pools",
         threaded.iter().map(|r| (f64::from(r.threads), &r.messages_per_s)),
     );
@@ -184,12 +185,14 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
         "% of broker CPU (median, band: min-max)",
     )
     .summaries(
+        Meaning::Thread,
         "thread pools",
         threaded.iter().map(|r| (f64::from(r.threads), &r.switch_share_pct)),
     );
     if let Some(e) = event {
-        tp = tp.summaries("event loop (1 thread)", flat(&e.messages_per_s));
-        share = share.summaries("event loop (1 thread)", flat(&e.switch_share_pct));
+        let label = "event loop (1 thread)";
+        tp = tp.summaries(Meaning::EventLoop, label, flat(&e.messages_per_s));
+        share = share.summaries(Meaning::EventLoop, label, flat(&e.switch_share_pct));
     }
     let article_pts = |f: fn(u32) -> Option<f64>| {
         threaded
@@ -213,10 +216,10 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     }
     tp.log_y = true;
     if !a_tp.is_empty() {
-        tp = tp.series("2006 article (1 CPU)", a_tp);
+        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", a_tp);
     }
     if !a_sh.is_empty() {
-        share = share.series("2006 article (1 CPU)", a_sh);
+        share = share.series(Meaning::Article, "2006 article (1 CPU)", a_sh);
     }
     let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
     out.extend(brokers_chart(d));
@@ -252,13 +255,13 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
     );
     let xs: Vec<u32> = d.rows.iter().filter(|r| !is_ours(r)).map(|r| r.threads).collect();
     chart.log_x = xs.iter().any(|&x| x != xs[0]);
-    for (label, points) in [
-        ("Redis, I/O threads write only", writes),
-        ("Redis, I/O threads read too", reads),
-        ("NATS", nats),
+    for (kind, label, points) in [
+        (Meaning::Redis.form(0), "Redis, I/O threads write only", writes),
+        (Meaning::Redis.form(1), "Redis, I/O threads read too", reads),
+        (Meaning::Nats.form(0), "NATS", nats),
     ] {
         if !points.is_empty() {
-            chart = chart.summaries(label, points);
+            chart = chart.summaries(kind, label, points);
         }
     }
     let best = d.rows.iter().filter(|r| is_ours(r)).max_by(|a, b| {

@@ -1,6 +1,6 @@
 //! The article-style tables, the headline and the charts of a run.
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Kind, Meaning};
 use crate::report::Headline;
 use crate::stats::Summary;
 use crate::table::{Table, range};
@@ -127,7 +127,7 @@ fn of_limit(p: &Point) -> String {
 fn one_thread_table(data: &Data) -> Table {
     let mut t = Table::new(
         "1. One thread (pipespeed2): write a block, read it back",
-        &["block (bytes)", "count", "MB/s", "copy limit MB/s", "of limit"],
+        &["block (bytes)", "count", "MB/s", "copy limit MB/s", "of copy limit"],
     );
     for p in variant(data, "pipespeed2").map_or(&[][..], |v| &v.points) {
         t.row(vec![
@@ -157,7 +157,7 @@ fn two_thread_table(data: &Data) -> Table {
             "socket pair",
             "vmsplice",
             "copy limit",
-            "pipe of limit",
+            "pipe of copy limit",
             "switches per block (pipe)",
         ],
     );
@@ -254,6 +254,21 @@ pub(super) fn headline(data: &Data) -> Headline {
         .build()
 }
 
+/// A variant's meaning on the charts: one thread writing and reading its
+/// own pipe (pipespeed2), threads or processes on a pipe (the 1 MiB pipe
+/// the threads' second form), a named pipe, a socket pair, vmsplice.
+pub(super) fn variant_kind(key: &str) -> Kind {
+    match key {
+        "pipespeed2" => Meaning::EventLoop.into(),
+        "pipe-1M" => Meaning::Thread.form(1),
+        "processes" => Meaning::Process.into(),
+        "fifo" => Meaning::NamedPipe.into(),
+        "socketpair" => Meaning::SocketPair.into(),
+        "vmsplice" => Meaning::Vmsplice.into(),
+        _ => Meaning::Thread.into(),
+    }
+}
+
 pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
     fn line(v: &VariantResult) -> impl Iterator<Item = (f64, &Summary)> {
         v.points.iter().map(|p| (p.block_bytes as f64, &p.mb_per_s))
@@ -278,7 +293,7 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
     if let Some(v) = variant(data, "pipespeed2").filter(|v| !v.points.is_empty()) {
         let blocks: Vec<u64> = v.points.iter().map(|p| p.block_bytes).collect();
         let chart = new("One thread: pipespeed2 (cf. the article's figure 1)")
-            .summaries(v.label, line(v));
+            .summaries(variant_kind(v.key), v.label, line(v));
         out.push((
             "one-thread".to_string(),
             chart.limit("copy limit (2 copies)", limit(&blocks)),
@@ -301,7 +316,7 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
         for v in keys.iter().filter_map(|&k| variant(data, k)) {
             if !v.points.is_empty() {
                 blocks.extend(v.points.iter().map(|p| p.block_bytes));
-                chart = chart.summaries(v.label, line(v));
+                chart = chart.summaries(variant_kind(v.key), v.label, line(v));
             }
         }
         if !blocks.is_empty() {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Meaning};
 use crate::stats::{Summary, paired_ratio, round_order};
 use crate::table::{Table, range};
 use labkit::limits::format_size;
@@ -229,8 +229,16 @@ pub(super) fn chart(data: &Data) -> Option<(String, Chart)> {
     .guide(1.05, "within 5% (0.95-1.05)");
     for c in &data.vs_c {
         let points = c.points.iter().map(|p| (p.block_bytes as f64, &p.ratio));
-        chart = chart
-            .summaries(&format!("{}, {}", pair_name(c), c.placement.name), points);
+        // The pair's program (the control: a program against itself), on
+        // one CPU; unpinned is the second form.
+        let meaning = if c.program == c.against {
+            Meaning::Control
+        } else {
+            super::tables::variant_kind(c.program).meaning
+        };
+        let kind = meaning.form(u8::from(c.placement.cpu.is_none()));
+        let label = format!("{}, {}", pair_name(c), c.placement.name);
+        chart = chart.summaries(kind, &label, points);
     }
     Some(("vs-c".to_string(), chart))
 }

@@ -1,6 +1,6 @@
 //! The tables, the bar charts (files of the report) and the rate chart.
 
-use crate::chart::Chart;
+use crate::chart::{Chart, Kind, Meaning};
 use crate::table::{Table, or_dash};
 
 use super::Data;
@@ -216,17 +216,35 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
     out
 }
 
+/// A design's meaning on the charts: what serves a connection. A process
+/// (fork, the prefork pools), a thread (a thread per client, the
+/// prethreaded pools), a task (tokio), or an event loop, one thread
+/// serving many clients (epoll, io_uring, and the iterative server, which
+/// serves one at a time: its second form).
+fn kind(design: &str) -> Kind {
+    match design {
+        "iterative" => Meaning::EventLoop.form(1),
+        "tokio" => Meaning::Task.into(),
+        d if d == "fork" || d.starts_with("prefork") => Meaning::Process.into(),
+        d if d == "thread" || d.starts_with("prethread") => Meaning::Thread.into(),
+        _ => Meaning::EventLoop.into(),
+    }
+}
+
 /// Bar charts (one bar per design), files of the report: CPU per
 /// connection above baseline, and connections/s.
 pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
-    let cpu: Vec<(String, f64)> = d
+    let cpu: Vec<(Kind, String, f64)> = d
         .rows
         .iter()
-        .map(|r| (r.design.clone(), r.cpu_us_per_connection_above_baseline.median))
+        .map(|r| {
+            let cpu = r.cpu_us_per_connection_above_baseline.median;
+            (kind(&r.design), r.design.clone(), cpu)
+        })
         .collect();
-    let cps: Vec<(String, f64)> = std::iter::once(&d.baseline)
+    let cps: Vec<(Kind, String, f64)> = std::iter::once(&d.baseline)
         .chain(&d.rows)
-        .map(|r| (r.design.clone(), r.connections_per_s.median))
+        .map(|r| (kind(&r.design), r.design.clone(), r.connections_per_s.median))
         .collect();
     vec![
         (
@@ -269,7 +287,7 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
             .filter(|p| p.design == n)
             .map(|p| (p.offered_per_s, p.p99_ms.max(1e-3)))
             .collect();
-        chart = chart.series(n, pts);
+        chart = chart.series(kind(n), n, pts);
     }
     chart.log_y = true;
     vec![("rate-sweep".into(), chart)]

@@ -2,7 +2,7 @@
 //! alone.
 
 use crate::chart::bars::{self, Bars};
-use crate::chart::Chart;
+use crate::chart::{Chart, Kind, Meaning};
 use crate::report::Headline;
 use crate::stats::Summary;
 use crate::table::{Table, range};
@@ -12,6 +12,25 @@ use spawn_methods::Method;
 use super::{Data, Row};
 
 /// A column header for the RSS and placement tables.
+/// A method's meaning on the charts: a process (`vfork` its second form,
+/// a new program its third), a thread (`std::thread` its second form, a
+/// pooled thread its third), or a task.
+fn kind(method: Option<Method>) -> Kind {
+    match method {
+        Some(Method::ForkWait) | None => Meaning::Process.into(),
+        Some(Method::Vfork) => Meaning::Process.form(1),
+        Some(Method::ForkExec | Method::PosixSpawn | Method::Command) => {
+            Meaning::Process.form(2)
+        }
+        Some(Method::Pthread) => Meaning::Thread.into(),
+        Some(Method::ThreadRlimit | Method::Thread | Method::Thread64k) => {
+            Meaning::Thread.form(1)
+        }
+        Some(Method::Pool) => Meaning::Thread.form(2),
+        Some(Method::Tokio) => Meaning::Task.into(),
+    }
+}
+
 fn short(row: &Row) -> &'static str {
     match row.kind {
         Some(Method::ForkWait) => "fork+wait us",
@@ -130,25 +149,18 @@ pub(super) fn placement_table(d: &Data) -> Table {
 /// on a log axis).
 pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
     let unit = "microseconds (log scale): median, whisker min-max of the rounds";
-    let row = |label: &str, s: &Summary| {
-        bars::Row::new(label, s.median).range(s.min, s.max)
+    let row = |r: &Row, label: &str| {
+        bars::Row::new(kind(r.kind), label, r.us.median).range(r.us.min, r.us.max)
     };
-    let rows = d.methods.iter().map(|r| row(&r.method, &r.us)).collect();
+    let rows = d.methods.iter().map(|r| row(r, &r.method)).collect();
     let svg =
         Bars::new("Create + destroy, 2026", unit, true).group("", rows).to_svg();
-    // One colour per method, whatever placements it appears under.
-    let mut methods: Vec<&str> = Vec::new();
     let mut chart = Bars::new("CPU placement", unit, true);
     for p in &d.placement {
         let mut rows = Vec::new();
         for r in &p.rows {
             let short = short(r);
-            if !methods.contains(&short) {
-                methods.push(short);
-            }
-            let colour = methods.iter().position(|m| *m == short).unwrap_or(0);
-            let label = short.strip_suffix(" us").unwrap_or(short);
-            rows.push(row(label, &r.us).colour(colour));
+            rows.push(row(r, short.strip_suffix(" us").unwrap_or(short)));
         }
         chart = chart.group(&p.placement, rows);
     }
@@ -174,7 +186,7 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
                 .rss
                 .iter()
                 .map(|x| (x.touched_bytes as f64 / f64::from(1 << 20), &x.rows[i].us));
-            c = c.summaries(&r.method, points);
+            c = c.summaries(kind(r.kind), &r.method, points);
         }
         charts.push(("rss".to_string(), c));
     }
