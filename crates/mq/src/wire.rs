@@ -338,16 +338,19 @@ pub fn next_message(
                     3 + size
                 )));
             }
-            body.resize(n, 0);
+            // The kind and queue apart from the data, so that the data
+            // land where the caller checks them, with no move after.
+            let mut head = [0u8; 3];
+            r.read_exact(&mut head)?;
+            body.resize(size, 0);
             r.read_exact(body)?;
-            let q = u16::from_be_bytes([body[1], body[2]]);
-            if body[0] != protocol::DELIVER || q != queue {
+            let q = u16::from_be_bytes([head[1], head[2]]);
+            if head[0] != protocol::DELIVER || q != queue {
                 return Ok(Next::Wrong(format!(
                     "frame of kind {} for queue {q}",
-                    body[0]
+                    head[0]
                 )));
             }
-            body.drain(..3);
             Ok(Next::Data)
         }
         Wire::Redis => {
