@@ -20,8 +20,10 @@ fn main() {
 /// `$OUT_DIR/experiments.rs`: a `pub mod` for every module in
 /// src/experiments/ (a `NAME.rs` or a `NAME/mod.rs`), then `ALL`, the
 /// experiments whose chapter `book/src/SUMMARY.md` lists at its top level
-/// (`- [Title](NAME.md)`), in the book's order, and `EXTRA`, the modules
-/// the book has no chapter for. A chapter without a module stops the build.
+/// (`- [Title](NAME.md)`) before its first part title (a `# ` line after
+/// `# Summary`, such as the appendix's), in the book's order, and `EXTRA`,
+/// the modules the book has no chapter for. A chapter without a module
+/// stops the build; the pages of a part are no experiments.
 fn experiments() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("src/experiments");
@@ -44,8 +46,15 @@ fn experiments() {
         .collect();
     modules.sort();
     let text = std::fs::read_to_string(&summary).expect("book/src/SUMMARY.md");
+    assert!(
+        text.lines().any(|l| l.starts_with("# Summary")),
+        "book/src/SUMMARY.md has no `# Summary` heading, after which its chapters begin"
+    );
     let chapters: Vec<String> = text
         .lines()
+        .skip_while(|l| !l.starts_with("# Summary"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("# "))
         .filter_map(|l| l.strip_prefix("- ["))
         .filter_map(|l| {
             l.split("](").nth(1)?.strip_suffix(".md)").map(str::to_string)

@@ -110,11 +110,16 @@ fn the_lists_of_experiments_agree() {
         sorted(lab::experiments::every().map(|e| e.name.to_string()).collect());
     assert_eq!(sorted(reference), every, "the reference's experiments");
 
-    // `- [Title](NAME.md)` at the top level of SUMMARY.md, for those
-    // chapters that are an experiment's (the others are the book's own).
+    // `- [Title](NAME.md)` at the top level of SUMMARY.md before its
+    // first part title (a `# ` line after `# Summary`): the experiments'
+    // chapters. The others are the book's own, and the pages of a part
+    // (the appendix) are no experiments.
     let summary = read("book/src/SUMMARY.md");
     let chapters: Vec<String> = summary
         .lines()
+        .skip_while(|l| !l.starts_with("# Summary"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("# "))
         .filter_map(|l| l.strip_prefix("- ["))
         .filter_map(|l| {
             l.split("](").nth(1)?.strip_suffix(".md)").map(str::to_string)

@@ -30,6 +30,7 @@ int main(int argc, char *argv[])
     FILE *logFile = fopen(path, "a+");
     if (logFile == NULL) { perror(path); return 1; }
 
+    // ANCHOR: create
     for (int i = 0; i < p_number; i++) {
         pid_t pid = fork();
         if (pid == 0) {
@@ -43,6 +44,7 @@ int main(int argc, char *argv[])
     }
     while (wait(NULL) > 0)
         ;
+    // ANCHOR_END: create
     fclose(logFile);
     gettimeofday(&end, NULL);
     print_okay(json, p_number, count, seconds_between(&begin, &end));

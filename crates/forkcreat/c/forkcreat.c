@@ -53,6 +53,7 @@ int main(int argc, char *argv[])
         sigaction(SIGCHLD, &sa, NULL);
     }
     gettimeofday(&begin, NULL);
+    // ANCHOR: loop
     for (long i = 0; i < n; i++) {
         if (sigchld && created - reaped > peak)
             peak = created - reaped;
@@ -68,6 +69,7 @@ int main(int argc, char *argv[])
         if (!sigchld && waitpid(pid, &status, 0) == pid)
             count(status);
     }
+    // ANCHOR_END: loop
     if (sigchld) { /* the stragglers */
         sigset_t set;
         sigemptyset(&set);

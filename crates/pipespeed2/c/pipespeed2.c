@@ -33,6 +33,7 @@ int main(int argc, char *argv[])
 
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
+    // ANCHOR: loop
     for (long long i = 0; i < count; i++) {
         if (write(fd[1], data, bytes) != bytes) { perror("write"); return 1; }
         for (long long got = 0; got < bytes;) {
@@ -41,6 +42,7 @@ int main(int argc, char *argv[])
             got += n;
         }
     }
+    // ANCHOR_END: loop
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (memcmp(data, back, bytes)) { fprintf(stderr, "block differs\n"); return 1; }
     report(&r, "pipespeed2.c", "single thread", t0, t1);

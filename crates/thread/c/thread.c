@@ -41,6 +41,7 @@ int main(int argc, char *argv[])
     logFile = fopen(path, "a+");
     if (logFile == NULL) { perror(path); return 1; }
 
+    // ANCHOR: create
     pthread_t *tid = calloc(p_number, sizeof *tid);
     int made = 0;
     for (; made < p_number; made++) {
@@ -52,6 +53,7 @@ int main(int argc, char *argv[])
     }
     for (int i = 0; i < made; i++)
         pthread_join(tid[i], NULL);
+    // ANCHOR_END: create
     fclose(logFile);
     gettimeofday(&end, NULL);
     print_okay(json, p_number, count, seconds_between(&begin, &end));

@@ -106,7 +106,7 @@ pub(super) fn drop_receiver(
     shared.hub.requeue(out.queue, out.pending.into_iter());
 }
 
-// ANCHOR: deliver
+// ANCHOR: deliverer
 pub(super) fn deliverer(shared: &Shared, me: usize) {
     let hub = &shared.hub;
     let queues = usize::from(shared.cfg.queues);
@@ -144,7 +144,9 @@ pub(super) fn deliverer(shared: &Shared, me: usize) {
         hand_over(shared, q, id, writer, batch);
     }
 }
+// ANCHOR_END: deliverer
 
+// ANCHOR: hand_over
 /// Put a batch in a receiver's outbox. The hub counted it against the
 /// receiver's room, so this never waits.
 pub(super) fn hand_over(
@@ -167,7 +169,7 @@ pub(super) fn hand_over(
         writer.work.notify_one();
     }
 }
-// ANCHOR_END: deliver
+// ANCHOR_END: hand_over
 
 // ANCHOR: write
 pub(super) fn writer(shared: &Shared, me: usize) {
