@@ -275,7 +275,7 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     let mut chart = Chart::new(
         "Open loop: p99 latency against offered rate",
         "offered connections/s",
-        "p99 latency, ms",
+        "p99 latency, ms (one run per point: no spread to draw)",
     );
     let mut names: Vec<&str> =
         d.rate_sweep.iter().map(|p| p.design.as_str()).collect();
