@@ -88,8 +88,9 @@ fn verdict_sentence(row: &crate::claims::Row) -> String {
     };
     format!(
         "<a id=\"verdict-{id}\"></a>**Verdict on \"{claim}\" ({id}): {verdict}.**{today}{rule} \
-         ([All the claims](then-and-now.md#{id}))",
+         ([All the claims](then-and-now.md#{heading}))",
         id = row.claim.id,
+        heading = crate::claims::heading_id(&row.claim.id),
         claim = row.claim.claim,
         verdict = row.verdict,
     )

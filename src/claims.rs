@@ -405,6 +405,23 @@ impl Verdict {
     }
 }
 
+/// The id mdBook gives the heading `### ID` (as its `normalize_id`
+/// does): lower case, spaces as dashes, and every character but letters,
+/// digits, `-` and `_` dropped, so `creattime-9.5` is `#creattime-95`.
+pub fn heading_id(id: &str) -> String {
+    id.chars()
+        .filter_map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                Some(c.to_ascii_lowercase())
+            } else if c.is_whitespace() {
+                Some('-')
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
@@ -484,6 +501,18 @@ pub fn write(run: &Path) -> Result<Vec<Row>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn links_to_a_claim_use_the_id_mdbook_gives_its_heading() {
+        assert_eq!(heading_id("creattime-9.5"), "creattime-95");
+        assert_eq!(heading_id("mq-10-beats-100"), "mq-10-beats-100");
+        // No two claims' headings may get one id.
+        let mut ids: Vec<String> = all().iter().map(|c| heading_id(&c.id)).collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+    }
 
     #[test]
     fn every_claim_has_a_rule_or_a_reason() {
