@@ -329,23 +329,8 @@ impl Chart {
             let x = left + column * (n % columns) as f64;
             let y = PLOT_HEIGHT + ROW * (n / columns) as f64 + ROW / 2.0;
             out += &match key {
-                Key::Measured(kind) if kind.meaning == Meaning::Article => {
-                    marker(*kind, x + 14.0, y)
-                }
-                Key::Measured(kind) => format!(
-                    "<line class=\"{}\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
-                     stroke=\"{}\" stroke-width=\"2\"{}/>\n{}",
-                    kind.class(),
-                    x + 28.0,
-                    kind.colour(),
-                    dash(*kind),
-                    marker(*kind, x + 14.0, y)
-                ),
-                Key::Computed(dash) => format!(
-                    "<line class=\"lab-guide\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
-                     stroke=\"{GUIDE}\" stroke-width=\"2\" stroke-dasharray=\"{dash}\"/>\n",
-                    x + 28.0
-                ),
+                Key::Measured(kind) => swatch(*kind, x, y),
+                Key::Computed(dash) => computed_swatch(dash, x, y),
             };
             out += &text(x + 36.0, y + 4.5, 13.0, "start", label);
         }
@@ -572,27 +557,40 @@ pub fn key_svg() -> String {
     for (n, (kind, label)) in rows.iter().enumerate() {
         let (x, y) = (24.0, TOP + ROW * n as f64 + ROW / 2.0);
         out += &match kind {
-            Some(k) if k.meaning == Meaning::Article => marker(*k, x + 14.0, y),
-            Some(k) => format!(
-                "<line class=\"{}\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
-                 stroke=\"{}\" stroke-width=\"2\"{}/>\n{}",
-                k.class(),
-                x + 28.0,
-                k.colour(),
-                dash(*k),
-                marker(*k, x + 14.0, y)
-            ),
-            None => format!(
-                "<line class=\"lab-guide\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
-                 stroke=\"{GUIDE}\" stroke-width=\"2\" stroke-dasharray=\"{}\"/>\n",
-                x + 28.0,
-                LIMIT_DASHES[0]
-            ),
+            Some(k) => swatch(*k, x, y),
+            None => computed_swatch(LIMIT_DASHES[0], x, y),
         };
         out += &text(x + 40.0, y + 4.5, 14.0, "start", label);
     }
     out += "</svg>\n";
     out
+}
+
+/// A legend's or the key's sample of a measured series at `(x, y)`: a
+/// short line in its colour and dash with its marker on it (the
+/// articles' figures: the marker alone, as they are drawn).
+fn swatch(kind: Kind, x: f64, y: f64) -> String {
+    let marker = marker(kind, x + 14.0, y);
+    if kind.meaning == Meaning::Article {
+        return marker;
+    }
+    format!(
+        "<line class=\"{}\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
+         stroke=\"{}\" stroke-width=\"2\"{}/>\n{marker}",
+        kind.class(),
+        x + 28.0,
+        kind.colour(),
+        dash(kind),
+    )
+}
+
+/// The sample of a computed line (a limit, a guide): dashed grey.
+fn computed_swatch(dash: &str, x: f64, y: f64) -> String {
+    format!(
+        "<line class=\"lab-guide\" x1=\"{x}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" \
+         stroke=\"{GUIDE}\" stroke-width=\"2\" stroke-dasharray=\"{dash}\"/>\n",
+        x + 28.0
+    )
 }
 
 /// A series' dash, as an attribute (empty for the plain form).
