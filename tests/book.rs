@@ -250,3 +250,91 @@ fn every_claim_has_one_verdict_directive_in_the_book() {
         );
     }
 }
+
+/// Each experiment's pages in the book's order: its chapter, then the
+/// sub-pages SUMMARY.md lists under it.
+fn experiment_pages() -> Vec<(String, Vec<String>)> {
+    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let summary = std::fs::read_to_string(book.join("SUMMARY.md")).unwrap();
+    let page = |line: &str| {
+        let target = line.split("](").nth(1)?;
+        target.strip_suffix(".md)").map(str::to_string)
+    };
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in summary.lines() {
+        if let Some(rest) = line.strip_prefix("- [") {
+            let name = page(rest).unwrap();
+            let is_experiment = lab::experiments::ALL.iter().any(|e| e.name == name);
+            if is_experiment {
+                out.push((name.clone(), vec![name]));
+            } else {
+                break;
+            }
+        } else if let (Some(sub), Some(last)) =
+            (line.strip_prefix("  - [").and_then(page), out.last_mut())
+        {
+            last.1.push(sub);
+        }
+    }
+    out
+}
+
+/// A teacher puts a program's heart on one slide: every experiment's first
+/// listing is a loop of the tested source, taken by anchor and at most
+/// about 40 lines long; where it stands in a side-by-side block, the C it
+/// mirrors stands beside it, by anchor too.
+#[test]
+fn each_experiments_first_listing_is_a_slide_sized_loop_beside_its_c() {
+    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let pages = experiment_pages();
+    assert_eq!(pages.len(), lab::experiments::ALL.len(), "{pages:?}");
+    let mut side_by_side = 0;
+    for (name, pages) in &pages {
+        let (page, text, at) = pages
+            .iter()
+            .find_map(|p| {
+                let text =
+                    std::fs::read_to_string(book.join(format!("{p}.md"))).ok()?;
+                let at = text.find("{{#include ")?;
+                Some((p.clone(), text, at))
+            })
+            .unwrap_or_else(|| panic!("{name}: no listing on any of its pages"));
+        let target = &text[at + "{{#include ".len()..];
+        let target = target[..target.find("}}").unwrap()].trim();
+        let (file, anchor) = target.split_once(':').unwrap_or_else(|| {
+            panic!("{page}: first listing {target} has no anchor")
+        });
+        assert!(
+            anchor.parse::<usize>().is_err(),
+            "{page}: first listing {target} is a line range, not an anchor"
+        );
+        let source = std::fs::read_to_string(book.join(file)).unwrap();
+        let lines = anchored(&source, anchor).unwrap();
+        assert!(
+            (1..=45).contains(&lines.len()),
+            "{page}: first listing {target} has {} lines, not a slide's",
+            lines.len()
+        );
+        // The block it stands in, if it is a side-by-side one.
+        let open = text[..at].rfind("<div class=\"side-by-side\">");
+        let closed =
+            open.is_some_and(|o| text[o..at].matches("</div>").count() >= 2);
+        if let Some(o) = open.filter(|_| !closed) {
+            side_by_side += 1;
+            let block = &text[o..];
+            let block = &block[..block.find("</div>\n</div>").unwrap()];
+            let c = block
+                .split("{{#include ")
+                .skip(1)
+                .map(|i| i[..i.find("}}").unwrap()].trim())
+                .find(|i| i.contains("/c/") && i.contains(".c:"))
+                .unwrap_or_else(|| panic!("{page}: side-by-side without its C"));
+            let (file, anchor) = c.split_once(':').unwrap();
+            let source = std::fs::read_to_string(book.join(file)).unwrap();
+            assert!(!anchored(&source, anchor).unwrap().is_empty(), "{page}: {c}");
+        }
+    }
+    // fork-vs-thread, thread-limits, create-destroy and pipe-speed have a
+    // C twin to set beside their loop.
+    assert!(side_by_side >= 4, "{side_by_side} listings beside their C");
+}
