@@ -174,16 +174,16 @@ fn profile_block(l: &Ladder) -> u64 {
 /// (the big pipe its second form), `vmsplice` (on huge pages its second
 /// form, busy-polling its third), and `splice` to /dev/null.
 fn rung_kind(r: &super::RungInfo) -> Kind {
-    match r.method {
-        "vmsplice" if r.flags.iter().any(|f| f.contains("busy")) => {
-            Meaning::Vmsplice.form(2)
-        }
-        "vmsplice" if r.flags.iter().any(|f| f.contains("huge")) => {
-            Meaning::Vmsplice.form(1)
-        }
+    // The rung as declared, not its command line.
+    let Some(rung) = super::RUNGS.iter().find(|x| x.rung == r.rung) else {
+        return Meaning::Thread.into();
+    };
+    match rung.method {
+        "vmsplice" if rung.busy_poll => Meaning::Vmsplice.form(2),
+        "vmsplice" if rung.huge_pages => Meaning::Vmsplice.form(1),
         "vmsplice" => Meaning::Vmsplice.into(),
         "splice-null" => Meaning::Splice.into(),
-        _ if r.flags.iter().any(|f| f.contains("pipe-size")) => Meaning::Thread.form(1),
+        _ if rung.big_pipe => Meaning::Thread.form(1),
         _ => Meaning::Thread.into(),
     }
 }
