@@ -449,7 +449,7 @@ pub fn edit_url_template(web: &str) -> Option<String> {
 /// empty line for each it does not have.
 fn addresses() -> String {
     let remote = ["remote", "get-url", "origin"];
-    let web = crate::machine::git(&crate::results::checkout(), &remote)
+    let web = crate::machine::git(&crate::checkout::root(), &remote)
         .and_then(|remote| web_url(&remote));
     let edit = web.as_deref().and_then(edit_url_template);
     format!("{}\n{}\n", web.unwrap_or_default(), edit.unwrap_or_default())

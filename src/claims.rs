@@ -177,6 +177,79 @@ pub struct Row {
     pub judged_on: String,
     /// The folder of the results it was read from, inside the run.
     pub results: String,
+    /// Set when the verdict was made on a busy run: its results measured
+    /// while other processes took CPU, or a run whose controls were noisy
+    /// or that was busy elsewhere ([`Busy::mark`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy: Option<String>,
+}
+
+/// What made a run busy: the results folders measured while other
+/// processes used the CPU (with how much), and the controls' line when
+/// they found the run noisy.
+#[derive(Clone, Debug, Default)]
+pub struct Busy {
+    pub folders: Vec<(String, String)>,
+    pub noisy: Option<String>,
+}
+
+impl Busy {
+    /// What made run `run` busy, read from its results and controls.
+    pub fn of(run: &Path) -> Result<Busy> {
+        let mut folders = Vec::new();
+        for folder in crate::runs::experiments_in(run) {
+            let experiment = folder.split('/').next().unwrap_or(&folder);
+            let load = Published::read(&run.join(&folder), experiment)?
+                .and_then(|p| p.header.load)
+                .filter(|l| l.busy);
+            if let Some(load) = load {
+                folders.push((folder.clone(), load.describe()));
+            }
+        }
+        let noisy = crate::experiments::controls::noisy_line(run)?;
+        Ok(Busy { folders, noisy })
+    }
+
+    pub fn is_busy(&self) -> bool {
+        !self.folders.is_empty() || self.noisy.is_some()
+    }
+
+    /// The mark beside a verdict read from results folder `folder`.
+    pub fn mark(&self, folder: &str) -> Option<String> {
+        if let Some((_, how)) = self.folders.iter().find(|(f, _)| f == folder) {
+            return Some(format!("measured while the machine was busy: {how}"));
+        }
+        if self.noisy.is_some() {
+            return Some(
+                "on a noisy run (its controls did not contain 1.00)".into(),
+            );
+        }
+        if !self.folders.is_empty() {
+            let names: Vec<&str> =
+                self.folders.iter().map(|(f, _)| f.as_str()).collect();
+            return Some(format!(
+                "on a busy run (busy during {})",
+                names.join(", ")
+            ));
+        }
+        None
+    }
+
+    /// One line per cause, for a run's own output.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .folders
+            .iter()
+            .map(|(folder, how)| {
+                format!(
+                    "the machine was busy during {folder} ({how}): its figures may \
+                     not come back on a quiet machine"
+                )
+            })
+            .collect();
+        lines.extend(self.noisy.clone());
+        lines
+    }
 }
 
 /// The results of `experiment` in run folder `run`: the plain run and
@@ -209,7 +282,15 @@ pub fn evaluate(run: &Path) -> Result<Vec<Row>> {
     // them.
     let mut read: std::collections::HashMap<String, Vec<(String, Published)>> =
         std::collections::HashMap::new();
-    all().into_iter().map(|c| evaluate_one(c, run, &mut read)).collect()
+    let mut rows: Vec<Row> = all()
+        .into_iter()
+        .map(|c| evaluate_one(c, run, &mut read))
+        .collect::<Result<_>>()?;
+    let busy = Busy::of(run)?;
+    for row in rows.iter_mut().filter(|r| r.today.is_some()) {
+        row.busy = busy.mark(&row.results);
+    }
+    Ok(rows)
 }
 
 fn evaluate_one(
@@ -228,6 +309,7 @@ fn evaluate_one(
         verdict,
         judged_on: judged_on.into(),
         results: String::new(),
+        busy: None,
     };
     if let Some(why) = &claim.cannot {
         let why = why.clone();
@@ -280,6 +362,7 @@ fn evaluate_one(
         label: figure.label,
         judged_on,
         results: folder.clone(),
+        busy: None,
         claim,
     })
 }
@@ -352,13 +435,23 @@ pub fn markdown(
     run: &str,
     chapter: &dyn Fn(&Claim) -> Option<String>,
 ) -> String {
-    let mut md = String::from("| claim | verdict |\n|---|---|\n");
+    let mut md = String::new();
+    let busy = rows.iter().filter(|r| r.busy.is_some()).count();
+    if busy > 0 {
+        md.push_str(&format!(
+            "**Busy run:** {busy} verdict{} below rest on a busy run (marked \
+             *busy*): they may not come back on a quiet machine.\n\n",
+            if busy == 1 { "" } else { "s" }
+        ));
+    }
+    md.push_str("| claim | verdict |\n|---|---|\n");
     for r in rows {
         md.push_str(&format!(
-            "| [{}](#{}) | **{}** |\n",
+            "| [{}](#{}) | **{}**{} |\n",
             cell(&r.claim.claim),
             r.claim.id,
-            cell(r.verdict.word())
+            cell(r.verdict.word()),
+            if r.busy.is_some() { " (*busy*)" } else { "" }
         ));
     }
     for r in rows {
@@ -368,6 +461,9 @@ pub fn markdown(
             r.claim.claim, r.claim.source, r.claim.source
         ));
         md.push_str(&format!("- **Verdict: {}**\n", r.verdict));
+        if let Some(busy) = &r.busy {
+            md.push_str(&format!("- *Busy:* {busy}\n"));
+        }
         md.push_str(&format!("- Then: {} ({})\n", r.claim.then, r.claim.setting));
         if r.claim.cannot.is_none() {
             md.push_str(&format!("- Rule: {}\n", r.claim.rule(&r.unit)));
@@ -429,8 +525,20 @@ fn cell(text: &str) -> String {
 /// The table as plain text for the terminal.
 pub fn text(rows: &[Row]) -> String {
     let mut out = String::from("Then and now: the articles' claims on this run\n\n");
+    let busy = rows.iter().filter(|r| r.busy.is_some()).count();
+    if busy > 0 {
+        out.push_str(&format!(
+            "Busy run: {busy} verdict{} rest on a busy run, marked [busy]; they may \
+             not come back on a quiet machine.\n\n",
+            if busy == 1 { "" } else { "s" }
+        ));
+    }
     for r in rows {
-        out.push_str(&format!("{:<24} {}\n", r.claim.id, r.verdict));
+        let mark = if r.busy.is_some() { "  [busy]" } else { "" };
+        out.push_str(&format!("{:<24} {}{mark}\n", r.claim.id, r.verdict));
+        if let Some(busy) = &r.busy {
+            out.push_str(&format!("    busy:  {busy}\n"));
+        }
         out.push_str(&format!(
             "    claim: {} [{}]\n",
             r.claim.claim, r.claim.source

@@ -29,9 +29,12 @@ pub struct Member {
     pub run: String,
     pub cpu_model: String,
     pub kernel: String,
-    /// Fields of today's figures that this run's figures lack (a run made
-    /// by another version of the lab), each once.
+    /// Fields of today's figures that this run's figures lack, or fields
+    /// they have that today's lack (a run made by another version of the
+    /// lab), each once.
     pub lacks: Vec<String>,
+    /// Why the run counts as busy ([`claims::Busy`]), if it does.
+    pub busy: Option<String>,
 }
 
 /// One claim across the class.
@@ -48,6 +51,8 @@ pub struct ClaimRow {
     pub unit: String,
     /// How many runs gave a figure.
     pub runs: usize,
+    /// How many of the verdicts were made on a busy run.
+    pub busy: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,6 +60,8 @@ pub struct Class {
     pub members: Vec<Member>,
     /// Runs left out, and why (one line each).
     pub left_out: Vec<(String, String)>,
+    /// Copies of a run already counted: (the copy, the run it copies).
+    pub duplicates: Vec<(String, String)>,
     /// (CPU model, kernel) -> the runs made on it.
     pub groups: Vec<(String, String, Vec<String>)>,
     pub claims: Vec<ClaimRow>,
@@ -80,18 +87,32 @@ fn read_run(run: &Path) -> std::result::Result<Vec<(String, Value)>, String> {
     Ok(out)
 }
 
-/// What one run says of `claim`: the verdict as a word or two, the value
-/// (if any) and the fields its figure lacks.
-fn judge(
-    claim: &Claim,
-    files: &[(String, Value)],
-) -> (String, Option<(f64, String)>, Vec<String>) {
+/// What one run says of one claim.
+struct Judged {
+    /// The verdict as a word or two.
+    verdict: String,
+    /// The figure's value and unit, if it has one.
+    value: Option<(f64, String)>,
+    /// Fields its figure lacks, or has beyond today's (another version's).
+    other_version: Vec<String>,
+    /// A figure in today's format that does not read or does not follow
+    /// from its rounds: why.
+    damaged: Option<String>,
+}
+
+/// The verdict word of a figure made by another version of the lab.
+const OTHER_VERSION: &str = "not judged (another version's figure)";
+
+/// What one run says of `claim`.
+fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
+    let plain = |verdict: &str| Judged {
+        verdict: verdict.into(),
+        value: None,
+        other_version: Vec::new(),
+        damaged: None,
+    };
     let Some((experiment, key)) = claim.figure_ref() else {
-        return (
-            Verdict::CannotRerun(String::new()).word().into(),
-            None,
-            Vec::new(),
-        );
+        return plain(Verdict::CannotRerun(String::new()).word());
     };
     let of: Vec<&(String, Value)> = files
         .iter()
@@ -103,106 +124,198 @@ fn judge(
     } else {
         of.first()
     };
-    let Some((_, json)) = pick else {
-        return (
-            Verdict::NotMeasured(String::new()).word().into(),
-            None,
-            Vec::new(),
-        );
+    let Some((folder, json)) = pick else {
+        return plain(Verdict::NotMeasured(String::new()).word());
     };
     let raw = &json["headline"][key];
     if raw.is_null() {
-        return (
-            Verdict::NotMeasured(String::new()).word().into(),
-            None,
-            Vec::new(),
-        );
+        return plain(Verdict::NotMeasured(String::new()).word());
     }
     let unit = raw["unit"].as_str().unwrap_or("").to_string();
-    match serde_json::from_value::<Figure>(raw.clone()) {
-        Ok(f) if f.check().is_ok() => {
-            let verdict = claim.verdict_on(&f, experiment).word().to_string();
-            (verdict, Some((f.value, unit)), Vec::new())
-        }
-        _ => {
-            let lacks: Vec<String> = FIGURE_FIELDS
-                .iter()
-                .filter(|f| raw.get(**f).is_none())
-                .map(|f| f.to_string())
-                .collect();
-            match raw["value"].as_f64() {
-                // Another version's figure: its value, but no verdict.
-                Some(v) => {
-                    ("not judged (older figure)".into(), Some((v, unit)), lacks)
-                }
-                None => ("not judged (older figure)".into(), None, lacks),
-            }
-        }
+    let value = raw["value"].as_f64().map(|v| (v, unit.clone()));
+    // Today's format has exactly today's fields; another version's lacks
+    // some or has others.
+    let mut other: Vec<String> = FIGURE_FIELDS
+        .iter()
+        .filter(|f| raw.get(**f).is_none())
+        .map(|f| f.to_string())
+        .collect();
+    if let Some(fields) = raw.as_object() {
+        other.extend(
+            fields
+                .keys()
+                .filter(|k| !FIGURE_FIELDS.contains(&k.as_str()))
+                .map(|k| format!("(has) {k}")),
+        );
+    }
+    if !other.is_empty() {
+        return Judged {
+            verdict: OTHER_VERSION.into(),
+            value,
+            other_version: other,
+            damaged: None,
+        };
+    }
+    let checked = serde_json::from_value::<Figure>(raw.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|f| f.check().map(|()| f));
+    match checked {
+        Ok(f) => Judged {
+            verdict: claim.verdict_on(&f, experiment).word().to_string(),
+            value: Some((f.value, unit)),
+            other_version: Vec::new(),
+            damaged: None,
+        },
+        Err(e) => Judged {
+            verdict: String::new(),
+            value: None,
+            other_version: Vec::new(),
+            damaged: Some(format!("{folder}'s figure {key} is damaged: {e}")),
+        },
     }
 }
 
-/// The runs `dir` holds, sorted: its sub-folders that are lab runs, and
-/// those that cannot be read (to be named and left out), when at least one
+/// The runs `dir` holds, sorted: every sub-folder (those that are not
+/// runs, or cannot be read, to be named and left out), when at least one
 /// is a run; none when no sub-folder is known to be a run (`/`, whose
 /// folders an ordinary user cannot all read, is no folder of runs).
 pub fn runs_in(dir: &Path) -> Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir.display(), e))?;
-    let judged: Vec<(PathBuf, Option<bool>)> = entries
+    let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .map(|e| e.path())
-        .map(|p| {
-            let run = runs::is_run(&p).ok();
-            (p, run)
-        })
         .collect();
-    if !judged.iter().any(|(_, run)| *run == Some(true)) {
+    if !found.iter().any(|p| runs::is_run(p).unwrap_or(false)) {
         return Ok(Vec::new());
     }
-    let mut found: Vec<PathBuf> = judged
-        .into_iter()
-        .filter(|(_, run)| *run != Some(false))
-        .map(|(p, _)| p)
-        .collect();
     found.sort();
     Ok(found)
 }
 
-/// Compare the class `runs`.
+/// A run's results, as bytes: two runs with the same are copies of one.
+fn fingerprint(files: &[(String, Value)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    for (folder, json) in files {
+        folder.hash(&mut h);
+        json.to_string().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// Why run `run` is left out of a class before its figures are read, if
+/// it is: not a lab run, or not finished.
+fn not_a_member(run: &Path) -> Option<String> {
+    match runs::is_run(run) {
+        Err(e) => return Some(e.to_string()),
+        Ok(false) => {
+            return Some(format!(
+                "not a lab run (no {} manifest and no results)",
+                runs::MANIFEST
+            ));
+        }
+        Ok(true) => {}
+    }
+    (!runs::is_finished(run))
+        .then(|| "it never finished (cut short, or still running)".into())
+}
+
+/// A run counted in a class, with its judgement of every claim.
+struct Counted<'a> {
+    name: String,
+    run: &'a Path,
+    files: Vec<(String, Value)>,
+    judged: Vec<Judged>,
+}
+
+/// Compare the class `runs`. Every claim's tally adds up to the runs
+/// counted; a run left out is named with why, and a copy of a run already
+/// counted is named and counted once.
 pub fn compare(list: &[PathBuf]) -> Result<Class> {
-    let mut members = Vec::new();
     let mut left_out = Vec::new();
-    let mut read = Vec::new();
+    let mut duplicates = Vec::new();
+    let mut seen: BTreeMap<u64, String> = BTreeMap::new();
+    // The runs counted, each with its judgement of every claim.
+    let mut counted: Vec<Counted> = Vec::new();
+    let all: Vec<Claim> =
+        claims::all().into_iter().filter(|c| c.cannot.is_none()).collect();
     for run in list {
         let name = run.display().to_string();
-        match read_run(run) {
+        if let Some(why) = not_a_member(run) {
+            left_out.push((name, why));
+            continue;
+        }
+        let files = match read_run(run) {
             Ok(files) if files.is_empty() => {
                 left_out.push((name, "no results in it".into()));
+                continue;
             }
-            Ok(files) => read.push((name, files)),
-            Err(why) => left_out.push((name, why)),
+            Ok(files) => files,
+            Err(why) => {
+                left_out.push((name, why));
+                continue;
+            }
+        };
+        let print = fingerprint(&files);
+        if let Some(first) = seen.get(&print) {
+            duplicates.push((name, first.clone()));
+            continue;
         }
+        let judged: Vec<Judged> = all.iter().map(|c| judge(c, &files)).collect();
+        if let Some(why) = judged.iter().find_map(|j| j.damaged.clone()) {
+            left_out.push((name, why));
+            continue;
+        }
+        if judged.iter().all(|j| j.value.is_none()) {
+            let other = judged.iter().any(|j| !j.other_version.is_empty());
+            left_out.push((
+                name,
+                if other {
+                    "none of its figures can be compared: they were made by another \
+                     version of the lab"
+                        .into()
+                } else {
+                    "none of its figures is one a claim is judged on".into()
+                },
+            ));
+            continue;
+        }
+        seen.insert(print, name.clone());
+        counted.push(Counted { name, run, files, judged });
     }
+    if counted.is_empty() {
+        let why: Vec<String> =
+            left_out.iter().map(|(r, w)| format!("{r}: {w}")).collect();
+        return Err(Error::failed(format!(
+            "no run can be compared ({})",
+            why.join("; ")
+        )));
+    }
+    let busy: Vec<Option<String>> = counted
+        .iter()
+        .map(|c| {
+            claims::Busy::of(c.run)
+                .ok()
+                .filter(|b| b.is_busy())
+                .map(|b| b.lines().join("; "))
+        })
+        .collect();
     let mut rows = Vec::new();
-    let mut lacks: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut compared: BTreeMap<String, bool> = BTreeMap::new();
-    for claim in claims::all().into_iter().filter(|c| c.cannot.is_none()) {
+    for (k, claim) in all.iter().enumerate() {
         let mut verdicts = BTreeMap::new();
         let mut values = Vec::new();
         let mut unit = String::new();
-        for (name, files) in &read {
-            let (verdict, value, missing) = judge(&claim, files);
-            *verdicts.entry(verdict).or_insert(0) += 1;
-            if let Some((v, u)) = value {
-                values.push(v);
-                unit = u;
-                compared.insert(name.clone(), true);
+        let mut on_busy = 0;
+        for (i, c) in counted.iter().enumerate() {
+            let j = &c.judged[k];
+            *verdicts.entry(j.verdict.clone()).or_insert(0) += 1;
+            if let Some((v, u)) = &j.value {
+                values.push(*v);
+                unit = u.clone();
             }
-            let l = lacks.entry(name.clone()).or_default();
-            for m in missing {
-                if !l.contains(&m) {
-                    l.push(m);
-                }
+            if busy[i].is_some() && j.value.is_some() {
+                on_busy += 1;
             }
         }
         let s = crate::stats::Summary::of(&values);
@@ -215,41 +328,30 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
             max: s.map(|s| s.max),
             unit,
             runs: values.len(),
+            busy: on_busy,
         });
     }
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
-    for (name, files) in read {
-        if !compared.contains_key(&name) {
-            left_out.push((
-                name,
-                "none of its figures can be compared (another version of the lab?)"
-                    .into(),
-            ));
-            continue;
-        }
+    let mut members = Vec::new();
+    for (Counted { name, files, judged, .. }, busy) in counted.into_iter().zip(busy)
+    {
         let machine = &files[0].1["machine"];
         let cpu = machine["cpu_model"].as_str().unwrap_or("unknown CPU").to_string();
         let kernel =
             machine["kernel"].as_str().unwrap_or("unknown kernel").to_string();
         groups.entry((cpu.clone(), kernel.clone())).or_default().push(name.clone());
-        members.push(Member {
-            lacks: lacks.remove(&name).unwrap_or_default(),
-            run: name,
-            cpu_model: cpu,
-            kernel,
-        });
-    }
-    if members.is_empty() {
-        let why: Vec<String> =
-            left_out.iter().map(|(r, w)| format!("{r}: {w}")).collect();
-        return Err(Error::failed(format!(
-            "no run can be compared ({})",
-            why.join("; ")
-        )));
+        let mut lacks: Vec<String> = Vec::new();
+        for field in judged.into_iter().flat_map(|j| j.other_version) {
+            if !lacks.contains(&field) {
+                lacks.push(field);
+            }
+        }
+        members.push(Member { run: name, cpu_model: cpu, kernel, lacks, busy });
     }
     Ok(Class {
         members,
         left_out,
+        duplicates,
         groups: groups.into_iter().map(|((c, k), r)| (c, k, r)).collect(),
         claims: rows,
     })
@@ -261,7 +363,7 @@ const ORDER: [&str; 7] = [
     "depends",
     "too close to call",
     "not yet measured",
-    "not judged (older figure)",
+    OTHER_VERSION,
     "cannot be re-run",
 ];
 
@@ -295,20 +397,61 @@ impl ClaimRow {
     }
 }
 
+impl ClaimRow {
+    /// "(1 on a busy run)" after the counts, when any verdict was.
+    fn busy_note(&self) -> String {
+        if self.busy == 0 {
+            String::new()
+        } else {
+            format!(" ({} on a busy run)", self.busy)
+        }
+    }
+}
+
 impl Class {
+    /// What the counts rest on: the runs counted, left out, and copies.
+    fn preamble(&self) -> Vec<String> {
+        let n = self.members.len();
+        let mut lines = vec![format!(
+            "{n} run{} counted: each claim's verdicts add up to {n}.",
+            if n == 1 { "" } else { "s" }
+        )];
+        for (run, why) in &self.left_out {
+            lines.push(format!("Left out, not counted: {run}: {why}."));
+        }
+        for (copy, of) in &self.duplicates {
+            lines.push(format!("A copy of {of}, counted once: {copy}."));
+        }
+        for m in &self.members {
+            if let Some(busy) = &m.busy {
+                lines.push(format!("Busy: {}: {busy}.", m.run));
+            }
+        }
+        for m in self.members.iter().filter(|m| !m.lacks.is_empty()) {
+            lines.push(format!(
+                "{} was made by another version of the lab: its figures differ from \
+                 today's in {}, so those give values but no verdicts.",
+                m.run,
+                m.lacks.join(", ")
+            ));
+        }
+        lines
+    }
+
     pub fn markdown(&self) -> String {
         let mut md = format!("# A class of {} runs\n\n", self.members.len());
-        for (run, why) in &self.left_out {
-            md.push_str(&format!("Left out: `{run}`: {why}.\n\n"));
+        for line in self.preamble() {
+            md.push_str(&format!("{line}\n\n"));
         }
         md.push_str(
             "| claim | verdicts | figure: median (range, runs) |\n|---|---|---|\n",
         );
         for r in &self.claims {
             md.push_str(&format!(
-                "| {} | {} | {} |\n",
+                "| {} | {}{} | {} |\n",
                 r.id,
                 r.counts(),
+                r.busy_note(),
                 r.spread()
             ));
         }
@@ -316,37 +459,26 @@ impl Class {
         for (cpu, kernel, runs) in &self.groups {
             md.push_str(&format!("| {cpu} | {kernel} | {} |\n", runs.join(", ")));
         }
-        for m in self.members.iter().filter(|m| !m.lacks.is_empty()) {
-            md.push_str(&format!(
-                "\n`{}` was made by another version of the lab: its figures lack {}, so it \
-                 gives values but no verdicts.\n",
-                m.run,
-                m.lacks.join(", ")
-            ));
-        }
         md
     }
 
     pub fn text(&self) -> String {
         let mut out = format!("A class of {} runs\n", self.members.len());
+        for line in self.preamble() {
+            out.push_str(&format!("  {line}\n"));
+        }
         for r in &self.claims {
             out.push_str(&format!(
-                "\n{}\n  verdicts: {}\n  figure:   {}\n",
+                "\n{}\n  verdicts: {}{}\n  figure:   {}\n",
                 r.id,
                 r.counts(),
+                r.busy_note(),
                 r.spread()
             ));
         }
         out.push_str("\nThe machines\n");
         for (cpu, kernel, runs) in &self.groups {
             out.push_str(&format!("  {cpu}, {kernel}: {}\n", runs.join(", ")));
-        }
-        for m in self.members.iter().filter(|m| !m.lacks.is_empty()) {
-            out.push_str(&format!(
-                "  {} lacks {} (another version of the lab)\n",
-                m.run,
-                m.lacks.join(", ")
-            ));
         }
         out
     }
@@ -359,10 +491,13 @@ pub fn main(list: &[PathBuf], into: Option<&Path>) -> Result<()> {
     for (run, why) in &class.left_out {
         eprintln!("lab: left out {run}: {why}");
     }
+    for (copy, of) in &class.duplicates {
+        eprintln!("lab: {copy} is a copy of {of}: counted once");
+    }
     labkit::error::print(&class.text())?;
     match into {
         Some(dir) => {
-            crate::results::check_writable(dir)?;
+            crate::results::check_writable(dir, "")?;
             let mut json = serde_json::to_string_pretty(&class).map_err(|e| {
                 Error::failed(format!("cannot encode the comparison: {e}"))
             })?;

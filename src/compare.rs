@@ -349,41 +349,15 @@ fn short_verdict(v: &claims::Verdict) -> String {
     }
 }
 
-/// Where `path` really is, whether it exists yet or not: its nearest
-/// existing folder with links resolved, and the rest of the path under it
-/// (`results/new` from the checkout is `/…/results/new`).
-fn real_path(path: &Path) -> PathBuf {
-    let path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut existing = path.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name())
-        else {
-            break;
-        };
-        rest.push(name);
-        existing = parent;
-    }
-    let mut real = std::fs::canonicalize(existing).unwrap_or(existing.to_path_buf());
-    real.extend(rest.iter().rev());
-    real
-}
-
 /// `lab compare [RUN] [AGAINST] [--out DIR]`: print the comparison, and
 /// write `compare.md` and `compare.json` into `--out DIR`, or else into RUN
 /// when it is a finished run of the reader's own under `runs/`. Nothing is
 /// ever written into `results/`, or into a folder that is not a lab run.
 pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
-    let in_results =
-        |dir: &Path| real_path(dir).starts_with(real_path(&runs::results_root()));
+    use crate::checkout::{may_write, real_path};
+    // Refused before anything is read: results/, a tracked folder.
     if let Some(dir) = &out {
-        if in_results(dir) {
-            return Err(Error::usage(format!(
-                "--out {}: results/ holds only the reference run; write the \
-                 comparison elsewhere",
-                dir.display()
-            )));
-        }
+        crate::results::check_writable(dir, "--out")?;
     }
     runs::sweep_and_say();
     // A class: three or more runs, or one folder of runs.
@@ -405,18 +379,38 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
     };
     if let Some((list, folder)) = class {
         // Beside the runs of a folder a teacher collected: never into
-        // results/, and never beside a reference run (another checkout's
-        // results/ is no class either).
-        let beside = folder.filter(|d| {
-            !in_results(d) && !list.iter().any(|r| runs::is_reference(r))
-        });
+        // results/ or a tracked folder, and never beside a reference run
+        // (another checkout's results/ is no class either).
+        let beside = match folder {
+            Some(d) if list.iter().any(|r| runs::is_reference(r)) => {
+                eprintln!(
+                    "lab: class comparison not saved in {}: it holds a reference                      run; --out DIR saves it",
+                    d.display()
+                );
+                None
+            }
+            Some(d) => match may_write(&d, "") {
+                Ok(()) => Some(d),
+                Err(e) => {
+                    eprintln!("lab: class comparison not saved there: {e}");
+                    None
+                }
+            },
+            None => None,
+        };
         return crate::class::main(&list, out.or(beside).as_deref());
     }
     let mut names = names.into_iter();
     let (run, against) = (names.next(), names.next());
+    if run.is_none() {
+        // Your latest run is looked for in runs/: one that is not a folder
+        // says so, rather than "no run".
+        crate::checkout::runs_folder()?;
+    }
     let run = resolve_or(run, runs::latest, || {
         format!(
-            "no run of yours in {} yet: `lab run all` or `lab run NAME` makes one",
+            "no finished run of yours in {} yet: `lab run all` or `lab run NAME` \
+             makes one",
             runs::runs_root().display()
         )
     })?;
@@ -426,18 +420,18 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
     let comparison = compare(&run, &against)?;
     labkit::error::print(&comparison.text())?;
     let into = match out {
-        Some(dir) => {
-            crate::results::check_writable(&dir)?;
-            dir
-        }
+        Some(dir) => dir,
         None => {
             let ours = real_path(&run).starts_with(real_path(&runs::runs_root()));
             let why = if !ours {
-                Some("it is not a run of yours under runs/")
+                Some("it is not a run of yours under runs/".to_string())
             } else if !runs::is_finished(&run) {
-                Some("it is unfinished")
+                Some(
+                    "it is unfinished (it was cut short, or is still running)"
+                        .into(),
+                )
             } else {
-                None
+                may_write(&run, "").err().map(|e| e.to_string())
             };
             if let Some(why) = why {
                 eprintln!(

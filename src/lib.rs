@@ -10,6 +10,7 @@
 pub mod bins;
 pub mod book;
 pub mod chart;
+pub mod checkout;
 pub mod claims;
 pub mod class;
 pub mod compare;
@@ -34,7 +35,12 @@ use labkit::Error;
 /// Exit status: 0 ok, 1 an experiment failed, 2 bad usage, 128+N on signal N
 /// (SIGINT, SIGTERM, SIGHUP: every program stopped, temporary files removed).
 #[derive(Parser)]
-#[command(name = "lab", version)]
+#[command(
+    name = "lab",
+    version,
+    after_help = "Environment:\n  LAB_CHECKOUT=DIR  The lab checkout whose runs/ and results/ are used \
+                  [default: the tree this lab binary sits in]"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -104,7 +110,12 @@ fn list(indent: &str) -> String {
 }
 
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
-    match labkit::cli::parse_from::<Cli, _, _>(args).command {
+    let command = labkit::cli::parse_from::<Cli, _, _>(args).command;
+    if !matches!(command, Command::List) {
+        // Where runs go, found from this binary's place (or LAB_CHECKOUT).
+        checkout::check()?;
+    }
+    match command {
         Command::List => labkit::error::print(&list("")),
         Command::Test { args } => test(args),
         Command::Reference => reference(),
@@ -142,7 +153,10 @@ fn reference() -> labkit::Result<()> {
 }
 
 /// `lab test [ARGS]`: `cargo test --release ARGS` with every skip logged,
-/// then the count of skipped tests and their reasons. Exits as cargo did.
+/// then the count of skipped tests and their reasons, and whether the
+/// suite finished: a suite that was cut short (a signal, a failing test
+/// binary with cargo's fail-fast) says so last, and never ends on a
+/// summary that reads as complete. Exits as cargo did (1 if it failed).
 fn test(args: Vec<OsString>) -> labkit::Result<()> {
     let cargo = std::env::var_os("CARGO").ok_or_else(|| {
         Error::usage("lab test runs cargo: start it as `cargo lab test`")
@@ -152,30 +166,66 @@ fn test(args: Vec<OsString>) -> labkit::Result<()> {
     let log = dir.path().join("skipped.txt");
     let mut cmd = std::process::Command::new(cargo);
     cmd.args(["test", "--release"]).args(&args).env("LAB_SKIP_LOG", &log);
-    cmd.current_dir(results::checkout());
+    cmd.current_dir(checkout::root());
     let status = labkit::cleanup::spawn(&mut cmd)
         .and_then(|mut t| t.wait4())
         .map_err(|e| Error::io("cannot run cargo test", e))?
         .0;
+    // Interrupted ourselves: the interrupt ends the process here, with its
+    // own line, and no summary follows.
+    labkit::cleanup::settle();
     let skips = std::fs::read_to_string(&log).unwrap_or_default();
     let mut lines: Vec<&str> = skips.lines().collect();
     lines.sort_unstable();
-    let summary = if lines.is_empty() {
-        "lab test: no test skipped\n".to_string()
-    } else {
-        let reasons: String = lines.iter().map(|l| format!("  {l}\n")).collect();
-        format!(
-            "lab test: {} test{} skipped (did not run here):\n{reasons}",
-            lines.len(),
-            if lines.len() == 1 { "" } else { "s" }
-        )
-    };
-    labkit::error::print(&summary)?;
+    let fail_fast = !args.iter().any(|a| a == "--no-fail-fast");
+    labkit::error::print(&test_summary(&lines, status, fail_fast))?;
     if status.success() {
         Ok(())
     } else {
         Err(Error::failed(format!("cargo test {}", labkit::children::ended(status))))
     }
+}
+
+/// What `lab test` ends with: the skipped tests and their reasons, and,
+/// for a suite that did not run to its end, a last line saying so.
+fn test_summary(
+    skipped: &[&str],
+    status: std::process::ExitStatus,
+    fail_fast: bool,
+) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let finished = status.success();
+    let among = if finished { "" } else { " among the tests that ran" };
+    let mut out = if skipped.is_empty() {
+        format!("lab test: no test skipped{among}\n")
+    } else {
+        let reasons: String = skipped.iter().map(|l| format!("  {l}\n")).collect();
+        format!(
+            "lab test: {} test{} skipped{among} (did not run here):\n{reasons}",
+            skipped.len(),
+            if skipped.len() == 1 { "" } else { "s" }
+        )
+    };
+    if let Some(sig) = status.signal() {
+        out.push_str(&format!(
+            "lab test: the suite did not finish: cargo test was killed by {}, so \
+             the tests after that point did not run\n",
+            labkit::children::signal_name(sig)
+        ));
+    } else if !finished && fail_fast {
+        out.push_str(&format!(
+            "lab test: the suite did not finish: cargo test {} (a test or the build \
+             failed), and it stops at the first test binary that fails, so the ones \
+             after it did not run (--no-fail-fast runs them all)\n",
+            labkit::children::ended(status)
+        ));
+    } else if !finished {
+        out.push_str(&format!(
+            "lab test: the suite ran to its end with failures: cargo test {}\n",
+            labkit::children::ended(status)
+        ));
+    }
+    out
 }
 
 fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
@@ -190,7 +240,7 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
     } else {
         claims::text(&rows)
     })?;
-    if let Some(line) = experiments::controls::noisy_line(&run)? {
+    for line in claims::Busy::of(&run)?.lines() {
         eprintln!("lab: note: {line}");
     }
     // Figures from older programs: how much older.
@@ -295,11 +345,6 @@ fn run_once(
     }
     drop(held);
     eprintln!("lab: results written to {}", pending.target.display());
-    // A run of its own ends here; so does the reference, until the next
-    // reference command adds to it.
-    if pending.owns_run || runs::is_reference(&pending.run) {
-        runs::finish(&pending.run, &[])?;
-    }
     let folder = pending
         .target
         .strip_prefix(&pending.run)
@@ -327,7 +372,20 @@ fn run_one(
         None,
         &|e, args, ctx| run_once(e, args, ctx).map(drop),
     )?;
-    claims::write(&run)?;
+    let rows = claims::write(&run)?;
+    // Finished only now, with its added rounds and its verdicts: a run cut
+    // short before this is never "your latest finished run". The
+    // reference ends here too, until the next reference command adds to it.
+    runs::finish(&run, &[])?;
+    for line in claims::Busy::of(&run)?.lines() {
+        eprintln!("lab: note: {line}");
+    }
+    if rows.iter().any(|r| r.busy.is_some()) {
+        eprintln!(
+            "lab: note: its verdicts are marked busy (`lab verdicts {}`)",
+            run.display()
+        );
+    }
     Ok(())
 }
 
@@ -402,25 +460,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         failed.push("more rounds".into());
     }
     runs::finish(&run, &failed.iter().map(String::as_str).collect::<Vec<_>>())?;
-    let busy: Vec<String> = runs::experiments_in(&run)
-        .into_iter()
-        .filter(|folder| {
-            let experiment = folder.split('/').next().unwrap_or(folder);
-            report::Published::read(&run.join(folder), experiment)
-                .ok()
-                .flatten()
-                .and_then(|p| p.header.load)
-                .is_some_and(|l| l.busy)
-        })
-        .collect();
-    if !busy.is_empty() {
-        eprintln!(
-            "lab: note: the machine was busy during {} (other processes used over \
-             a quarter of a CPU): their figures may not come back on a quiet one",
-            busy.join(", ")
-        );
-    }
-    if let Some(line) = experiments::controls::noisy_line(&run)? {
+    for line in claims::Busy::of(&run)?.lines() {
         eprintln!("lab: note: {line}");
     }
     let rows = claims::write(&run)?;
@@ -455,6 +495,45 @@ mod tests {
     }
 
     use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn a_suite_cut_short_never_reads_as_complete() {
+        let ok = std::process::ExitStatus::from_raw(0);
+        let failed = std::process::ExitStatus::from_raw(101 << 8);
+        let killed = std::process::ExitStatus::from_raw(libc::SIGINT);
+        assert_eq!(test_summary(&[], ok, true), "lab test: no test skipped\n");
+        let one = test_summary(&["t: skipped: no perf"], ok, true);
+        assert!(
+            one.starts_with("lab test: 1 test skipped (did not run here)"),
+            "{one}"
+        );
+        let cut = test_summary(&[], killed, true);
+        assert!(
+            cut.starts_with("lab test: no test skipped among the tests that ran\n")
+        );
+        assert!(
+            cut.lines()
+                .last()
+                .unwrap()
+                .contains("did not finish: cargo test was killed by SIGINT"),
+            "{cut}"
+        );
+        let stopped = test_summary(&["a", "b"], failed, true);
+        assert!(
+            stopped.contains("2 tests skipped among the tests that ran"),
+            "{stopped}"
+        );
+        assert!(
+            stopped.lines().last().unwrap().contains("did not finish"),
+            "{stopped}"
+        );
+        let all = test_summary(&[], failed, false);
+        assert!(
+            all.lines().last().unwrap().contains("ran to its end with failures"),
+            "{all}"
+        );
+    }
 
     #[test]
     fn a_confined_step_gives_the_runner_its_cpus_back() {

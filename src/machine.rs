@@ -96,7 +96,7 @@ fn virtualization() -> String {
 /// The commit of the lab's own checkout (wherever `lab` was started from),
 /// `-dirty` when [`uncommitted`] finds changes.
 fn commit() -> String {
-    let dir = crate::results::checkout();
+    let dir = crate::checkout::root();
     let Some(head) = git(&dir, &["rev-parse", "--short=12", "HEAD"]) else {
         return "unknown".into();
     };

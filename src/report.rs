@@ -145,7 +145,7 @@ impl Common {
             })?;
         }
         if let Some(dir) = &self.out {
-            check_writable(dir)?;
+            check_writable(dir, "--out")?;
             return Ok((dir.clone(), None));
         }
         let (run, owns_run) = match ctx.shared_run.clone() {

@@ -68,17 +68,6 @@ impl Settings {
     }
 }
 
-/// The lab's checkout: where `runs/` and `results/` live and whose commit a
-/// run records. `LAB_CHECKOUT` overrides it (the tests use a scratch
-/// repository).
-pub fn checkout() -> PathBuf {
-    let dir = match std::env::var_os("LAB_CHECKOUT") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")),
-    };
-    std::fs::canonicalize(&dir).unwrap_or(dir)
-}
-
 impl Header {
     pub fn new(experiment: &str) -> Header {
         let args: Vec<String> = std::env::args().skip(1).collect();
@@ -119,10 +108,13 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     write_file(path, &text)
 }
 
-/// Check that `dir` can be created and written before an experiment spends
-/// minutes measuring, so a bad `--out` fails at once. What it creates to
-/// find out, it removes: a run that fails later leaves nothing behind.
-pub fn check_writable(dir: &Path) -> Result<()> {
+/// Check that `dir` (given as `flag`, e.g. `--out`) may be written
+/// ([`crate::checkout::may_write`]: never `results/` or a tracked file),
+/// and can be created and written, before an experiment spends minutes
+/// measuring, so a bad `--out` fails at once. What it creates to find out,
+/// it removes: a run that fails later leaves nothing behind.
+pub fn check_writable(dir: &Path, flag: &str) -> Result<()> {
+    crate::checkout::may_write(dir, flag)?;
     // Made here to try it, and removed again.
     let made = first_missing(dir);
     let checked = try_writing(dir);
@@ -252,7 +244,7 @@ mod tests {
         let dir = labkit::testing::tempdir();
         let file = dir.path().join("plain");
         std::fs::write(&file, b"").unwrap();
-        let err = check_writable(&file.join("below")).unwrap_err();
+        let err = check_writable(&file.join("below"), "--out").unwrap_err();
         assert!(err.message.contains("plain/below"), "{err}");
         assert!(err.message.contains("ENOTDIR"), "{err}");
     }

@@ -27,7 +27,8 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::results::checkout;
+use crate::checkout::root as checkout;
+pub use crate::checkout::{results_root, runs_root};
 use labkit::{Error, Result};
 
 /// The manifest's file name in a run folder.
@@ -116,7 +117,10 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
     });
     let args: Vec<String> = std::env::args().skip(1).collect();
     manifest.command = format!("lab {}", args.join(" "));
-    manifest.started = crate::machine::utc_now();
+    // A reference that several commands fill started with the first.
+    if manifest.started.is_empty() {
+        manifest.started = crate::machine::utc_now();
+    }
     manifest.ended = None;
     manifest.write(run)
 }
@@ -132,7 +136,9 @@ pub fn finish(run: &Path, failed: &[&str]) -> Result<()> {
 /// Is `dir` a lab run: a folder with a manifest, or (made before the lab
 /// wrote manifests) one that holds an experiment's results?
 pub fn is_run(dir: &Path) -> Result<bool> {
-    Ok(Manifest::read(dir)?.is_some() || !experiments_in(dir).is_empty())
+    let manifest = Manifest::read(dir)
+        .map_err(|e| Error::usage(format!("not a lab run that can be read: {e}")))?;
+    Ok(manifest.is_some() || !experiments_in(dir).is_empty())
 }
 
 /// Is `run` finished: its manifest has an end (a run made before the lab
@@ -234,26 +240,31 @@ pub fn commits_behind(run: &Path) -> Option<String> {
 }
 
 /// Remove what dead runs left behind, and say what: staging folders and
-/// half-swapped results in the run folders of `runs/` and `results/`
-/// whose writer is gone, the reader's run folders that hold no finished
-/// experiment, and the temporary directories of dead processes. A live
-/// run's files are never touched (its lock is held).
+/// half-swapped results in the run folders of `runs/` whose writer is
+/// gone, the reader's run folders that hold no finished experiment, and the
+/// temporary directories of dead processes. A live run's files are never
+/// touched (its lock is held), and nothing under `results/` is: only the
+/// reference command tidies that ([`reference_run`]).
 pub fn sweep() -> Vec<PathBuf> {
-    let mut removed = Vec::new();
-    for root in [runs_root(), results_root()] {
-        let Ok(entries) = std::fs::read_dir(&root) else { continue };
-        let mut runs: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
-            .map(|e| e.path())
-            .collect();
-        runs.sort();
-        for run in runs {
-            sweep_run(&run, root == runs_root(), &mut removed);
-        }
-    }
+    let mut removed = sweep_root(&runs_root(), true);
     removed.extend(labkit::cleanup::remove_dead_tempdirs());
+    removed
+}
+
+/// [`sweep`]'s work in the run folders of `root`.
+fn sweep_root(root: &Path, reader_runs: bool) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else { return removed };
+    let mut runs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    for run in runs {
+        sweep_run(&run, reader_runs, &mut removed);
+    }
     removed
 }
 
@@ -324,7 +335,10 @@ fn pid_alive(pid: &str) -> bool {
 
 /// [`sweep`], and one line on stderr when it removed anything.
 pub fn sweep_and_say() {
-    let removed = sweep();
+    say_removed(&sweep());
+}
+
+fn say_removed(removed: &[PathBuf]) {
     if !removed.is_empty() {
         let shown: Vec<String> =
             removed.iter().map(|p| p.display().to_string()).collect();
@@ -336,26 +350,70 @@ pub fn sweep_and_say() {
     }
 }
 
-/// The folder of the reader's own runs.
-pub fn runs_root() -> PathBuf {
-    checkout().join("runs")
-}
-
-/// The folder of the committed reference runs.
-pub fn results_root() -> PathBuf {
-    checkout().join("results")
-}
-
 /// The reference run the book shows: the newest `results/<date>-<host>/`
 /// folder (names sort by date).
 pub fn reference() -> Option<PathBuf> {
     newest(&results_root())
 }
 
-/// The reader's latest run: the newest finished run under `runs/` (one
-/// that is still running, or that died, is passed over).
+/// The reader's latest run: the newest finished run under `runs/` that
+/// reads. Every newer run passed over (still running, cut short, a
+/// damaged manifest or results file) is named on stderr with the reason.
 pub fn latest() -> Option<PathBuf> {
-    newest(&runs_root())
+    let (found, skipped) = latest_and_skipped();
+    for (run, why) in skipped {
+        eprintln!("lab: passed over {}: {why}", run.display());
+    }
+    found
+}
+
+/// The reader's latest run, and the newer runs passed over with why.
+pub fn latest_and_skipped() -> (Option<PathBuf>, Vec<(PathBuf, String)>) {
+    let mut skipped = Vec::new();
+    let Ok(entries) = std::fs::read_dir(runs_root()) else { return (None, skipped) };
+    let mut runs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
+        .map(|e| e.path())
+        .collect();
+    runs.sort();
+    while let Some(run) = runs.pop() {
+        match unreadable(&run) {
+            None => return (Some(run), skipped),
+            Some(why) => skipped.push((run, why)),
+        }
+    }
+    (None, skipped)
+}
+
+/// Why `run` cannot be taken as a finished run, if it cannot: still
+/// being written, never finished, a manifest or a results file that does
+/// not read, no results.
+pub fn unreadable(run: &Path) -> Option<String> {
+    let manifest = match Manifest::read(run) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("its manifest is damaged ({e})")),
+    };
+    if is_live(run) {
+        return Some("a lab process is still writing it".into());
+    }
+    if manifest.as_ref().is_some_and(|m| m.ended.is_none()) {
+        return Some("it never finished (cut short, or killed)".into());
+    }
+    let found = experiments_in(run);
+    if found.is_empty() {
+        return Some("it holds no results".into());
+    }
+    for folder in found {
+        let experiment = folder.split('/').next().unwrap_or(&folder);
+        if let Err(e) =
+            crate::report::Published::read(&run.join(&folder), experiment)
+        {
+            return Some(format!("a results file is damaged ({e})"));
+        }
+    }
+    None
 }
 
 fn newest(root: &Path) -> Option<PathBuf> {
@@ -405,7 +463,7 @@ fn date_time() -> (String, String) {
 /// same second gets `-2`, `-3`, ... (`mkdir` decides, so two runs started
 /// together never share one).
 pub fn new_run() -> Result<PathBuf> {
-    let root = runs_root();
+    let root = crate::checkout::runs_folder()?;
     std::fs::create_dir_all(&root).map_err(|e| Error::io(root.display(), e))?;
     let (date, time) = date_time();
     let base = format!("{date}-{time}-{}", host());
@@ -457,6 +515,8 @@ pub fn reference_run() -> Result<PathBuf> {
         }
         _ => format!("{}-{}", date_time().0, host()),
     };
+    // Only the reference command tidies what a dead one left in results/.
+    say_removed(&sweep_root(&results_root(), false));
     let dir = results_root().join(name);
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir.display(), e))?;
     claim(&dir, "reference")?;

@@ -327,7 +327,7 @@ fn compare_without_runs_says_what_is_missing() {
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no run of yours"), "{err}");
+    assert!(err.contains("no finished run of yours"), "{err}");
     let err = common::lab_refuses(&["compare", "no-such-run"]);
     assert!(err.contains("no run 'no-such-run'"), "{err}");
 }
@@ -764,7 +764,7 @@ fn compare_puts_a_class_side_by_side() {
         .unwrap();
     assert_eq!(row["verdicts"]["holds"], 1, "{row}");
     assert_eq!(row["verdicts"]["no longer holds"], 2, "{row}");
-    assert_eq!(row["verdicts"]["not judged (older figure)"], 1, "{row}");
+    assert_eq!(row["verdicts"]["not judged (another version's figure)"], 1, "{row}");
     assert_eq!(
         (row["median"].as_f64(), row["min"].as_f64(), row["max"].as_f64()),
         (Some(1.75), Some(1.0), Some(3.0))
@@ -783,7 +783,10 @@ fn compare_puts_a_class_side_by_side() {
     let groups = json["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 3, "{groups:?}");
     let md = std::fs::read_to_string(class.path().join("class.md")).unwrap();
-    assert!(md.contains("lack interval, rounds, method, resamples, seed"), "{md}");
+    assert!(
+        md.contains("today's in interval, rounds, method, resamples, seed"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -830,4 +833,455 @@ fn a_class_is_never_written_beside_a_reference_and_a_folder_of_no_runs_is_refuse
     let line = common::lab_refuses(&["compare", none.path().to_str().unwrap()]);
     assert!(line.contains("is not a lab run"), "{line}");
     assert!(!none.path().join("class.md").exists());
+}
+
+/// A scratch checkout of the lab, committed: its marks (Cargo.toml and
+/// claims.toml), a .gitignore like the lab's, a tracked book page and a
+/// reference run in results/.
+fn scratch_lab() -> labkit::cleanup::TempDir {
+    let dir = scratch_checkout();
+    let root = dir.path();
+    std::fs::write(root.join("Cargo.toml"), "[workspace]\n").unwrap();
+    std::fs::write(root.join("claims.toml"), "").unwrap();
+    std::fs::write(root.join(".gitignore"), "/runs\n/target\n").unwrap();
+    std::fs::create_dir_all(root.join("book")).unwrap();
+    std::fs::write(root.join("book/page.md"), "# A page\n").unwrap();
+    let reference = root.join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    git(root, &["add", "."]);
+    git(
+        root,
+        &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "lab"],
+    );
+    dir
+}
+
+/// Every file under `dir`, with its contents.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            } else {
+                out.push((e.path(), std::fs::read(e.path()).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_command_writes_under_results_or_into_a_tracked_file() {
+    let _serial = labkit::testing::serial();
+    let checkout = scratch_lab();
+    let root = checkout.path();
+    let reference = root.join("results/2026-01-01-ref");
+    let before =
+        (git(root, &["status", "--porcelain"]), tree(&root.join("results")));
+    assert_eq!(before.0, "", "the scratch checkout starts clean");
+    // A link elsewhere that leads into results/.
+    let elsewhere = labkit::testing::tempdir();
+    std::os::unix::fs::symlink(root.join("results"), elsewhere.path().join("link"))
+        .unwrap();
+    let link = elsewhere.path().join("link/new").display().to_string();
+    let abs = root.join("results/new").display().to_string();
+    let refd = reference.display().to_string();
+    let run = |out: &str| -> Vec<String> {
+        ["run", "fork-vs-thread"]
+            .iter()
+            .chain(&TINY)
+            .chain(&["--out", out])
+            .map(|s| s.to_string())
+            .collect()
+    };
+    // (working folder, arguments)
+    let cases: Vec<(PathBuf, Vec<String>)> = vec![
+        (root.into(), run("results/2026-01-01-ref/fork-vs-thread")),
+        (root.into(), run(&abs)),
+        // Relative, from another folder of the checkout.
+        (root.join("book"), run("../results/x")),
+        (root.into(), run(&link)),
+        // A tracked folder, a tracked file, a folder git does not ignore.
+        (root.into(), run("book")),
+        (root.into(), run("book/page.md")),
+        (root.into(), run("notes")),
+        (
+            root.into(),
+            vec![
+                "compare".into(),
+                refd.clone(),
+                "--out".into(),
+                "results/cmp".into(),
+            ],
+        ),
+        (
+            root.into(),
+            vec!["compare".into(), refd.clone(), "--out".into(), "book".into()],
+        ),
+        (
+            root.into(),
+            vec!["compare".into(), refd.clone(), "--out".into(), link.clone()],
+        ),
+        (root.into(), run("runs/../results/y")),
+    ];
+    for (cwd, args) in &cases {
+        let mut cmd = common::lab_std();
+        cmd.env("LAB_CHECKOUT", root).current_dir(cwd).args(args);
+        let line = labkit::testing::usage_error("lab", &mut cmd);
+        assert!(
+            line.contains("results") || line.contains("git"),
+            "{args:?}: {line}"
+        );
+    }
+    // `runs` that leads into results/, or that is not a folder.
+    std::os::unix::fs::symlink(root.join("results"), root.join("runs")).unwrap();
+    let mut cmd = common::lab_std();
+    cmd.env("LAB_CHECKOUT", root).args(["run", "fork-vs-thread"]).args(TINY);
+    let line = labkit::testing::usage_error("lab", &mut cmd);
+    assert!(line.contains("holds only the reference run"), "{line}");
+    std::fs::remove_file(root.join("runs")).unwrap();
+    std::fs::write(root.join("runs"), "not a folder").unwrap();
+    let line = labkit::testing::usage_error("lab", &mut cmd);
+    assert!(line.contains("is not a folder"), "{line}");
+    let mut cmd = common::lab_std();
+    let line = labkit::testing::usage_error(
+        "lab",
+        cmd.env("LAB_CHECKOUT", root).arg("compare"),
+    );
+    assert!(line.contains("is not a folder"), "{line}");
+    std::fs::remove_file(root.join("runs")).unwrap();
+    // A class folder that is results/ itself: compared, not written into.
+    let out = lab()
+        .env("LAB_CHECKOUT", root)
+        .arg("compare")
+        .arg(root.join("results"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("not saved"), "{err}");
+    // Places git ignores are written: runs/ and target/.
+    let out = lab()
+        .env("LAB_CHECKOUT", root)
+        .current_dir(root)
+        .args(["compare", &refd, "--out", "target/cmp"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(root.join("target/cmp/compare.md").is_file());
+    let after = (git(root, &["status", "--porcelain"]), tree(&root.join("results")));
+    assert_eq!(before, after, "a command changed what git sees, or results/");
+}
+
+#[test]
+fn the_lab_names_every_run_it_passes_over() {
+    let checkout = labkit::testing::tempdir();
+    let runs = checkout.path().join("runs");
+    let reference = checkout.path().join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let good = runs.join("2026-01-01-000000-good");
+    manifest(&good, true);
+    results(&good, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    // Newer, each unreadable in its own way.
+    let bad_manifest = runs.join("2026-01-02-000000-bad-manifest");
+    results(&bad_manifest, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    std::fs::write(bad_manifest.join("run.json"), "{\"lab_run\": ").unwrap();
+    let bad_results = runs.join("2026-01-03-000000-bad-results");
+    manifest(&bad_results, true);
+    std::fs::create_dir_all(bad_results.join("fork-vs-thread")).unwrap();
+    std::fs::write(bad_results.join("fork-vs-thread/fork-vs-thread.json"), "{")
+        .unwrap();
+    let cut = runs.join("2026-01-04-000000-cut");
+    manifest(&cut, false);
+    results(&cut, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .starts_with(&good.display().to_string())
+    );
+    for (run, why) in [
+        (&bad_manifest, "its manifest is damaged"),
+        (&bad_results, "a results file is damaged"),
+        (&cut, "it never finished"),
+    ] {
+        let line = format!("lab: passed over {}: {why}", run.display());
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with(&line)).count(),
+            1,
+            "{line}\n{err}"
+        );
+    }
+    // Named, a folder whose manifest does not read is no lab run: exit 2.
+    let line = common::lab_refuses(&["compare", bad_manifest.to_str().unwrap()]);
+    assert!(line.contains("not a lab run"), "{line}");
+    // A class of these runs, with a copy of the good one and a run whose
+    // figure was edited: every tally adds up to the runs counted, and
+    // each run left out is named with why.
+    let copy = runs.join("2026-01-05-000000-copy");
+    std::fs::create_dir_all(copy.join("fork-vs-thread")).unwrap();
+    for f in ["run.json", "fork-vs-thread/fork-vs-thread.json"] {
+        std::fs::copy(good.join(f), copy.join(f)).unwrap();
+    }
+    let edited = runs.join("2026-01-06-000000-edited");
+    manifest(&edited, true);
+    results(&edited, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    let file = edited.join("fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&file);
+    doc["headline"]["fork_over_thread"]["value"] = 9.0.into();
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .arg("compare")
+        .arg(&runs)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let json = common::read_json(runs.join("class.json"));
+    assert_eq!(json["members"].as_array().unwrap().len(), 1, "{json}");
+    for row in json["claims"].as_array().unwrap() {
+        let sum: u64 = row["verdicts"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(sum, 1, "{row}");
+    }
+    let left: Vec<String> = json["left_out"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| format!("{} {}", l[0], l[1]))
+        .collect();
+    assert_eq!(left.len(), 4, "{left:?}");
+    for (name, why) in [
+        ("bad-manifest", "not a lab run"),
+        ("bad-results", "not JSON"),
+        ("cut", "never finished"),
+        ("edited", "is damaged"),
+    ] {
+        assert!(
+            left.iter().any(|l| l.contains(name) && l.contains(why)),
+            "{name}: {left:?}"
+        );
+    }
+    assert!(!left.iter().any(|l| l.contains("another version")), "{left:?}");
+    assert_eq!(json["duplicates"][0][0], copy.display().to_string(), "{json}");
+    assert!(err.contains("is a copy of"), "{err}");
+}
+
+#[test]
+fn busy_is_shown_wherever_a_verdict_is() {
+    let checkout = labkit::testing::tempdir();
+    let run = checkout.path().join("runs/2026-01-01-000000-busy");
+    manifest(&run, true);
+    results(&run, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&run, "create-destroy", "6.1", 2, &[("fork_us", 100.0)]);
+    let file = run.join("fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&file);
+    doc["load"] = serde_json::json!({
+        "loadavg_start": "3.0 1.0 0.5 3/100 1", "loadavg_end": "3.5 1.2 0.6 3/100 2",
+        "others_cpu_s": 6.0, "wall_s": 10.0, "busy": true
+    });
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let verdicts = |markdown: bool| {
+        let mut cmd = lab();
+        cmd.env("LAB_CHECKOUT", checkout.path()).arg("verdicts").arg(&run);
+        if markdown {
+            cmd.arg("--markdown");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (text, err) = verdicts(false);
+    assert!(text.contains("Busy run: "), "{text}");
+    let line = text.lines().find(|l| l.starts_with("printing-same")).unwrap();
+    assert!(line.ends_with("[busy]"), "{line}");
+    assert!(text.contains("busy:  measured while the machine was busy: other processes used 6.0 CPU-s"), "{text}");
+    // A verdict on the same run's other, quiet results is marked too.
+    let line = text.lines().find(|l| l.starts_with("process-cost")).unwrap();
+    assert!(line.ends_with("[busy]"), "{line}");
+    assert!(text.contains("on a busy run (busy during fork-vs-thread)"), "{text}");
+    assert!(err.contains("the machine was busy during fork-vs-thread"), "{err}");
+    let (md, _) = verdicts(true);
+    assert!(md.starts_with("**Busy run:**"), "{md}");
+    assert!(
+        md.contains("**no longer holds** (*busy*)")
+            || md.contains("**holds** (*busy*)"),
+        "{md}"
+    );
+    // The class view.
+    let out =
+        lab().arg("compare").arg(checkout.path().join("runs")).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("Busy: ") && stdout.contains("(1 on a busy run)"),
+        "{stdout}"
+    );
+}
+
+/// A program that waits `first` seconds on its first call, `later` on its
+/// second and third, and then (the added rounds) an hour, before running
+/// the real one.
+fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
+    let path = dir.join(name);
+    let script = format!(
+        "#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n\
+         case $n in 1) sleep {first};; 2|3) sleep {later};; *) sleep 3600;; esac\n\
+         exec {real} \"$@\"\n",
+        count = dir.join(format!("{name}.count")).display(),
+        real = bin_dir().join(name).display(),
+    );
+    std::fs::write(&path, script).unwrap();
+    Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+}
+
+#[test]
+fn a_run_cut_short_while_adding_rounds_is_never_finished() {
+    use std::io::BufRead;
+    let _serial = labkit::testing::serial();
+    let checkout = labkit::testing::tempdir();
+    let reference = checkout.path().join("results/2026-01-01-ref");
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    // fork over thread: far below 0.8 in the first round, far above 1.25
+    // in the next two, so printing-same is too close to call at 3 rounds
+    // and the run adds rounds, in which the programs wait.
+    let bins = labkit::testing::tempdir();
+    slow_program(bins.path(), "fork", "0", "0.6");
+    slow_program(bins.path(), "thread", "0.3", "0.3");
+    let mut lab = common::lab_std()
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_BIN_DIR", bins.path())
+        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "3"])
+        .args(["--rounds", "3", "--cpus", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = String::new();
+    let mut lines = std::io::BufReader::new(lab.stderr.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains("too close to call at 3 rounds; making") {
+            break;
+        }
+    }
+    assert!(seen.contains("making"), "no added rounds: {seen}");
+    // The programs wait: the interrupt comes while the rounds are added.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(lab.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = lab.wait().unwrap();
+    let rest: Vec<String> = lines.map_while(|l| l.ok()).collect();
+    assert_eq!(status.code(), Some(130), "{seen}{rest:?}");
+    let run = written_to(seen.as_bytes()).parent().unwrap().to_path_buf();
+    // Its first results are kept, and it says it never finished.
+    assert!(run.join("fork-vs-thread/fork-vs-thread.json").is_file());
+    let manifest = common::read_json(run.join("run.json"));
+    assert!(manifest["ended"].is_null(), "{manifest}");
+    let out = lab_in(checkout.path()).arg("compare").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "not your latest finished run: {err}");
+    assert!(err.contains("it never finished"), "{err}");
+    let out = lab_in(checkout.path()).arg("compare").arg(&run).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!run.join("compare.md").exists(), "{err}");
+}
+
+fn lab_in(checkout: &Path) -> assert_cmd::Command {
+    let mut cmd = lab();
+    cmd.env("LAB_CHECKOUT", checkout);
+    cmd
+}
+
+#[test]
+fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
+    let _serial = labkit::testing::serial();
+    let tree = labkit::testing::tempdir();
+    std::fs::write(tree.path().join("Cargo.toml"), "[workspace]\n").unwrap();
+    std::fs::write(tree.path().join("claims.toml"), "").unwrap();
+    let release = tree.path().join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_lab"), release.join("lab")).unwrap();
+    let copied = || {
+        let mut cmd = Std::new(release.join("lab"));
+        cmd.env("LAB_BIN_DIR", bin_dir())
+            .env_remove("LAB_CHECKOUT")
+            .env_remove("CARGO_MANIFEST_DIR");
+        cmd
+    };
+    let out = copied().args(["run", "fork-vs-thread"]).args(TINY).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let target = written_to(&out.stderr);
+    assert!(
+        target.starts_with(std::fs::canonicalize(tree.path()).unwrap().join("runs"))
+    );
+    labkit::testing::help_mentions(release.join("lab"), &["LAB_CHECKOUT"]);
+    // With no tree around it, it says so, and how to name one.
+    let alone = labkit::testing::tempdir();
+    std::fs::copy(env!("CARGO_BIN_EXE_lab"), alone.path().join("lab")).unwrap();
+    let mut cmd = Std::new(alone.path().join("lab"));
+    cmd.env_remove("LAB_CHECKOUT").env_remove("CARGO_MANIFEST_DIR").arg("compare");
+    let line = labkit::testing::usage_error("lab", &mut cmd);
+    assert!(
+        line.contains("cannot find the lab's checkout")
+            && line.contains("LAB_CHECKOUT"),
+        "{line}"
+    );
+}
+
+#[test]
+fn lab_test_tells_a_suite_cut_short_from_a_finished_one() {
+    let fake = labkit::testing::tempdir();
+    let cargo = |name: &str, body: &str| {
+        let path = fake.path().join(name);
+        std::fs::write(
+            &path,
+            format!("#!/bin/sh\necho 'x::y: skipped: no perf' >> \"$LAB_SKIP_LOG\"\n{body}\n"),
+        )
+        .unwrap();
+        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+        path
+    };
+    let run =
+        |cargo: PathBuf| lab().env("CARGO", cargo).arg("test").output().unwrap();
+    let done = run(cargo("done", "exit 0"));
+    let text = String::from_utf8_lossy(&done.stdout);
+    assert!(done.status.success(), "{done:?}");
+    assert_eq!(
+        text,
+        "lab test: 1 test skipped (did not run here):\n  x::y: skipped: no perf\n"
+    );
+    let killed = run(cargo("killed", "kill -TERM $$"));
+    let text = String::from_utf8_lossy(&killed.stdout);
+    assert_eq!(killed.status.code(), Some(1), "{killed:?}");
+    assert!(text.contains("skipped among the tests that ran"), "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .contains("did not finish: cargo test was killed by SIGTERM"),
+        "{text}"
+    );
+    let failed = run(cargo("failed", "exit 101"));
+    let text = String::from_utf8_lossy(&failed.stdout);
+    assert_eq!(failed.status.code(), Some(1), "{failed:?}");
+    assert!(text.lines().last().unwrap().contains("did not finish"), "{text}");
 }

@@ -40,7 +40,7 @@ pub(super) struct CPrograms {
 }
 
 pub(super) fn c_programs() -> Result<CPrograms> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = crate::checkout::sources();
     let forkcreat = root.join("crates/forkcreat/c/forkcreat.c");
     let image = root.join("crates/forkcreat/c/rust_image.c");
     let c = |path: &str, name| crate::bins::compile_c(&root.join(path), name);

@@ -273,7 +273,7 @@ fn programs(vs_c: bool) -> Result<Vec<Program>> {
         },
     ];
     if vs_c {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = crate::checkout::sources();
         for (label, source) in [
             ("fork.c", "crates/fork/c/fork.c"),
             ("thread.c", "crates/thread/c/thread.c"),

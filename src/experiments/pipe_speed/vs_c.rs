@@ -2,7 +2,7 @@
 //! run back to back, on one CPU and unpinned; its tables, its chart and
 //! its own Markdown file (`vs-c.md`, which the book includes).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::chart::{Chart, Meaning};
 use crate::stats::{Summary, paired_ratio, round_order};
@@ -202,7 +202,7 @@ fn pair_name(c: &Comparison) -> String {
 /// ([`crate::bins::compile_c_with`]), as `<program>-c`; an edit to
 /// `pipespeed.h` rebuilds them too (the build follows local includes).
 pub fn c_twin(program: &str) -> Result<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let root = crate::checkout::sources().join("crates");
     let source = root.join(format!("{program}/c/{program}.c"));
     let shared = root.join("pipespeed2/c/pipespeed.c");
     crate::bins::compile_c_with(&[&source, &shared], &[], &format!("{program}-c"))
