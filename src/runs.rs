@@ -254,15 +254,7 @@ pub fn sweep() -> Vec<PathBuf> {
 /// [`sweep`]'s work in the run folders of `root`.
 fn sweep_root(root: &Path, reader_runs: bool) -> Vec<PathBuf> {
     let mut removed = Vec::new();
-    let Ok(entries) = std::fs::read_dir(root) else { return removed };
-    let mut runs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    for run in runs {
+    for run in dated_runs(root) {
         sweep_run(&run, reader_runs, &mut removed);
     }
     removed
@@ -370,14 +362,7 @@ pub fn latest() -> Option<PathBuf> {
 /// The reader's latest run, and the newer runs passed over with why.
 pub fn latest_and_skipped() -> (Option<PathBuf>, Vec<(PathBuf, String)>) {
     let mut skipped = Vec::new();
-    let Ok(entries) = std::fs::read_dir(runs_root()) else { return (None, skipped) };
-    let mut runs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
+    let mut runs = dated_runs(&runs_root());
     while let Some(run) = runs.pop() {
         match unreadable(&run) {
             None => return (Some(run), skipped),
@@ -417,16 +402,20 @@ pub fn unreadable(run: &Path) -> Option<String> {
 }
 
 fn newest(root: &Path) -> Option<PathBuf> {
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(root)
-        .ok()?
+    dated_runs(root).into_iter().rfind(|run| is_finished(run))
+}
+
+/// The run folders in `root` (folders named by date), oldest first.
+fn dated_runs(root: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+    let mut runs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter(|e| e.file_name().to_str().is_some_and(is_run_name))
         .map(|e| e.path())
-        .filter(|run| is_finished(run))
         .collect();
     runs.sort();
-    runs.pop()
+    runs
 }
 
 /// A run folder's name starts with its date: `2026-12-01-...`.
