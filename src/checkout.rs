@@ -24,6 +24,11 @@ fn is_lab_checkout(dir: &Path) -> bool {
     MARKS.iter().all(|m| dir.join(m).is_file())
 }
 
+/// The lab checkout that holds the binary `exe`, if any.
+fn tree_of(exe: &Path) -> Option<PathBuf> {
+    exe.ancestors().skip(1).find(|d| is_lab_checkout(d)).map(Path::to_path_buf)
+}
+
 /// The checkout, or the one line that says why there is none.
 fn find() -> std::result::Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os("LAB_CHECKOUT").filter(|d| !d.is_empty()) {
@@ -45,8 +50,8 @@ fn find() -> std::result::Result<PathBuf, String> {
                 labkit::error::describe_io(&e)
             )
         })?;
-    if let Some(dir) = exe.ancestors().skip(1).find(|d| is_lab_checkout(d)) {
-        return Ok(dir.to_path_buf());
+    if let Some(dir) = tree_of(&exe) {
+        return Ok(dir);
     }
     // `cargo run` with a target folder outside the tree: cargo names the
     // package's folder.
@@ -87,12 +92,7 @@ pub fn sources() -> PathBuf {
     std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .ok()
-        .and_then(|exe| {
-            exe.ancestors()
-                .skip(1)
-                .find(|d| is_lab_checkout(d))
-                .map(Path::to_path_buf)
-        })
+        .and_then(|exe| tree_of(&exe))
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
