@@ -117,6 +117,12 @@ pub fn differences(a: &Published, b: &Published) -> Vec<(String, String, String)
     ];
     let mut named: Vec<(String, String, String)> =
         pairs.into_iter().map(|(what, x, y)| (what.to_string(), x, y)).collect();
+    // The machine facts both recorded (older results have none).
+    for (key, x) in &ma.facts {
+        if let Some(y) = mb.facts.get(key) {
+            named.push((key.clone(), x.clone(), y.clone()));
+        }
+    }
     // What each experiment chose itself (--quick, loops, ladder blocks).
     let mut used: Vec<&String> = sa.used.keys().chain(sb.used.keys()).collect();
     used.sort();

@@ -74,8 +74,8 @@ enum Command {
     /// reference runs, with `--reference`, from a clean commit, into
     /// results/<date>-<host>/ (or results/$LAB_RUN_ID/)
     Reference,
-    /// Run the lab's test suite (`cargo test --release ARGS`, from
-    /// `cargo lab test`) and end with how many tests skipped, and why
+    /// Run the lab's test suite (`cargo test --release ARGS`, in the lab's
+    /// checkout) and end with how many tests skipped, and why
     #[command(disable_help_flag = true)]
     Test {
         /// Arguments for `cargo test --release`
@@ -110,7 +110,26 @@ fn list(indent: &str) -> String {
 }
 
 pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
-    let command = labkit::cli::parse_from::<Cli, _, _>(args).command;
+    let command = labkit::cli::parse_outer::<Cli, _, _>(args).command;
+    if labkit::cli::parse_only() {
+        // Only the flags are checked: an experiment's own, by its parser.
+        return match command {
+            Command::Run { name, .. } if name == "--help" || name == "-h" => Ok(()),
+            Command::Run { name, args } if name == "all" => {
+                all_flags(args).map(drop)
+            }
+            Command::Run { name, args } => {
+                let experiment = find(&name)?;
+                let argv =
+                    std::iter::once(OsString::from(format!("lab run {name}")));
+                (experiment.run)(
+                    &report::Context::alone(),
+                    argv.chain(args).collect(),
+                )
+            }
+            _ => Ok(()),
+        };
+    }
     if !matches!(command, Command::List) {
         // Where runs go, found from this binary's place (or LAB_CHECKOUT).
         checkout::check()?;
@@ -158,9 +177,8 @@ fn reference() -> labkit::Result<()> {
 /// binary with cargo's fail-fast) says so last, and never ends on a
 /// summary that reads as complete. Exits as cargo did (1 if it failed).
 fn test(args: Vec<OsString>) -> labkit::Result<()> {
-    let cargo = std::env::var_os("CARGO").ok_or_else(|| {
-        Error::usage("lab test runs cargo: start it as `cargo lab test`")
-    })?;
+    // The cargo that started us (`cargo lab test`), else the one on PATH.
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let dir = labkit::cleanup::tempdir("lab-test-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let log = dir.path().join("skipped.txt");

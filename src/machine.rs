@@ -25,6 +25,11 @@ pub struct Machine {
     /// it has uncommitted changes outside `results/`, `unknown` outside a
     /// checkout.
     pub commit: String,
+    /// The settings and CPU facts the book quotes about this machine
+    /// ([`facts`]): key -> value as the kernel prints it. Empty in results
+    /// from before the lab recorded them.
+    #[serde(default)]
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 impl Machine {
@@ -47,6 +52,7 @@ impl Machine {
             hostname: field(|u| u.nodename()),
             date: utc_now(),
             commit: commit(),
+            facts: facts(),
         }
     }
 
@@ -66,6 +72,52 @@ impl Machine {
             self.rustc
         )
     }
+}
+
+/// The CPU flags, mitigations and kernel settings the book quotes, read
+/// now, so that a sentence about them rests on the run, not on typing:
+/// - `pcid`: `yes` or `no`, whether the CPU has process-context ids (a
+///   switch between address spaces then keeps the TLB's other entries);
+/// - `spectre_v2`, `meltdown`: the kernel's line for each from
+///   `/sys/devices/system/cpu/vulnerabilities/` (which mitigations a
+///   switch pays for);
+/// - `kernel.pid_max`, `kernel.threads-max`, `vm.max_map_count`,
+///   `vm.overcommit_memory`, `net.core.wmem_default`,
+///   `net.core.rmem_default`: the `sysctl` values (`/proc/sys/...`).
+///
+/// A fact this machine does not show (no such file) is left out.
+pub fn facts() -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    if let Some(flags) = info.lines().find_map(|l| {
+        l.strip_prefix("flags").and_then(|r| r.split_once(':')).map(|(_, f)| f)
+    }) {
+        let has = flags.split_whitespace().any(|f| f == "pcid");
+        out.insert("pcid".into(), if has { "yes" } else { "no" }.into());
+    }
+    let read = |path: &str| {
+        std::fs::read_to_string(path).ok().map(|v| v.trim().to_string())
+    };
+    for bug in ["spectre_v2", "meltdown"] {
+        if let Some(v) =
+            read(&format!("/sys/devices/system/cpu/vulnerabilities/{bug}"))
+        {
+            out.insert(bug.into(), v);
+        }
+    }
+    for key in [
+        "kernel.pid_max",
+        "kernel.threads-max",
+        "vm.max_map_count",
+        "vm.overcommit_memory",
+        "net.core.wmem_default",
+        "net.core.rmem_default",
+    ] {
+        if let Some(v) = read(&format!("/proc/sys/{}", key.replace('.', "/"))) {
+            out.insert(key.into(), v);
+        }
+    }
+    out
 }
 
 fn cpu_model() -> String {
@@ -180,6 +232,15 @@ mod tests {
         assert!(!m.kernel.is_empty() && m.kernel != "unknown");
         assert!(m.rustc.starts_with("rustc "), "{}", m.rustc);
         assert!(m.summary().contains(&m.kernel));
+        // Every Linux has pid_max, and every x86 CPU a flags line.
+        assert!(m.facts["kernel.pid_max"].parse::<u64>().is_ok(), "{:?}", m.facts);
+        if m.arch == "x86_64" {
+            assert!(
+                ["yes", "no"].contains(&m.facts["pcid"].as_str()),
+                "{:?}",
+                m.facts
+            );
+        }
     }
 }
 

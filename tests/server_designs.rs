@@ -123,7 +123,7 @@ fn every_design_serves_exact_replies_and_stops_leaving_nothing() {
             .collect();
         let threads = threads_of(server.pid());
         match design {
-            "prefork" | "prefork-select" | "prefork-flock" | "prefork-mutex"
+            "prefork" | "prefork-select" | "prefork-fcntl" | "prefork-mutex"
             | "prefork-pass" => assert_eq!(kids.len(), 3, "{design}"),
             "prethread-mutex" | "prethread-nolock" | "epoll-exclusive"
             | "reuseport" => {

@@ -35,9 +35,40 @@ pub fn parse<T: clap::Parser>() -> T {
     parse_from(std::env::args_os())
 }
 
+/// The environment variable that makes every program of the lab stop right
+/// after parsing its command line: exit 0 if the flags parse, 2 with the
+/// usual one line if not, and nothing run. The book's test checks each
+/// command the book prints this way.
+pub const PARSE_ONLY: &str = "LAB_PARSE_ONLY";
+
+/// Whether [`PARSE_ONLY`] is set (to anything but empty or `0`).
+pub fn parse_only() -> bool {
+    std::env::var_os(PARSE_ONLY).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// [`parse`] from `args`, the first being the program's name as it should
-/// appear in a message (`lab run fork-vs-thread`, say).
+/// appear in a message (`lab run fork-vs-thread`, say). Under
+/// [`PARSE_ONLY`] a command line that parses ends the process here, with
+/// exit 0.
 pub fn parse_from<T, I, A>(args: I) -> T
+where
+    T: clap::Parser,
+    I: IntoIterator<Item = A>,
+    A: Into<std::ffi::OsString> + Clone,
+{
+    let parsed = parse_outer::<T, I, A>(args);
+    if parse_only() {
+        crate::cleanup::finish();
+        std::process::exit(0)
+    }
+    parsed
+}
+
+/// [`parse_from`] for a command line that holds another to parse (`lab
+/// run NAME ARGS`, whose `ARGS` the experiment parses): never ends the
+/// process under [`PARSE_ONLY`], which its caller checks once the inner
+/// command line is parsed.
+pub fn parse_outer<T, I, A>(args: I) -> T
 where
     T: clap::Parser,
     I: IntoIterator<Item = A>,

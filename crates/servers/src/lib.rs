@@ -65,7 +65,7 @@ pub enum Design {
     /// serv02l: prefork, every child blocks in select, then accepts
     PreforkSelect,
     /// serv03: prefork, a file lock (fcntl) around accept
-    PreforkFlock,
+    PreforkFcntl,
     /// serv04: prefork, a process-shared pthread mutex around accept
     PreforkMutex,
     /// serv05: prefork, the parent accepts and passes the descriptor
@@ -98,7 +98,7 @@ impl Design {
         Design::Fork,
         Design::Prefork,
         Design::PreforkSelect,
-        Design::PreforkFlock,
+        Design::PreforkFcntl,
         Design::PreforkMutex,
         Design::PreforkPass,
         Design::Thread,
@@ -119,7 +119,7 @@ impl Design {
             Design::Fork => "fork",
             Design::Prefork => "prefork",
             Design::PreforkSelect => "prefork-select",
-            Design::PreforkFlock => "prefork-flock",
+            Design::PreforkFcntl => "prefork-fcntl",
             Design::PreforkMutex => "prefork-mutex",
             Design::PreforkPass => "prefork-pass",
             Design::Thread => "thread",
@@ -141,7 +141,7 @@ impl Design {
             Design::Fork => "serv01",
             Design::Prefork => "serv02",
             Design::PreforkSelect => "serv02l",
-            Design::PreforkFlock => "serv03",
+            Design::PreforkFcntl => "serv03",
             Design::PreforkMutex => "serv04",
             Design::PreforkPass => "serv05",
             Design::Thread => "serv06",
@@ -292,7 +292,7 @@ pub fn run(cfg: &Config) -> Result<Stats> {
         Design::Prefork | Design::PreforkSelect => {
             prefork::run(cfg, listener, meters)
         }
-        Design::PreforkFlock | Design::PreforkMutex => {
+        Design::PreforkFcntl | Design::PreforkMutex => {
             prefork_lock::run(cfg, listener, meters)
         }
         Design::PreforkPass => prefork_pass::run(cfg, listener, meters),

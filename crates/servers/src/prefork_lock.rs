@@ -5,9 +5,9 @@
 //! safe. On Linux it is neither needed nor harmful to correctness: it only
 //! adds the lock's own cost.
 //!
-//! - `prefork-flock` (serv03): an `fcntl` write lock (`F_SETLKW`) on a
-//!   temporary file, unlinked at once, which every child inherits. (The
-//!   name says flock for "file lock"; the call is Stevens' `fcntl`.)
+//! - `prefork-fcntl` (serv03): an `fcntl` write lock (`F_SETLKW`) on a
+//!   temporary file, unlinked at once, which every child inherits, as
+//!   Stevens' serv03 takes it.
 //! - `prefork-mutex` (serv04): a `pthread_mutex_t` marked
 //!   `PTHREAD_PROCESS_SHARED`, in a shared anonymous mapping.
 

@@ -46,7 +46,7 @@ pub const DESIGNS: &[&str] = &[
     "fork",
     "prefork",
     "prefork-select",
-    "prefork-flock",
+    "prefork-fcntl",
     "prefork-mutex",
     "prefork-pass",
     "thread",
