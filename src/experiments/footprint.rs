@@ -1,6 +1,6 @@
 //! `lab run footprint`: what N idle threads and N idle processes cost in
 //! memory, and what writing to memory after `fork` costs (copy-on-write)
-//! compared with threads sharing it. Tests the folk claim article 000 opens
+//! compared with threads sharing it. Tests the folk claim Zhou Li et al. open
 //! with (book References: zhou-2010): processes are heavy in memory, threads
 //! light.
 
@@ -24,7 +24,7 @@ use crate::report::{Common, Context, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "footprint",
-    "Memory of N idle threads vs N idle processes; copy-on-write (article 000)",
+    "Memory of N idle threads vs N idle processes; copy-on-write (Zhou Li et al.)",
     main,
 );
 

@@ -1,4 +1,4 @@
-//! `mq`: the message-queue server of article 004 ("线程的上下文开销真得那么
+//! `mq`: the message-queue server of the 2006 message-queue post ("线程的上下文开销真得那么
 //! 厉害吗(2)?", a 2006 blog post; book References: mq-2006) and its client.
 //!
 //! The article's server (JTangMQ, in Java) had pools of reader, writer and

@@ -1,8 +1,8 @@
 //! `lab run create-destroy`: what creating and destroying a process or a
 //! thread costs, three ways, each beside its article's figures:
-//! `forkcreat` vs `pthreadcreat` (article 000: 100,000 creations), the
-//! lecture's loop at iter = 2000 (001), and `creattime` timing only the
-//! create call at 20 / 128 / 255 samples (003).
+//! `forkcreat` vs `pthreadcreat` (Zhou Li et al.: 100,000 creations), the
+//! lecture's loop at iter = 2000 (the 2004 lecture), and `creattime` timing only the
+//! create call at 20 / 128 / 255 samples (Czuczy, 2004).
 //!
 //! Every program, Rust or C, is run with `--json` and its report read
 //! into the program crate's own type (`forkcreat::Report`,
@@ -26,13 +26,13 @@ use run::{Ct, Loop};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "create-destroy",
-    "forkcreat vs pthreadcreat, the lecture's loop, creattime (000, 001, 003)",
+    "forkcreat vs pthreadcreat, the lecture's loop, creattime (Zhou Li et al.; the 2004 lecture; Czuczy, 2004)",
     main,
 )
 .for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "31"]]);
 
-/// forkcreat vs pthreadcreat (article 000), the lecture's 2000-iteration
-/// loops (001) and creattime at 20/128/255 samples (003), each table beside
+/// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
+/// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside
 /// the articles' figures.
 #[derive(Parser)]
 struct Args {

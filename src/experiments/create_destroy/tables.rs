@@ -132,7 +132,7 @@ fn article_table(d: &Data) -> Table {
     let n = d.article.first().map_or(0, |r| r.iterations);
     let mut t = Table::new(
         format!(
-            "1. Create and destroy {n} processes or threads (article 000: 100,000)"
+            "1. Create and destroy {n} processes or threads (Zhou Li et al.: 100,000)"
         ),
         &[
             "program",
@@ -178,7 +178,7 @@ fn lecture_table(d: &Data) -> Table {
     let n = d.lecture.first().map_or(0, |r| r.iterations);
     let mut t = Table::new(
         format!(
-            "2. The lecture's loops, iter = {n} (001): microseconds per create+delete"
+            "2. The lecture's loops, iter = {n} (the 2004 lecture): microseconds per create+delete"
         ),
         &["", "today", "Linux 2.4.20 (2 x 728 MHz)", "Solaris 2.9 (333 MHz SPARC)"],
     );
@@ -214,7 +214,7 @@ fn lecture_table(d: &Data) -> Table {
 
 fn creattime_table(d: &Data) -> Table {
     let mut t = Table::new(
-        "3. Only the create call (003): average ms per call, fork/thread ratio",
+        "3. Only the create call (Czuczy, 2004): average ms per call, fork/thread ratio",
         &[
             "samples",
             "fork ms",

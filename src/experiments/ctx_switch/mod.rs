@@ -1,5 +1,5 @@
 //! `lab run ctx-switch`: what one context switch costs, measured before the
-//! message-queue sweep of article 004 (book References: mq-2006) because
+//! message-queue sweep of the 2006 message-queue post (book References: mq-2006) because
 //! that sweep's verdict (30% of the CPU spent switching) rests on it.
 //!
 //! For threads and processes, each pinned to the same CPU, to two CPUs, or

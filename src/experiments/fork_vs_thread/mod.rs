@@ -1,4 +1,4 @@
-//! `lab run fork-vs-thread`: `fork.c` against `thread.c` (article 000,
+//! `lab run fork-vs-thread`: `fork.c` against `thread.c` (Zhou Li et al.,
 //! after Zhou Li et al.). N workers each print COUNT lines to stdout and to
 //! a shared log; the programs are timed from outside like `time ./fork`,
 //! five rounds per setting. The tables and charts: [`tables`].
@@ -22,7 +22,7 @@ use crate::report::{Common, Context, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "fork-vs-thread",
-    "fork.c vs thread.c: N workers print COUNT lines each (article 000)",
+    "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
 .for_reference(&[&["--full", "--vs-c", "--rounds", "11"]]);

@@ -1,4 +1,4 @@
-//! `lab run mq-sweep`: the message-queue thread-count sweep (article 004).
+//! `lab run mq-sweep`: the message-queue thread-count sweep (the 2006 message-queue post).
 //! For each pool size T, `broker --readers T --writers T --deliverers T`
 //! and `load` (100 senders, 100 receivers, 4 queues, 1 KiB messages) run
 //! as separate processes on loopback; then one row for the broker as a
@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::Experiment;
 use crate::report::{Common, Context, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (article 004), beside Redis and NATS", main)
+pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (the 2006 message-queue post), beside Redis and NATS", main)
 .under_all(&["--rounds", "3", "--redis-io-threads", "1", "--nats-gomaxprocs", "2"]);
 
 /// The message-queue sweep: threads per pool against messages/s and the

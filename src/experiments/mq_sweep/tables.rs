@@ -67,7 +67,7 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
         "Medians of {} round(s) (msg/s: median (min-max)). Switches are the \
          broker's voluntary+involuntary context switches (getrusage). Switch \
          share = switches x {:.2} us / broker CPU time; the {:.2} us per switch: {}. \
-         The 2006 figures: the single-CPU server of article 004 (2006; see the \
+         The 2006 figures: the single-CPU server of the 2006 message-queue post (see the \
          book's References).",
         d.rounds, d.switch_cost.us, d.switch_cost.us, d.switch_cost.source
     ));

@@ -1,5 +1,5 @@
 //! `lab run pipe-speed`: Bradford's `pipespeed2` and `pipespeed2t`
-//! (article 002): MB/s through a pipe by block size, in one thread and
+//! (Bradford, 2001): MB/s through a pipe by block size, in one thread and
 //! between two, beside the limit that memory copying sets (a pipe copies
 //! every byte twice: into the kernel's buffer and out again).
 //!
@@ -43,7 +43,7 @@ pub use vs_c::c_twin;
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "pipe-speed",
-    "pipespeed2 / pipespeed2t: pipe MB/s by block size (article 002)",
+    "pipespeed2 / pipespeed2t: pipe MB/s by block size (Bradford, 2001)",
     main,
 )
 .under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])

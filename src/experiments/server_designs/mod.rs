@@ -1,5 +1,5 @@
 //! `lab run server-designs`: Stevens' chapter 30 table re-run (UNP vol. 1,
-//! 3rd ed.; the table article 000 leans on). Every design of the `servers`
+//! 3rd ed.; the table Zhou Li et al. lean on). Every design of the `servers`
 //! crate serves the same closed-loop load from `client` (CHILDREN
 //! concurrent clients x LOOPS connections, BYTES per reply) on loopback;
 //! the server's own CPU (itself plus its reaped children, as
@@ -32,7 +32,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "server-designs",
     concat!(
         "Stevens' server designs and today's: CPU per connection above an ",
-        "iterative baseline (article 000, UNP ch. 30)"
+        "iterative baseline (Zhou Li et al., UNP ch. 30)"
     ),
     main,
 )

@@ -145,7 +145,7 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
     ]);
     claims.note(format!(
         "Stevens' summary: pools cut the process-control CPU \"by a factor of 10 or \
-         more\". Article 000: creation is cheap enough that pools bring no real \
+         more\". Zhou Li et al.: creation is cheap enough that pools bring no real \
          advantage. A ratio is `-` when the pool's CPU is not above the baseline; \
          the baseline varied by {:.3} s between rounds, so smaller differences are \
          noise. Kegel's ratio uses his best prefork (serv05) and his serv00 as the \

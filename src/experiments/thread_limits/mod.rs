@@ -1,5 +1,5 @@
 //! `lab run thread-limits`: why 500 threads crashed on the article's
-//! machine (article 000, section two). Its 32-bit Celeron gave a process
+//! machine (Zhou Li et al., section two). Its 32-bit Celeron gave a process
 //! 3 GiB of address space; with 8 MiB default stacks that holds at most
 //! 3 GiB / 8 MiB = 384 threads, and `thread.c` died at 500, 800 and 1000.
 //! `RLIMIT_AS` = 3 GiB emulates that machine on a 64-bit one. Every probe
@@ -33,7 +33,7 @@ use tables::{
 
 pub const EXPERIMENT: Experiment = Experiment::new(
     "thread-limits",
-    "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (article 000)",
+    "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (Zhou Li et al.)",
     main,
 );
 

@@ -9,7 +9,7 @@ use labkit::cli::seconds_in;
 use labkit::limits::size_in;
 
 /// A message-queue broker over TCP with reader, deliverer and writer thread
-/// pools (article 004), or one epoll loop with --event-loop. Prints the
+/// pools (the 2006 message-queue post), or one epoll loop with --event-loop. Prints the
 /// bound address first, serves until SIGINT or SIGTERM, then a stats line.
 /// Exit status: 0 ok, 1 failed, 2 bad usage.
 ///

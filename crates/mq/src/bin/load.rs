@@ -9,7 +9,7 @@ use labkit::Error;
 use labkit::cli::seconds_in;
 use labkit::limits::size_in;
 
-/// Load generator for `broker` (article 004's client): senders publish
+/// Load generator for `broker` (the 2006 message-queue post's client): senders publish
 /// stamped messages for --duration, receivers take them; then exactly-once
 /// delivery is checked and messages/s and latency percentiles reported.
 /// Nothing waits past --duration + --drain (and 0.1 s): against a broker
