@@ -47,12 +47,44 @@ pub fn expand(
     reference: &Path,
     repository: Option<&str>,
 ) -> Result<String> {
-    expand_with(text, reference, repository, &Chapters::new())
+    expand_with(text, reference, repository, &Pages::default())
 }
 
 /// Claim id -> the chapter (file under `src/`) whose `{{#verdict ID}}`
 /// discusses it.
 pub type Chapters = std::collections::BTreeMap<String, String>;
+
+/// What a chapter's directives need to know of the other chapters.
+#[derive(Debug, Default)]
+pub struct Pages {
+    /// Where each claim's verdict is discussed (`{{#then-and-now}}`'s links).
+    pub verdicts: Chapters,
+    /// Experiment -> its chapter's `## Predict` and `## Exercises`
+    /// sections, from its page and sub-pages, for `{{#worksheet EXP}}`.
+    pub worksheets: std::collections::BTreeMap<String, String>,
+}
+
+/// The sections of a chapter a worksheet prints: each `## Predict` and
+/// `## Exercises`, up to the next `## ` heading, in order.
+pub fn worksheet_sections(text: &str) -> String {
+    let mut out = String::new();
+    let mut keep = false;
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+        }
+        if !fence && line.starts_with("## ") {
+            let title = line[3..].trim();
+            keep = title == "Predict" || title == "Exercises";
+        }
+        if keep {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
 
 /// The claim ids of the `{{#verdict ID}}` directives in `text`.
 pub fn verdicts_in(text: &str) -> Vec<String> {
@@ -102,8 +134,9 @@ pub fn expand_with(
     text: &str,
     reference: &Path,
     repository: Option<&str>,
-    chapters: &Chapters,
+    pages: &Pages,
 ) -> Result<String> {
+    let chapters = &pages.verdicts;
     let mut evaluated = None;
     let mut out = String::with_capacity(text.len());
     // Each results file is read and parsed once per chapter.
@@ -166,6 +199,41 @@ pub fn expand_with(
                         .join(", ")
                 ));
             }
+            Some("headline") => {
+                let folder = words.next().ok_or_else(|| bad(inner))?;
+                let key = words.next().ok_or_else(|| bad(inner))?;
+                let decimals = match words.next() {
+                    Some(d) => d.parse::<usize>().map_err(|_| bad(inner))?,
+                    None => 0,
+                };
+                let (path, json) = results_file(&mut files, reference, folder)?;
+                out.push_str(&headline(json, key, decimals).map_err(|e| {
+                    Error::failed(format!(
+                        "{{{{#{inner}}}}}: {e} in {}",
+                        path.display()
+                    ))
+                })?);
+            }
+            Some("findings") => {
+                let rows = rows(&mut evaluated, reference)?;
+                out.push_str(&findings(rows, chapters));
+            }
+            Some("worksheet") => {
+                let name = words.next().ok_or_else(|| bad(inner))?;
+                let sheet = pages.worksheets.get(name).ok_or_else(|| {
+                    Error::failed(format!(
+                        "{{{{#worksheet {name}}}}}: no chapter {name}.md"
+                    ))
+                })?;
+                if sheet.trim().is_empty() {
+                    return Err(Error::failed(format!(
+                        "{{{{#worksheet {name}}}}}: {name}.md has no `## Predict` or \
+                         `## Exercises` section"
+                    )));
+                }
+                // Its own directives too (a figure in an exercise).
+                out.push_str(&expand_with(sheet, reference, repository, pages)?);
+            }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             Some("chart-key") => out.push_str(&crate::chart::key_svg()),
             // {{#include}} and the like are mdBook's own.
@@ -175,6 +243,68 @@ pub fn expand_with(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// `{{#headline EXP KEY DECIMALS}}`: a headline figure of a results file
+/// with its unit and 95% interval, e.g. `114 µs (95% interval 110 to
+/// 127)`; an exact count has no interval.
+fn headline(
+    json: &Value,
+    key: &str,
+    decimals: usize,
+) -> std::result::Result<String, String> {
+    let h = json
+        .get("headline")
+        .and_then(|h| h.get(key))
+        .ok_or_else(|| format!("no headline figure '{key}'"))?;
+    let number = |v: &Value| v.as_f64().map(|x| format!("{x:.decimals$}"));
+    let value =
+        h.get("value").and_then(number).ok_or("its value is not a number")?;
+    let unit = h.get("unit").and_then(Value::as_str).unwrap_or("");
+    let with_unit = |v: String| match unit {
+        "" => v,
+        "x" => format!("{v}x"),
+        u => format!("{v} {u}"),
+    };
+    let interval = h
+        .get("interval")
+        .and_then(Value::as_array)
+        .and_then(|i| Some((number(i.first()?)?, number(i.get(1)?)?)));
+    let exact = h.get("method").and_then(Value::as_str) == Some("exact");
+    Ok(match interval {
+        _ if exact => with_unit(value),
+        Some((lo, hi)) if lo == hi => format!("{} (every round)", with_unit(value)),
+        Some((lo, hi)) => {
+            format!("{} (95% interval {lo} to {hi})", with_unit(value))
+        }
+        None => format!("{} (no interval: too few rounds)", with_unit(value)),
+    })
+}
+
+/// `{{#findings}}`: one line per claim: what the article said, today's
+/// figure with its interval, and the verdict, each claim linked to the
+/// chapter that discusses it.
+fn findings(rows: &[crate::claims::Row], chapters: &Chapters) -> String {
+    let mut md =
+        String::from("| claim | then | today | verdict |\n|---|---|---|---|\n");
+    for r in rows {
+        let claim = match chapters.get(&r.claim.id) {
+            Some(page) => {
+                format!("[{}]({page}#verdict-{})", r.claim.claim, r.claim.id)
+            }
+            None => r.claim.claim.clone(),
+        };
+        let today = r.today_text().unwrap_or_else(|| "-".into());
+        md.push_str(&format!(
+            "| {} | {} | {} | **{}**{} |\n",
+            crate::claims::cell(&claim),
+            crate::claims::cell(&r.claim.then),
+            crate::claims::cell(&today),
+            crate::claims::cell(r.verdict.word()),
+            if r.busy.is_some() { " (*busy*)" } else { "" }
+        ));
+    }
+    md
 }
 
 fn bad(directive: &str) -> Error {
@@ -353,9 +483,48 @@ pub fn expand_book(
     reference: &Path,
     repository: Option<&str>,
 ) -> Result<()> {
-    let mut chapters = Chapters::new();
-    find_verdicts(book, &mut chapters);
-    expand_chapters(book, reference, repository, &chapters)
+    let mut pages = Pages::default();
+    find_verdicts(book, &mut pages.verdicts);
+    find_worksheets(book, &mut pages.worksheets);
+    expand_chapters(book, reference, repository, &pages)
+}
+
+/// Each chapter's worksheet ([`worksheet_sections`]): from its page and
+/// every sub-page under it, keyed by the page's file stem.
+fn find_worksheets(
+    book: &Value,
+    sheets: &mut std::collections::BTreeMap<String, String>,
+) {
+    fn all_text(chapter: &serde_json::Map<String, Value>, out: &mut String) {
+        if let Some(content) = chapter.get("content").and_then(Value::as_str) {
+            out.push_str(&worksheet_sections(content));
+        }
+        for item in
+            chapter.get("sub_items").and_then(Value::as_array).into_iter().flatten()
+        {
+            if let Some(Value::Object(sub)) = item.get("Chapter") {
+                all_text(sub, out);
+            }
+        }
+    }
+    match book {
+        Value::Object(map) => {
+            if let Some(Value::Object(chapter)) = map.get("Chapter") {
+                let stem = chapter
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .and_then(|p| p.strip_suffix(".md"));
+                if let Some(stem) = stem {
+                    let mut text = String::new();
+                    all_text(chapter, &mut text);
+                    sheets.entry(stem.to_string()).or_insert(text);
+                }
+            }
+            map.values().for_each(|v| find_worksheets(v, sheets));
+        }
+        Value::Array(items) => items.iter().for_each(|v| find_worksheets(v, sheets)),
+        _ => {}
+    }
 }
 
 /// Which chapter holds each claim's `{{#verdict ID}}`.
@@ -382,7 +551,7 @@ fn expand_chapters(
     book: &mut Value,
     reference: &Path,
     repository: Option<&str>,
-    chapters: &Chapters,
+    pages: &Pages,
 ) -> Result<()> {
     match book {
         Value::Object(map) => {
@@ -391,19 +560,19 @@ fn expand_chapters(
                     chapter.get("name").and_then(Value::as_str).unwrap_or("?");
                 let name = name.to_string();
                 if let Some(Value::String(content)) = chapter.get_mut("content") {
-                    *content = expand_with(content, reference, repository, chapters)
+                    *content = expand_with(content, reference, repository, pages)
                         .map_err(|e| {
                             Error::failed(format!("chapter '{name}': {e}"))
                         })?;
                 }
             }
             for v in map.values_mut() {
-                expand_chapters(v, reference, repository, chapters)?;
+                expand_chapters(v, reference, repository, pages)?;
             }
         }
         Value::Array(items) => {
             for v in items {
-                expand_chapters(v, reference, repository, chapters)?;
+                expand_chapters(v, reference, repository, pages)?;
             }
         }
         _ => {}

@@ -518,7 +518,7 @@ pub fn heading_id(id: &str) -> String {
         .collect()
 }
 
-fn cell(text: &str) -> String {
+pub fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace('\n', " ")
 }
 
