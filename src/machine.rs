@@ -81,6 +81,9 @@ impl Machine {
 /// - `spectre_v2`, `meltdown`: the kernel's line for each from
 ///   `/sys/devices/system/cpu/vulnerabilities/` (which mitigations a
 ///   switch pays for);
+/// - `vm`: the hypervisor, as `systemd-detect-virt --vm` names it (`kvm`,
+///   `none`), which a container does not hide, unlike
+///   [`Machine::virtualization`];
 /// - `kernel.pid_max`, `kernel.threads-max`, `vm.max_map_count`,
 ///   `vm.overcommit_memory`, `net.core.wmem_default`,
 ///   `net.core.rmem_default`: the `sysctl` values (`/proc/sys/...`).
@@ -104,6 +107,9 @@ pub fn facts() -> std::collections::BTreeMap<String, String> {
         {
             out.insert(bug.into(), v);
         }
+    }
+    if let Some(vm) = output("systemd-detect-virt", &["--vm"]) {
+        out.insert("vm".into(), vm);
     }
     for key in [
         "kernel.pid_max",
