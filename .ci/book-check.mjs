@@ -422,6 +422,17 @@ async function checkChapter(browser, base, chapter, opts) {
         notes.push(`table "${t.header}" is ${t.width} px in a ${wide.mainWidth} px column (scrolls in its box)`);
       }
     }
+    // A worksheet is handed out on paper: at most two A4 pages, printed
+    // as the browser prints it (mdBook's print style, no sidebar).
+    if (chapter.name.endsWith("-worksheet")) {
+      const pdf = await page.pdf({ format: "A4", margin: { top: "15mm", bottom: "15mm", left: "15mm", right: "15mm" } });
+      const pages = (pdf.toString("latin1").match(/\/Type\s*\/Page(?!s)/g) || []).length;
+      if (pages > 2 || pages === 0) {
+        problems.push(`worksheet prints on ${pages} A4 pages (at most 2)`);
+      } else {
+        notes.push(`prints on ${pages} A4 page${pages === 1 ? "" : "s"}`);
+      }
+    }
     fs.mkdirSync(opts.out, { recursive: true });
     const shot = path.join(opts.out, `${chapter.name.replace(/\//g, "__")}${opts.theme ? `-${opts.theme}` : ""}.png`);
     await page.screenshot({ path: shot, fullPage: true });
@@ -588,6 +599,12 @@ async function selfTest(browser, siteDir, list, opts) {
       expect: /directive left in the text/,
     },
     {
+      name: "a worksheet longer than two A4 pages is caught",
+      chapter: list.find((c) => c.name.endsWith("-worksheet")),
+      edit: (h) => h.replace(/<main>([\s\S]*?)<\/main>/, (_, inner) => `<main>${inner.repeat(6)}</main>`),
+      expect: /worksheet prints on \d+ A4 pages/,
+    },
+    {
       name: "a missing page is caught",
       chapter: plain,
       remove: true,
@@ -599,7 +616,7 @@ async function selfTest(browser, siteDir, list, opts) {
   try {
     for (const c of cases) {
       if (!c.chapter) {
-        console.log(`FAIL - self-test: ${c.name}: no chapter with a chart to break`);
+        console.log(`FAIL - self-test: ${c.name}: no chapter to break`);
         failed++;
         continue;
       }

@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 /// Every `{{#include PATH[:ANCHOR|:FROM:TO]}}` in the chapters: chapter,
 /// path (relative to the chapter) and the part after the colon.
 fn includes(book: &Path) -> Vec<(String, String, Option<String>)> {
@@ -67,7 +69,7 @@ fn anchored<'a>(text: &'a str, anchor: &str) -> Result<Vec<&'a str>, String> {
 fn every_listing_names_a_file_and_anchor_that_exist() {
     let book = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("book/src");
     let all = includes(&book);
-    assert!(all.len() > 50, "the book's listings were not found: {all:?}");
+    assert!(all.len() > 30, "the book's listings were not found: {all:?}");
     let mut bad = Vec::new();
     for (chapter, file, part) in &all {
         let path = book.join(file);
@@ -196,7 +198,10 @@ fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     std::fs::create_dir(&grown).unwrap();
     copy_with_an_extra_point(&reference, &grown);
     let mut quoted = 0;
-    for (name, text) in chapters() {
+    // A worksheet quotes its chapter's sections, checked there.
+    for (name, text) in
+        chapters().into_iter().filter(|(_, t)| !t.contains("{{#worksheet "))
+    {
         quoted += text.matches("{{#figure ").count();
         let want = lab::book::expand(&text, &reference, None)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -337,4 +342,540 @@ fn each_experiments_first_listing_is_a_slide_sized_loop_beside_its_c() {
     // fork-vs-thread, thread-limits, create-destroy and pipe-speed have a
     // C twin to set beside their loop.
     assert!(side_by_side >= 4, "{side_by_side} listings beside their C");
+}
+
+// --- What a student reads: its length, its commands ---------------------
+
+/// The book's source folder.
+fn book_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src")
+}
+
+/// `text` without what is not prose: fenced code, directives, HTML tags,
+/// link targets, table rows and headings.
+fn prose(text: &str) -> String {
+    fn cut(text: &str, open: &str, close: &str, keep: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find(open) {
+            out.push_str(&rest[..at]);
+            match rest[at + open.len()..].find(close) {
+                Some(end) => {
+                    out.push_str(keep);
+                    rest = &rest[at + open.len() + end + close.len()..];
+                }
+                None => {
+                    rest = "";
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+    let text = cut(text, "```", "```", " ");
+    let text = cut(&text, "{{#", "}}", " ");
+    let text = cut(&text, "<", ">", " ");
+    let text = cut(&text, "](", ")", "]");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('|') && !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Words of prose: each run of word characters (letters, digits, `_`,
+/// `'`, `’`, `.`, `-`) that holds an ASCII letter or digit.
+fn words(text: &str) -> usize {
+    let word = |c: char| c.is_alphanumeric() || "_'’.-".contains(c);
+    prose(text)
+        .split(|c: char| !word(c))
+        .filter(|w| w.chars().any(|c| c.is_ascii_alphanumeric()))
+        .count()
+}
+
+/// The main path, from SUMMARY.md: the pages before the experiments
+/// (introduction, getting started, methodology), then each experiment with
+/// its sub-pages, up to the first part title after them (the appendix).
+fn main_path() -> (Vec<String>, Vec<(String, Vec<String>)>) {
+    let summary = std::fs::read_to_string(book_src().join("SUMMARY.md")).unwrap();
+    let target = |line: &str| {
+        let t = line.split("](").nth(1)?;
+        Some(t.split(')').next()?.to_string())
+    };
+    let (mut intro, mut experiments) =
+        (Vec::new(), Vec::<(String, Vec<String>)>::new());
+    for line in summary.lines() {
+        if (line.starts_with("# ") && !experiments.is_empty())
+            || line.trim() == "---"
+        {
+            break;
+        }
+        let Some(page) = target(line) else { continue };
+        if line.starts_with("- ") {
+            experiments.push((page.trim_end_matches(".md").to_string(), vec![page]));
+        } else if line.starts_with("  - ") {
+            experiments.last_mut().unwrap().1.push(page);
+        } else if line.starts_with('[') {
+            intro.push(page);
+        }
+    }
+    (intro, experiments)
+}
+
+/// A chapter is one lab session's reading: at most 3,000 words of prose
+/// per experiment with its sub-pages, and 25,000 on the whole main path.
+#[test]
+fn the_main_path_is_25000_words_at_most_and_each_experiment_3000() {
+    let count = |page: &String| {
+        words(&std::fs::read_to_string(book_src().join(page)).unwrap())
+    };
+    let (intro, experiments) = main_path();
+    assert_eq!(experiments.len(), lab::experiments::ALL.len(), "{experiments:?}");
+    let intro_words: usize = intro.iter().map(count).sum();
+    let mut total = intro_words;
+    let mut over = Vec::new();
+    eprintln!("book words: intro pages {intro_words}");
+    for (name, pages) in &experiments {
+        let n: usize = pages.iter().map(count).sum();
+        eprintln!("book words: {name} {n}");
+        total += n;
+        if n > 3000 {
+            over.push(format!("{name} {n}"));
+        }
+    }
+    eprintln!("book words: main path {total}");
+    assert!(over.is_empty(), "over 3,000 words of prose: {over:?}");
+    assert!(total <= 25_000, "the main path is {total} words of prose, over 25,000");
+}
+
+#[test]
+fn prose_words_leave_out_code_tables_directives_and_headings() {
+    let text = "# Title\n\nTwo words. {{#figure a /b 1}} µs\n\n```sh\nlab run x\n```\n\
+                | a | b |\n[a link](x.md#y) <b>bold</b>";
+    // Two, words., µs (it holds an ASCII letter), a, link, bold.
+    assert_eq!(words(text), 6, "{}", prose(text));
+}
+
+/// Every program of the lab a reader can type: `lab` and each binary of the
+/// workspace's crates.
+fn programs() -> Vec<String> {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
+    let mut names = vec!["lab".to_string()];
+    for dir in std::fs::read_dir(&crates).unwrap().flatten() {
+        let path = dir.path();
+        if path.join("src/main.rs").is_file() {
+            names.push(dir.file_name().to_string_lossy().into_owned());
+        }
+        for bin in
+            std::fs::read_dir(path.join("src/bin")).into_iter().flatten().flatten()
+        {
+            if let Some(stem) = bin.file_name().to_string_lossy().strip_suffix(".rs")
+            {
+                names.push(stem.to_string());
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// Every command line of the book: each line of a ```sh block (a `\`
+/// at the end joins the next), and each inline code span of prose that
+/// starts with a program of the lab. Page, line number and the command.
+fn commands() -> Vec<(String, usize, String)> {
+    book_commands().into_iter().map(|(page, n, c, _)| (page, n, c)).collect()
+}
+
+/// [`commands`], each marked `true` when it stands in a ```sh block (a
+/// line a reader types as it is), `false` for an inline one.
+fn book_commands() -> Vec<(String, usize, String, bool)> {
+    let programs = programs();
+    let mut found = Vec::new();
+    for (page, text) in chapters() {
+        let mut block: Option<String> = None;
+        let mut pending = String::new();
+        for (n, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if let Some(lang) = trimmed.strip_prefix("```") {
+                block = match block {
+                    Some(_) => None,
+                    None => Some(lang.trim().to_string()),
+                };
+                continue;
+            }
+            match block.as_deref() {
+                Some("sh") => {
+                    let line = trimmed.trim_end();
+                    if let Some(head) = line.strip_suffix('\\') {
+                        pending.push_str(head);
+                        continue;
+                    }
+                    pending.push_str(line);
+                    let command = std::mem::take(&mut pending);
+                    if !command.is_empty() && !command.starts_with('#') {
+                        found.push((page.clone(), n + 1, command, true));
+                    }
+                }
+                Some(_) => {}
+                None => {
+                    for span in line.split('`').skip(1).step_by(2) {
+                        let first = span.split_whitespace().next().unwrap_or("");
+                        if span.contains(' ') && programs.iter().any(|p| p == first)
+                        {
+                            found.push((
+                                page.clone(),
+                                n + 1,
+                                span.to_string(),
+                                false,
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// A command without its comment (` # ...` at the end).
+fn without_comment(command: &str) -> &str {
+    command.find(" #").map_or(command, |at| &command[..at]).trim()
+}
+
+/// Whether `command` is written another way than the book's one: `cargo
+/// lab`, `cargo run`, `just`, or a program by its path under `target/`.
+/// (Getting started's `cargo build ... && export PATH=...target/release`
+/// is the one step that sets the book's way up.)
+fn another_way(command: &str) -> Option<&'static str> {
+    let command = command.trim();
+    for other in ["cargo lab", "cargo run", "just "] {
+        if command.starts_with(other) || command.contains(&format!("&& {other}")) {
+            return Some(other);
+        }
+    }
+    let by_path = command.split_whitespace().any(|w| {
+        let w = w.trim_matches(|c| c == '"' || c == '\'');
+        ["target/release/", "target/debug/", "./target/"].iter().any(|dir| {
+            w.strip_prefix(dir).is_some_and(|rest| !rest.is_empty() && rest != "c/")
+        })
+    });
+    by_path.then_some("a program by its path under target/")
+}
+
+/// The book writes a command one way: `lab ...` and the programs by name,
+/// on the PATH that Getting started sets up. `cargo lab`, `cargo run`,
+/// `target/release/...` and `just` are the other ways it once had.
+#[test]
+fn every_command_is_written_one_way() {
+    let mut wrong = Vec::new();
+    for (page, n, command, _) in book_commands() {
+        if let Some(other) = another_way(&command) {
+            wrong.push(format!("{page}:{n}: {other} in `{command}`"));
+        }
+    }
+    for (page, text) in chapters() {
+        for (n, line) in text.lines().enumerate() {
+            for span in line.split('`').skip(1).step_by(2) {
+                if let Some(other) = another_way(span) {
+                    wrong.push(format!("{page}:{}: {other} in `{span}`", n + 1));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "commands written another way:\n{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_one_way_check_tells_the_other_ways() {
+    assert_eq!(another_way("cargo lab run fork-vs-thread"), Some("cargo lab"));
+    assert_eq!(another_way("cargo run -p mq --bin broker"), Some("cargo run"));
+    assert!(another_way("target/release/pipespeed2t 20k 64k").is_some());
+    assert!(another_way("./target/release/lab list").is_some());
+    for fine in [
+        "lab run fork-vs-thread",
+        "pipespeed2t 20k 64k",
+        r#"cargo build --release --workspace && export PATH="$PWD/target/release:$PATH""#,
+        "target/release/",
+        "target/release/c/",
+    ] {
+        assert_eq!(another_way(fine), None, "{fine}");
+    }
+}
+
+/// The programs that run another command given to them: a lab program
+/// after one of these (and its options) is the command that runs.
+const WRAPPERS: [&str; 16] = [
+    "taskset",
+    "/usr/bin/time",
+    "time",
+    "perf",
+    "strace",
+    "ltrace",
+    "prlimit",
+    "env",
+    "chrt",
+    "setpriv",
+    "gdb",
+    "timeout",
+    "nice",
+    "valgrind",
+    "sudo",
+    "exec",
+];
+
+/// The parts of a command line that run one of the lab's programs: each
+/// `|`, `;` or `&&` segment whose command is a lab program, directly or
+/// after a wrapper (`taskset -c 0`, `perf stat --`, `/usr/bin/time -v`),
+/// from the program's name on.
+fn lab_part<'a>(command: &'a str, programs: &[String]) -> Vec<&'a str> {
+    let mut parts = Vec::new();
+    for segment in
+        without_comment(command).split(['|', ';']).flat_map(|s| s.split("&&"))
+    {
+        let first = segment.split_whitespace().next().unwrap_or("");
+        let wrapped = WRAPPERS.contains(&first);
+        if !wrapped && !programs.iter().any(|p| p == first) {
+            continue;
+        }
+        let mut at = 0;
+        for word in segment.split_whitespace() {
+            let start = segment[at..].find(word).unwrap() + at;
+            if programs.iter().any(|p| p == word) {
+                parts.push(segment[start..].trim());
+                break;
+            }
+            at = start + word.len();
+        }
+    }
+    parts
+}
+
+/// A command's syntax rather than a command: a placeholder in capitals
+/// (`lab run NAME`, `pipespeed2 COUNT BYTES`), an ellipsis, or a
+/// subcommand named alone (`lab run`).
+fn is_template(command: &str) -> bool {
+    let words: Vec<&str> = without_comment(command).split_whitespace().collect();
+    words.len() < 2
+        || words == ["lab", "run"]
+        || words.iter().any(|w| {
+            w.contains("...")
+                || (w.len() > 1
+                    && w.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+        })
+}
+
+/// Every command the book prints parses with the real parser of the
+/// program it runs ([`labkit::cli::PARSE_ONLY`]): a flag that does not
+/// exist, a value out of range or a wrong experiment name fails here
+/// before a student types it.
+#[test]
+fn every_command_in_the_book_parses() {
+    let programs = programs();
+    let bin = common::bin_dir();
+    let path =
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let scratch = labkit::cleanup::tempdir("lab-book-commands-").unwrap();
+    let (mut checked, mut wrong) = (0, Vec::new());
+    for (page, n, command) in commands() {
+        if is_template(&command) {
+            continue;
+        }
+        for part in lab_part(&command, &programs) {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(part)
+                .env("PATH", &path)
+                .env(labkit::cli::PARSE_ONLY, "1")
+                .env("LAB_CHECKOUT", env!("CARGO_MANIFEST_DIR"))
+                .current_dir(scratch.path())
+                .output()
+                .unwrap();
+            checked += 1;
+            if !out.status.success() {
+                wrong.push(format!(
+                    "{page}:{n}: `{part}`: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    eprintln!("book commands: {checked} checked against their parsers");
+    assert!(checked > 50, "only {checked} commands found: is the scan broken?");
+    assert!(wrong.is_empty(), "commands that do not parse:\n{}", wrong.join("\n"));
+}
+
+/// A sentence about the rounds of today's reference ("in every round",
+/// "all five rounds") would go false without a word when the reference is
+/// made again: the book states intervals instead, and a generated figure
+/// says "(every round)" itself.
+#[test]
+fn no_sentence_about_the_rounds_is_typed() {
+    let phrases = [
+        "in every round",
+        "in all rounds",
+        "in all the rounds",
+        "every one of the rounds",
+        "all five rounds",
+        "all eleven rounds",
+        "all 5 rounds",
+        "all 11 rounds",
+        "all 15 rounds",
+        "all 31 rounds",
+    ];
+    let mut typed = Vec::new();
+    for (page, text) in chapters() {
+        let lower = prose(&text).to_lowercase();
+        for p in phrases {
+            if lower.contains(p) {
+                typed.push(format!("{page}: {p:?}"));
+            }
+        }
+    }
+    assert!(
+        typed.is_empty(),
+        "sentences about the reference's rounds:\n{}",
+        typed.join("\n")
+    );
+}
+
+/// Whether the book's test runs `command` for real, as a reader types it:
+/// every line of a ```sh block but those that set up the checkout (`git`,
+/// `cargo`, `cd`, `export`), take minutes (`lab run`, `lab compare`, the
+/// class's `tar` and `for`), serve until stopped (`broker`, `server`), or
+/// need `perf` (the ctx-switch chapter's own runs need it; these are
+/// parsed only).
+fn runs_as_written(command: &str) -> bool {
+    let first = command.split_whitespace().next().unwrap_or("");
+    let skip_first = [
+        "git", "cargo", "cd", "export", "tar", "mkdir", "for", "perf", "broker",
+        "server", "sudo",
+    ];
+    let lab_quick = ["lab list", "lab verdicts", "lab --help"];
+    if first == "lab" {
+        return lab_quick.iter().any(|q| without_comment(command) == *q)
+            || command.split_whitespace().any(|w| w == "--help");
+    }
+    !skip_first.contains(&first) && !command.contains("perf ")
+}
+
+/// Every command of a ```sh block that [`runs_as_written`] says is cheap
+/// runs as the book prints it, page by page, in order, in one shell per
+/// page (so a `cc -o /tmp/x` on one line builds what the next runs), with
+/// the lab on the `PATH` as Getting started sets it up. It must exit 0,
+/// unless its comment says it fails (`# fails`, `# exits N`). The shell
+/// starts in a scratch folder where `crates/` is the checkout's, so a
+/// relative path reads the checkout's C and a relative output lands in
+/// the scratch folder.
+#[test]
+fn the_books_cheap_commands_run_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = labkit::cleanup::tempdir("lab-book-run-").unwrap();
+    std::os::unix::fs::symlink(root.join("crates"), scratch.path().join("crates"))
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        common::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut pages: Vec<(String, Vec<(usize, String)>)> = Vec::new();
+    let mut missing = std::collections::BTreeSet::new();
+    for (page, n, command, in_block) in book_commands() {
+        if !in_block || !runs_as_written(&command) {
+            continue;
+        }
+        // A tool the machine lacks (gdb, strace, GNU time): said and counted.
+        let tool = without_comment(&command)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let known = tool.starts_with("/tmp/")
+            || tool.starts_with("./")
+            || tool.contains('=');
+        let found = known
+            || std::process::Command::new("bash")
+                .args(["-c", &format!("command -v {tool}")])
+                .env("PATH", &path)
+                .output()
+                .is_ok_and(|o| o.status.success());
+        if !found {
+            missing.insert(tool);
+            continue;
+        }
+        match pages.last_mut() {
+            Some((p, lines)) if *p == page => lines.push((n, command)),
+            _ => pages.push((page, vec![(n, command)])),
+        }
+    }
+    let (mut ran, mut wrong) = (0, Vec::new());
+    for (page, lines) in &pages {
+        let mut script = String::new();
+        for (n, command) in lines {
+            // One shell, as a terminal is: `ulimit` and `$!` carry over.
+            let command = without_comment(command);
+            script.push_str(&match command.strip_suffix('&') {
+                Some(job) => {
+                    format!("{{ {job}; }} </dev/null >/dev/null 2>&1 3>&- &\necho \"{n} 0\" >&3\n")
+                }
+                None => format!(
+                    "{{ {command}\n}} </dev/null >/dev/null 2>>\"$LAB_ERR\"; echo \"{n} $?\" >&3\n"
+                ),
+            });
+        }
+        script.push_str("kill $(jobs -p) 2>/dev/null\n");
+        let err = scratch.path().join("stderr");
+        use std::os::unix::process::CommandExt;
+        let shell = std::process::Command::new("timeout")
+            .args(["300", "bash", "-c", &format!("exec 3>&1; {script}")])
+            .process_group(0)
+            .env("PATH", &path)
+            .env("LAB_CHECKOUT", root)
+            .env("LAB_ERR", &err)
+            .current_dir(scratch.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let group = shell.id().to_string();
+        let out = shell.wait_with_output().unwrap();
+        // Whatever a page left running (a busy loop it did not kill).
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{group}")])
+            .output();
+        let codes = String::from_utf8_lossy(&out.stdout).into_owned();
+        for (n, command) in lines {
+            ran += 1;
+            let code = codes
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{n} ")))
+                .and_then(|c| c.trim().parse::<i32>().ok());
+            // Said to fail, or a grep that found nothing (exit 1).
+            let comment = command.find(" #").map_or("", |at| &command[at..]);
+            let may_fail =
+                ["fails", "exit", "dies"].iter().any(|w| comment.contains(w));
+            let last =
+                without_comment(command).rsplit('|').next().unwrap_or("").trim();
+            let found_nothing = last.starts_with("grep ") && code == Some(1);
+            match code {
+                Some(0) => {}
+                Some(_) if may_fail || found_nothing => {}
+                Some(c) => wrong.push(format!("{page}:{n}: `{command}` exited {c}")),
+                None => wrong.push(format!(
+                    "{page}:{n}: `{command}` did not finish ({})",
+                    out.status
+                )),
+            }
+        }
+    }
+    for tool in &missing {
+        labkit::testing::skipped(&format!(
+            "the book's commands that start with {tool}: no {tool} here"
+        ));
+    }
+    eprintln!("book commands: {ran} run as written");
+    assert!(ran > 20, "only {ran} commands ran: is the scan broken?");
+    assert!(
+        wrong.is_empty(),
+        "commands that do not run as written:\n{}",
+        wrong.join("\n")
+    );
 }
