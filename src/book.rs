@@ -266,16 +266,24 @@ fn headline(
         "x" => format!("{v}x"),
         u => format!("{v} {u}"),
     };
-    let interval = h
+    let bounds = h
         .get("interval")
         .and_then(Value::as_array)
-        .and_then(|i| Some((number(i.first()?)?, number(i.get(1)?)?)));
+        .and_then(|i| Some((i.first()?.as_f64()?, i.get(1)?.as_f64()?)));
     let exact = h.get("method").and_then(Value::as_str) == Some("exact");
-    Ok(match interval {
+    Ok(match bounds {
         _ if exact => with_unit(value),
+        // Every round gave the same figure.
         Some((lo, hi)) if lo == hi => format!("{} (every round)", with_unit(value)),
         Some((lo, hi)) => {
-            format!("{} (95% interval {lo} to {hi})", with_unit(value))
+            // Enough digits that the two ends read apart.
+            let digits = (decimals..=decimals + 3)
+                .find(|&d| format!("{lo:.d$}") != format!("{hi:.d$}"))
+                .unwrap_or(decimals + 3);
+            format!(
+                "{} (95% interval {lo:.digits$} to {hi:.digits$})",
+                with_unit(value)
+            )
         }
         None => format!("{} (no interval: too few rounds)", with_unit(value)),
     })
@@ -686,6 +694,51 @@ mod tests {
         assert_eq!(
             got,
             "T | a |\n f=1.23 n=7 s=plain z=- i=1.10 to 1.46 {{#include other.md}}"
+        );
+    }
+
+    #[test]
+    fn a_headline_prints_its_unit_and_interval_with_digits_enough_to_read_apart() {
+        let json: Value = serde_json::from_str(
+            r#"{"headline": {
+                "t": {"value": 58.42, "unit": "µs", "interval": [51.06, 160.2], "method": "median"},
+                "r": {"value": 1.4018, "unit": "x", "interval": [1.2857, 1.468], "method": "paired-ratio"},
+                "n": {"value": 383.0, "unit": "", "interval": [383.0, 383.0], "method": "median"},
+                "p": {"value": 8.31, "unit": "KiB", "interval": [8.302, 8.318], "method": "median"},
+                "b": {"value": 65536.0, "unit": "bytes", "interval": [65536.0, 65536.0], "method": "exact"},
+                "few": {"value": 2.0, "unit": "x", "interval": null, "method": "median"}
+            }}"#,
+        )
+        .unwrap();
+        let h = |key, d| headline(&json, key, d).unwrap();
+        assert_eq!(h("t", 0), "58 µs (95% interval 51 to 160)");
+        assert_eq!(h("r", 2), "1.40x (95% interval 1.29 to 1.47)");
+        assert_eq!(h("n", 0), "383 (every round)");
+        // 8.3 to 8.3 would read as one value: one more digit.
+        assert_eq!(h("p", 1), "8.3 KiB (95% interval 8.30 to 8.32)");
+        assert_eq!(h("b", 0), "65536 bytes");
+        assert_eq!(h("few", 1), "2.0x (no interval: too few rounds)");
+        assert!(headline(&json, "nope", 0).unwrap_err().contains("nope"));
+    }
+
+    #[test]
+    fn a_worksheet_takes_the_predict_and_exercises_sections_only() {
+        let text = "# T\n\nIntro.\n\n## Predict\n\n1. Guess.\n\n## Run\n\n```sh\n## not a heading\nlab run x\n```\n\n\
+                    ## Exercises\n\n1. Do.\n\n```sh\n## still code\n```\n\n## Quiz\n\n1. Q.\n";
+        let sheet = worksheet_sections(text);
+        assert!(
+            sheet.starts_with("## Predict\n") && sheet.contains("1. Guess."),
+            "{sheet}"
+        );
+        assert!(
+            sheet.contains("## Exercises") && sheet.contains("## still code"),
+            "{sheet}"
+        );
+        assert!(
+            !sheet.contains("lab run x")
+                && !sheet.contains("Q.")
+                && !sheet.contains("Intro"),
+            "{sheet}"
         );
     }
 
