@@ -879,3 +879,35 @@ fn the_books_cheap_commands_run_as_written() {
         wrong.join("\n")
     );
 }
+
+/// The parse-only mode the book's test relies on: a command line that
+/// parses exits 0 having done nothing, a bad one exits 2 with one line,
+/// for a program and for `lab run`.
+#[test]
+fn parse_only_checks_the_flags_and_runs_nothing() {
+    let scratch = labkit::testing::tempdir();
+    let log = scratch.path().join("f.log");
+    let out = scratch.path().join("out");
+    let run = |cmd: &mut std::process::Command| {
+        cmd.env(labkit::cli::PARSE_ONLY, "1")
+            .current_dir(scratch.path())
+            .output()
+            .unwrap()
+    };
+    let ok = run(std::process::Command::new(common::bin_dir().join("fork"))
+        .args(["--procs", "3", "--log"])
+        .arg(&log));
+    assert!(ok.status.success() && ok.stdout.is_empty(), "{ok:?}");
+    assert!(!log.exists(), "parse-only forked and wrote the log");
+    let bad = run(std::process::Command::new(common::bin_dir().join("fork"))
+        .args(["--procz", "3"]));
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert_eq!(String::from_utf8_lossy(&bad.stderr).lines().count(), 1, "{bad:?}");
+    let lab = run(common::lab_std()
+        .args(["run", "fork-vs-thread", "--cpus", "0", "--out"])
+        .arg(&out));
+    assert!(lab.status.success(), "{lab:?}");
+    assert!(!out.exists(), "parse-only ran the experiment");
+    let wrong = run(common::lab_std().args(["run", "fork-vs-thread", "--bogus"]));
+    assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
+}
