@@ -259,29 +259,12 @@ fn every_claim_has_one_verdict_directive_in_the_book() {
 /// Each experiment's pages in the book's order: its chapter, then the
 /// sub-pages SUMMARY.md lists under it.
 fn experiment_pages() -> Vec<(String, Vec<String>)> {
-    let book = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
-    let summary = std::fs::read_to_string(book.join("SUMMARY.md")).unwrap();
-    let page = |line: &str| {
-        let target = line.split("](").nth(1)?;
-        target.strip_suffix(".md)").map(str::to_string)
-    };
-    let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for line in summary.lines() {
-        if let Some(rest) = line.strip_prefix("- [") {
-            let name = page(rest).unwrap();
-            let is_experiment = lab::experiments::ALL.iter().any(|e| e.name == name);
-            if is_experiment {
-                out.push((name.clone(), vec![name]));
-            } else {
-                break;
-            }
-        } else if let (Some(sub), Some(last)) =
-            (line.strip_prefix("  - [").and_then(page), out.last_mut())
-        {
-            last.1.push(sub);
-        }
-    }
-    out
+    let stem = |page: &String| page.trim_end_matches(".md").to_string();
+    main_path()
+        .1
+        .into_iter()
+        .map(|(name, pages)| (name, pages.iter().map(stem).collect()))
+        .collect()
 }
 
 /// A teacher puts a program's heart on one slide: every experiment's first
