@@ -50,6 +50,10 @@ pub fn expand(
     expand_with(text, reference, repository, &Pages::default())
 }
 
+/// What is rendered: the book as published, or an edition of it from a
+/// reader's run or a class's ([`crate::edition`]).
+pub use crate::edition::Edition;
+
 /// Claim id -> the chapter (file under `src/`) whose `{{#verdict ID}}`
 /// discusses it.
 pub type Chapters = std::collections::BTreeMap<String, String>;
@@ -62,6 +66,8 @@ pub struct Pages {
     /// Experiment -> its chapter's `## Predict` and `## Exercises`
     /// sections, from its page and sub-pages, for `{{#worksheet EXP}}`.
     pub worksheets: std::collections::BTreeMap<String, String>,
+    /// Which runs the figures come from.
+    pub edition: Edition,
 }
 
 /// The sections of a chapter a worksheet prints: each `## Predict` and
@@ -137,6 +143,7 @@ pub fn expand_with(
     pages: &Pages,
 ) -> Result<String> {
     let chapters = &pages.verdicts;
+    let edition = &pages.edition;
     let mut evaluated = None;
     let mut out = String::with_capacity(text.len());
     // Each results file is read and parsed once per chapter.
@@ -154,7 +161,7 @@ pub fn expand_with(
         match words.next() {
             Some("result") => {
                 let file = words.next().ok_or_else(|| bad(inner))?;
-                out.push_str(&result(reference, file)?);
+                out.push_str(&edition.result(file, result(reference, file)?)?);
             }
             Some("figure") => {
                 let folder = words.next().ok_or_else(|| bad(inner))?;
@@ -164,7 +171,8 @@ pub fn expand_with(
                     None => None,
                 };
                 let json = results_file(&mut files, reference, folder)?;
-                out.push_str(&figure(json, pointer, decimals)?);
+                let book = figure(json, pointer, decimals)?;
+                out.push_str(&edition.figure(folder, pointer, decimals, book)?);
             }
             Some("verdict") => {
                 let id = words.next().ok_or_else(|| bad(inner))?;
@@ -175,7 +183,7 @@ pub fn expand_with(
                             "{{{{#verdict {id}}}}}: no claim {id} in claims.toml"
                         ))
                     })?;
-                out.push_str(&verdict_sentence(row));
+                out.push_str(&edition.verdict(id, verdict_sentence(row))?);
             }
             Some("then-and-now") => {
                 let rows = rows(&mut evaluated, reference)?;
@@ -187,6 +195,17 @@ pub fn expand_with(
                         .get(&c.id)
                         .map(|page| format!("[{page}]({page}#verdict-{})", c.id))
                 };
+                let to_entry = |r: &crate::claims::Row| {
+                    format!(
+                        "[{}](#{})",
+                        r.claim.claim,
+                        crate::claims::heading_id(&r.claim.id)
+                    )
+                };
+                if let Some(beside) = edition.claims_table(rows, &to_entry) {
+                    out.push_str(&beside);
+                    out.push_str("\nThe book's verdicts, claim by claim:\n\n");
+                }
                 out.push_str(&crate::claims::markdown(rows, &name, &link));
                 let commits = crate::runs::commits_of(reference);
                 out.push_str(&format!(
@@ -207,16 +226,28 @@ pub fn expand_with(
                     None => 0,
                 };
                 let (path, json) = results_file(&mut files, reference, folder)?;
-                out.push_str(&headline(json, key, decimals).map_err(|e| {
+                let book = headline(json, key, decimals).map_err(|e| {
                     Error::failed(format!(
                         "{{{{#{inner}}}}}: {e} in {}",
                         path.display()
                     ))
-                })?);
+                })?;
+                out.push_str(&edition.headline(folder, key, decimals, book)?);
             }
             Some("findings") => {
                 let rows = rows(&mut evaluated, reference)?;
-                out.push_str(&findings(rows, chapters));
+                let to_page = |r: &crate::claims::Row| match chapters
+                    .get(&r.claim.id)
+                {
+                    Some(page) => {
+                        format!("[{}]({page}#verdict-{})", r.claim.claim, r.claim.id)
+                    }
+                    None => r.claim.claim.clone(),
+                };
+                match edition.claims_table(rows, &to_page) {
+                    Some(beside) => out.push_str(&beside),
+                    None => out.push_str(&findings(rows, chapters)),
+                }
             }
             Some("worksheet") => {
                 let name = words.next().ok_or_else(|| bad(inner))?;
@@ -234,6 +265,26 @@ pub fn expand_with(
                 // Its own directives too (a figure in an exercise).
                 out.push_str(&expand_with(sheet, reference, repository, pages)?);
             }
+            Some("rests-on") => {
+                const CLOSE: &str = "{{/rests-on}}";
+                let condition = inner["rests-on".len()..].trim();
+                let body = &from[end + 2..];
+                let close = body.find(CLOSE).ok_or_else(|| {
+                    Error::failed(format!("{{{{#{inner}}}}} has no {CLOSE}"))
+                })?;
+                let sentence = &body[..close];
+                if sentence.contains("\n\n") || sentence.contains("{{#rests-on") {
+                    return Err(Error::failed(format!(
+                        "{{{{#{inner}}}}}: its text runs over a paragraph, or holds \
+                         another rests-on"
+                    )));
+                }
+                let text = expand_with(sentence, reference, repository, pages)?;
+                let rows = rows(&mut evaluated, reference)?;
+                out.push_str(&edition.rests_on(condition, text, reference, rows)?);
+                rest = &body[close + CLOSE.len()..];
+                continue;
+            }
             Some("repository") => out.push_str(repository.unwrap_or(NO_REPOSITORY)),
             Some("chart-key") => out.push_str(&crate::chart::key_svg()),
             // {{#include}} and the like are mdBook's own.
@@ -248,7 +299,7 @@ pub fn expand_with(
 /// `{{#headline EXP KEY DECIMALS}}`: a headline figure of a results file
 /// with its unit and 95% interval, e.g. `114 µs (95% interval 110 to
 /// 127)`; an exact count has no interval.
-fn headline(
+pub(crate) fn headline(
     json: &Value,
     key: &str,
     decimals: usize,
@@ -355,23 +406,9 @@ fn figure(
 ) -> Result<String> {
     let value = select(json, pointer)
         .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
-    Ok(match (value, decimals) {
-        (Value::Number(n), Some(d)) => {
-            let x = n.as_f64().unwrap_or(f64::NAN);
-            format!("{x:.d$}")
-        }
-        (Value::String(s), _) => s.clone(),
-        // An interval, `/headline/KEY/interval`: "1.55 to 1.90".
-        (Value::Array(ends), Some(d))
-            if ends.len() == 2 && ends.iter().all(Value::is_number) =>
-        {
-            let end = |v: &Value| v.as_f64().unwrap_or(f64::NAN);
-            format!("{:.d$} to {:.d$}", end(&ends[0]), end(&ends[1]))
-        }
-        // A figure the run could not give (a ratio over nothing).
-        (Value::Null, _) => "-".to_string(),
-        (other, _) => other.to_string(),
-    })
+    // An interval, `/headline/KEY/interval`, prints as "1.55 to 1.90"; a
+    // figure the run could not give (a ratio over nothing) as "-".
+    Ok(crate::edition::show_value(value, decimals))
 }
 
 /// The value at `path` in `json`: a JSON pointer (`/a/b`, with `~1` for
@@ -491,7 +528,18 @@ pub fn expand_book(
     reference: &Path,
     repository: Option<&str>,
 ) -> Result<()> {
-    let mut pages = Pages::default();
+    expand_edition(book, reference, repository, Edition::Reference)
+}
+
+/// [`expand_book`], for `edition`: each chapter opens on what it is
+/// rendered from ([`Edition::open_chapter`]).
+pub fn expand_edition(
+    book: &mut Value,
+    reference: &Path,
+    repository: Option<&str>,
+    edition: Edition,
+) -> Result<()> {
+    let mut pages = Pages { edition, ..Pages::default() };
     find_verdicts(book, &mut pages.verdicts);
     find_worksheets(book, &mut pages.worksheets);
     expand_chapters(book, reference, repository, &pages)
@@ -567,11 +615,21 @@ fn expand_chapters(
                 let name =
                     chapter.get("name").and_then(Value::as_str).unwrap_or("?");
                 let name = name.to_string();
+                let stem = chapter
+                    .get("path")
+                    .and_then(Value::as_str)
+                    .and_then(|p| p.strip_suffix(".md"))
+                    .unwrap_or("")
+                    .to_string();
                 if let Some(Value::String(content)) = chapter.get_mut("content") {
-                    *content = expand_with(content, reference, repository, pages)
-                        .map_err(|e| {
-                            Error::failed(format!("chapter '{name}': {e}"))
-                        })?;
+                    let failed =
+                        |e: Error| Error::failed(format!("chapter '{name}': {e}"));
+                    let text = expand_with(content, reference, repository, pages)
+                        .map_err(failed)?;
+                    *content = pages
+                        .edition
+                        .open_chapter(&stem, text, reference)
+                        .map_err(failed)?;
                 }
             }
             for v in map.values_mut() {
@@ -621,13 +679,17 @@ pub fn edit_url_template(web: &str) -> Option<String> {
     }
 }
 
+/// The web address of the checkout's `origin` remote, if it has one.
+pub fn repository() -> Option<String> {
+    let remote = ["remote", "get-url", "origin"];
+    crate::machine::git(&crate::checkout::root(), &remote).and_then(|r| web_url(&r))
+}
+
 /// The book's two addresses for `book/build`, one a line: the web address
 /// of the checkout's `origin` remote and its page-editing template; an
 /// empty line for each it does not have.
 fn addresses() -> String {
-    let remote = ["remote", "get-url", "origin"];
-    let web = crate::machine::git(&crate::checkout::root(), &remote)
-        .and_then(|remote| web_url(&remote));
+    let web = repository();
     let edit = web.as_deref().and_then(edit_url_template);
     format!("{}\n{}\n", web.unwrap_or_default(), edit.unwrap_or_default())
 }

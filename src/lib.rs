@@ -14,6 +14,7 @@ pub mod checkout;
 pub mod claims;
 pub mod class;
 pub mod compare;
+pub mod edition;
 pub mod experiments;
 pub mod machine;
 pub mod progress;
@@ -87,6 +88,20 @@ enum Command {
     /// runs, or one folder that holds runs (a class's), put them all side
     /// by side: per claim, how many runs give each verdict, and the
     /// figure's median and range across them
+    /// Build your own edition of the book: every chapter's figures, tables,
+    /// charts and verdicts from your run, each beside the book's; a sentence
+    /// your run contradicts is marked. Given a folder of runs (a class's):
+    /// per figure the median and range across the runs, per claim how many
+    /// gave each verdict. Prints the path of the edition's index.html
+    Book {
+        /// A run folder, or its name under runs/; or a folder of runs
+        /// [default: your latest finished run]
+        run: Option<String>,
+        /// Build it into DIR, a new or empty folder or an earlier edition
+        /// [default: RUN/book/ (a class's: DIR/book/); never into results/]
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+    },
     Compare {
         /// RUN [AGAINST]: a run folder, or its name under runs/ or results/
         /// [default: your latest run, against the reference run]; or three or
@@ -139,6 +154,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
         Command::Test { args } => test(args),
         Command::Reference => reference(),
         Command::Compare { runs, out } => compare::main(runs, out),
+        Command::Book { run, out } => edition::main(run, out),
         Command::Verdicts { run, markdown } => verdicts(run, markdown),
         Command::Run { name, .. } if name == "--help" || name == "-h" => {
             labkit::error::print(&format!(
@@ -494,7 +510,8 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     );
     eprintln!(
         "lab: all {total} steps in {:.0} s; run written to {}; \
-         `lab compare` puts it beside the reference",
+         `lab compare` puts it beside the reference, and `lab book` builds your \
+         edition of the book from it",
         started.elapsed().as_secs_f64(),
         run.display()
     );
