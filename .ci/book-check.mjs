@@ -15,8 +15,11 @@
 // each chapter at 1280 px goes to target/book-check/<chapter>.png, and each
 // chapter's length in screens (page height / 800 px) is printed.
 //
-//   node .ci/book-check.mjs [--book DIR] [--out DIR] [--theme NAME]
-//                           [--only CHAPTER] [--self-test]
+//   node .ci/book-check.mjs [--book DIR] [--site DIR] [--out DIR] [--theme NAME]
+//                           [--only CHAPTER[,CHAPTER...]] [--self-test]
+//
+// --site DIR checks another build of the book's pages: a reader's edition
+// from `lab book --out DIR`.
 //
 // --self-test breaks copies of the built pages on purpose (an over-wide
 // element, an en-dash flag, a missing chart, an over-wide chart, a chart
@@ -52,6 +55,7 @@ function parseArgs(argv) {
     out: "target/book-check",
     theme: null,
     only: null,
+    site: null,
     selfTest: false,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -64,6 +68,7 @@ function parseArgs(argv) {
     else if (a === "--out") opts.out = value();
     else if (a === "--theme") opts.theme = value();
     else if (a === "--only") opts.only = value();
+    else if (a === "--site") opts.site = value();
     else if (a === "--self-test") opts.selfTest = true;
     else usage(`unknown argument ${a}`);
   }
@@ -73,8 +78,8 @@ function parseArgs(argv) {
 function usage(message) {
   console.error(`book-check: ${message}`);
   console.error(
-    "usage: node .ci/book-check.mjs [--book DIR] [--out DIR] [--theme NAME] " +
-      "[--only CHAPTER] [--self-test]",
+    "usage: node .ci/book-check.mjs [--book DIR] [--site DIR] [--out DIR] " +
+      "[--theme NAME] [--only CHAPTER[,CHAPTER...]] [--self-test]",
   );
   process.exit(2);
 }
@@ -644,14 +649,19 @@ async function selfTest(browser, siteDir, list, opts) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const bookDir = path.resolve(opts.root, opts.book);
-  const siteDir = buildDir(bookDir);
+  // --site: another build of the book's pages (`lab book`'s edition of a
+  // reader's run); by default the book's own build.
+  const siteDir = opts.site ? path.resolve(opts.root, opts.site) : buildDir(bookDir);
   if (!fs.existsSync(path.join(siteDir, "index.html"))) {
     console.log(`FAIL - book not built: no ${path.join(siteDir, "index.html")} (run mdbook build ${opts.book})`);
     console.log("0 passed, 1 failed");
     process.exit(1);
   }
   let list = chapters(bookDir).map((c) => ({ ...c, charts: expectedCharts(c, opts.root) }));
-  if (opts.only) list = list.filter((c) => c.name === opts.only);
+  if (opts.only) {
+    const wanted = opts.only.split(",");
+    list = list.filter((c) => wanted.includes(c.name));
+  }
   if (list.length === 0) usage(`no chapter to check${opts.only ? ` named ${opts.only}` : ""}`);
   const totals = await withBrowser(async (browser) => {
     let passed = 0;

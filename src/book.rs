@@ -24,6 +24,13 @@
 //! - `{{#chart-key}}` is replaced by the key to the charts
 //!   ([`crate::chart::key_svg`]): each meaning's colour and marker, drawn by
 //!   the code that draws the charts.
+//! - `{{#rests-on CONDITION}}TEXT{{/rests-on}}` is TEXT, a sentence that
+//!   rests on a verdict or a figure ([`crate::edition::Condition`]:
+//!   `CLAIM VERDICT[|VERDICT]`, or `EXP[/SUB] KEY|/POINTER above|below N`).
+//!   The build fails when the reference does not support it; a reader's
+//!   edition marks it where their run does not.
+//! - In a reader's edition ([`Edition`], `lab book`) every directive is
+//!   filled from their run, the reference's figure beside it.
 //! - `{{#repository}}` is replaced by the lab's public address: the book's
 //!   `output.html.git-repository-url`, which `book/build` sets from the
 //!   checkout's `origin` remote ([`web_url`]); without one, a placeholder
@@ -68,6 +75,8 @@ pub struct Pages {
     pub worksheets: std::collections::BTreeMap<String, String>,
     /// Which runs the figures come from.
     pub edition: Edition,
+    /// The reference's verdicts, evaluated once for the whole book.
+    pub rows: std::cell::OnceCell<Vec<crate::claims::Row>>,
 }
 
 /// The sections of a chapter a worksheet prints: each `## Predict` and
@@ -103,15 +112,15 @@ pub fn verdicts_in(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The reference's then-and-now rows, evaluated once per chapter.
+/// The reference's then-and-now rows, evaluated once for the book.
 fn rows<'a>(
-    cache: &'a mut Option<Vec<crate::claims::Row>>,
+    cache: &'a std::cell::OnceCell<Vec<crate::claims::Row>>,
     reference: &Path,
 ) -> Result<&'a [crate::claims::Row]> {
-    if cache.is_none() {
-        *cache = Some(crate::claims::evaluate(reference)?);
+    if cache.get().is_none() {
+        let _ = cache.set(crate::claims::evaluate(reference)?);
     }
-    Ok(cache.as_deref().expect("filled above"))
+    Ok(cache.get().expect("filled above"))
 }
 
 /// The sentence `{{#verdict ID}}` stands for.
@@ -144,7 +153,7 @@ pub fn expand_with(
 ) -> Result<String> {
     let chapters = &pages.verdicts;
     let edition = &pages.edition;
-    let mut evaluated = None;
+    let evaluated = &pages.rows;
     let mut out = String::with_capacity(text.len());
     // Each results file is read and parsed once per chapter.
     let mut files = std::collections::HashMap::new();
@@ -176,7 +185,7 @@ pub fn expand_with(
             }
             Some("verdict") => {
                 let id = words.next().ok_or_else(|| bad(inner))?;
-                let rows = rows(&mut evaluated, reference)?;
+                let rows = rows(evaluated, reference)?;
                 let row =
                     rows.iter().find(|r| r.claim.id == id).ok_or_else(|| {
                         Error::failed(format!(
@@ -186,7 +195,7 @@ pub fn expand_with(
                 out.push_str(&edition.verdict(id, verdict_sentence(row))?);
             }
             Some("then-and-now") => {
-                let rows = rows(&mut evaluated, reference)?;
+                let rows = rows(evaluated, reference)?;
                 let name = reference
                     .file_name()
                     .map_or("?".into(), |n| n.to_string_lossy().into_owned());
@@ -235,7 +244,7 @@ pub fn expand_with(
                 out.push_str(&edition.headline(folder, key, decimals, book)?);
             }
             Some("findings") => {
-                let rows = rows(&mut evaluated, reference)?;
+                let rows = rows(evaluated, reference)?;
                 let to_page = |r: &crate::claims::Row| match chapters
                     .get(&r.claim.id)
                 {
@@ -280,7 +289,7 @@ pub fn expand_with(
                     )));
                 }
                 let text = expand_with(sentence, reference, repository, pages)?;
-                let rows = rows(&mut evaluated, reference)?;
+                let rows = rows(evaluated, reference)?;
                 out.push_str(&edition.rests_on(condition, text, reference, rows)?);
                 rest = &body[close + CLOSE.len()..];
                 continue;

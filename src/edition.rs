@@ -79,7 +79,11 @@ impl Class {
     /// unfinished or copies another is left out and named
     /// ([`crate::class::compare`]).
     pub fn new(dir: &Path, reference: &Path) -> Result<Class> {
-        let list = crate::class::runs_in(dir)?;
+        // An earlier class edition inside the folder is none of its runs.
+        let list: Vec<PathBuf> = crate::class::runs_in(dir)?
+            .into_iter()
+            .filter(|p| !p.join(MARK).exists())
+            .collect();
         let class = crate::class::compare(&list)?;
         let mut left_out = class.left_out.clone();
         left_out.extend(
@@ -393,7 +397,11 @@ impl Edition {
                         html(&theirs)
                     ))
                 }
-                None => Ok(own.book_only(folder, &data, &book)),
+                None => Ok(own.book_only(
+                    folder,
+                    &format!("data-figure=\"{data}\""),
+                    &book,
+                )),
             },
             Edition::Class(class) => {
                 let mut numbers = Vec::new();
@@ -469,7 +477,11 @@ impl Edition {
                     html(&mine),
                     html(&book)
                 )),
-                None => Ok(own.book_only(folder, &data, &book)),
+                None => Ok(own.book_only(
+                    folder,
+                    &format!("data-headline=\"{data}\""),
+                    &book,
+                )),
             },
             Edition::Class(class) => {
                 let mut values = Vec::new();
@@ -842,10 +854,10 @@ fn labelled(text: &str, svg: bool, label: &str) -> String {
 impl Own {
     /// The book's figure where the run has none, labelled, and the folder
     /// noted for the chapter's list.
-    fn book_only(&self, folder: &str, data: &str, book: &str) -> String {
+    fn book_only(&self, folder: &str, attribute: &str, book: &str) -> String {
         self.missing.borrow_mut().insert(folder.to_string());
         format!(
-            "<span class=\"lab-book-only\" data-figure=\"{data}\">{} (the book's; \
+            "<span class=\"lab-book-only\" {attribute}>{} (the book's; \
              your run did not measure it)</span>",
             html(book)
         )
@@ -1036,6 +1048,9 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
             )));
         }
     };
+    // mdBook takes a relative build folder as relative to the book.
+    let into =
+        std::path::absolute(&into).map_err(|e| Error::io(into.display(), e))?;
     let fresh = std::fs::read_dir(&into).map_or(true, |mut d| d.next().is_none());
     if !fresh && !into.join(MARK).is_file() {
         return Err(Error::usage(format!(
@@ -1094,4 +1109,111 @@ fn render(edition: Edition, reference: &Path, dir: &Path) -> Result<()> {
         edition: RefCell::new(Some(edition)),
     });
     book.build().map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run with one results folder `demo` whose headline figure `x` has
+    /// the interval `[lo, hi]`, and a plain value `n`.
+    fn run_with(lo: f64, hi: f64) -> labkit::cleanup::TempDir {
+        let dir = labkit::testing::tempdir();
+        std::fs::create_dir_all(dir.path().join("demo")).unwrap();
+        let json = serde_json::json!({
+            "headline": {"x": {"value": (lo + hi) / 2.0, "unit": "x",
+                                "interval": [lo, hi], "method": "median"}},
+            "n": 7
+        });
+        std::fs::write(dir.path().join("demo/demo.json"), json.to_string()).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_condition_names_a_claim_and_verdicts_or_a_figure_and_a_bound() {
+        assert_eq!(
+            Condition::parse("create-ratio holds|depends").unwrap(),
+            Condition::Verdict {
+                id: "create-ratio".into(),
+                verdicts: vec!["holds".into(), "depends".into()]
+            }
+        );
+        assert_eq!(
+            Condition::parse("demo/cpu0 x above 1.5").unwrap(),
+            Condition::Figure {
+                folder: "demo/cpu0".into(),
+                what: "x".into(),
+                above: true,
+                bound: 1.5
+            }
+        );
+        for bad in [
+            "create-ratio maybe",
+            "no-such-claim holds",
+            "demo x beside 1",
+            "demo x above one",
+            "demo",
+        ] {
+            assert!(Condition::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_figure_condition_holds_only_when_the_whole_interval_clears_the_bound() {
+        let on = |lo, hi, text: &str| {
+            let run = run_with(lo, hi);
+            Condition::parse(text)
+                .unwrap()
+                .on(&Source::new(run.path()), &[])
+                .unwrap()
+                .0
+        };
+        assert_eq!(on(1.2, 1.4, "demo x above 1"), Some(true));
+        // Straddling the bound: the run does not support the sentence.
+        assert_eq!(on(0.9, 1.4, "demo x above 1"), Some(false));
+        assert_eq!(on(0.9, 1.4, "demo x below 1"), Some(false));
+        assert_eq!(on(0.5, 0.9, "demo x below 1"), Some(true));
+        assert_eq!(on(0.5, 0.9, "demo /n above 6"), Some(true));
+        assert_eq!(on(0.5, 0.9, "demo /n below 6"), Some(false));
+        // What the run did not measure is neither.
+        assert_eq!(on(0.5, 0.9, "demo nothing above 1"), None);
+        assert_eq!(on(0.5, 0.9, "other x above 1"), None);
+    }
+
+    #[test]
+    fn the_books_own_reference_must_support_every_sentence_that_rests_on_it() {
+        let reference = run_with(1.2, 1.4);
+        let book = Edition::Reference;
+        let text = "Processes cost more.".to_string();
+        let ok =
+            book.rests_on("demo x above 1", text.clone(), reference.path(), &[]);
+        assert_eq!(ok.unwrap(), text);
+        let err = book
+            .rests_on("demo x below 1", text, reference.path(), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not support") && err.contains("Processes"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_folder_is_measured_by_the_reference_plans_command() {
+        assert_eq!(command_for("fork-vs-thread/cpu0"), {
+            let step = crate::schedule::reference_plan()
+                .into_iter()
+                .find(|s| s.folder == "fork-vs-thread/cpu0")
+                .unwrap();
+            let flags: Vec<String> = step
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .filter(|a| a != "--reference")
+                .collect();
+            format!("lab run fork-vs-thread {}", flags.join(" "))
+        });
+        assert!(!command_for("fork-vs-thread/cpu0").contains("--reference"));
+        assert_eq!(command_for("no-such/x"), "lab run no-such");
+    }
 }

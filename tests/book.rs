@@ -357,6 +357,8 @@ fn prose(text: &str) -> String {
     }
     let text = cut(text, "```", "```", " ");
     let text = cut(&text, "{{#", "}}", " ");
+    // The close of a directive that wraps a sentence (`{{/rests-on}}`).
+    let text = cut(&text, "{{/", "}}", " ");
     let text = cut(&text, "<", ">", " ");
     let text = cut(&text, "](", ")", "]");
     text.lines()
@@ -433,7 +435,7 @@ fn the_main_path_is_25000_words_at_most_and_each_experiment_3000() {
 #[test]
 fn prose_words_leave_out_code_tables_directives_and_headings() {
     let text = "# Title\n\nTwo words. {{#figure a /b 1}} µs\n\n```sh\nlab run x\n```\n\
-                | a | b |\n[a link](x.md#y) <b>bold</b>";
+                | a | b |\n[a link](x.md#y) <b>bold</b>{{#rests-on c holds}}{{/rests-on}}";
     // Two, words., µs (it holds an ASCII letter), a, link, bold.
     assert_eq!(words(text), 6, "{}", prose(text));
 }
@@ -893,4 +895,324 @@ fn parse_only_checks_the_flags_and_runs_nothing() {
     assert!(!out.exists(), "parse-only ran the experiment");
     let wrong = run(common::lab_std().args(["run", "fork-vs-thread", "--bogus"]));
     assert_eq!(wrong.status.code(), Some(2), "{wrong:?}");
+}
+
+/// A scratch checkout for `lab book`: the real book and reference linked
+/// in, and runs of its own.
+fn edition_checkout() -> labkit::cleanup::TempDir {
+    let dir = labkit::testing::tempdir();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for part in ["book", "results"] {
+        std::os::unix::fs::symlink(root.join(part), dir.path().join(part)).unwrap();
+    }
+    dir
+}
+
+/// A small run of fork-vs-thread into `checkout`, its programs those of
+/// `bins` if given (each a wrapper of the real one); returns the run folder.
+fn small_run(checkout: &Path, bins: Option<&Path>, extra: &[&str]) -> PathBuf {
+    let mut cmd = common::lab();
+    cmd.env("LAB_CHECKOUT", checkout);
+    if let Some(bins) = bins {
+        cmd.env("LAB_BIN_DIR", bins);
+    }
+    let tiny = ["--procs", "2", "--counts", "3", "--rounds", "3"];
+    let out =
+        cmd.args(["run", "fork-vs-thread"]).args(tiny).args(extra).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("lab: results written to "))
+        .unwrap_or_else(|| panic!("no 'results written to' line in: {err}"));
+    // NAME or NAME/VARIANT: the run is above.
+    let up = if extra.contains(&"--variant") { 2 } else { 1 };
+    Path::new(line).ancestors().nth(up).unwrap().to_path_buf()
+}
+
+/// `lab run fork-vs-thread ARGS` (the quick grid) into `checkout`.
+fn quick_run(checkout: &Path, args: &[&str]) -> PathBuf {
+    let out = common::lab()
+        .env("LAB_CHECKOUT", checkout)
+        .args(["run", "fork-vs-thread"])
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find_map(|l| l.strip_prefix("lab: results written to "))
+        .unwrap_or_else(|| panic!("no 'results written to' line in: {err}"));
+    // NAME/cpu0: the run is two folders up.
+    let target = Path::new(line);
+    let up = if args.contains(&"--variant") { 2 } else { 1 };
+    target.ancestors().nth(up).unwrap().to_path_buf()
+}
+
+/// `lab book ARGS` in `checkout`: the folder of the edition it printed,
+/// and what it said on stderr.
+fn edition(checkout: &Path, args: &[&str]) -> (PathBuf, String) {
+    let out = common::lab()
+        .env("LAB_CHECKOUT", checkout)
+        .arg("book")
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let index = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(index.ends_with("index.html") && index.is_file(), "{}", index.display());
+    (index.parent().unwrap().to_path_buf(), err)
+}
+
+fn unescape(html: &str) -> String {
+    html.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&")
+}
+
+/// Each `<span class="CLASS" data-figure="FOLDER POINTER [DECIMALS]">TEXT`
+/// of `html`: (the attribute, the text, and the book's figure that follows
+/// it, for a figure of the run).
+fn figures(html: &str, class: &str) -> Vec<(String, String, Option<String>)> {
+    spans(html, class, "figure")
+}
+
+/// [`figures`], of the attribute `data-KIND`.
+fn spans(
+    html: &str,
+    class: &str,
+    kind: &str,
+) -> Vec<(String, String, Option<String>)> {
+    let open = format!("<span class=\"{class}\" data-{kind}=\"");
+    let mut found = Vec::new();
+    let mut rest = html;
+    while let Some(at) = rest.find(&open) {
+        rest = &rest[at + open.len()..];
+        let (attr, after) = rest.split_once("\">").unwrap();
+        let (text, after) = after.split_once("</span>").unwrap();
+        let book = after
+            .strip_prefix("<span class=\"lab-book\"> (book: ")
+            .and_then(|b| b.split_once(")</span>"))
+            .map(|(b, _)| unescape(b));
+        found.push((unescape(attr), unescape(text), book));
+        rest = after;
+    }
+    found
+}
+
+/// A figure as the book prints it: a number to DECIMALS, a string as it
+/// is, an interval as "LO to HI", nothing as "-".
+fn printed(value: &serde_json::Value, decimals: Option<usize>) -> String {
+    use serde_json::Value;
+    match (value, decimals) {
+        (Value::Number(n), Some(d)) => format!("{:.d$}", n.as_f64().unwrap()),
+        (Value::String(s), _) => s.clone(),
+        (Value::Array(e), Some(d)) if e.len() == 2 => format!(
+            "{:.d$} to {:.d$}",
+            e[0].as_f64().unwrap(),
+            e[1].as_f64().unwrap()
+        ),
+        (Value::Null, _) => "-".into(),
+        (other, _) => other.to_string(),
+    }
+}
+
+/// The value the attribute `FOLDER POINTER [DECIMALS]` names in `run`.
+fn value_of(run: &Path, attr: &str) -> String {
+    let mut words = attr.split(' ');
+    let (folder, pointer) = (words.next().unwrap(), words.next().unwrap());
+    let decimals = words.next().map(|d| d.parse().unwrap());
+    let experiment = folder.split('/').next().unwrap();
+    let json =
+        common::read_json(run.join(folder).join(format!("{experiment}.json")));
+    printed(lab::book::select(&json, pointer).unwrap(), decimals)
+}
+
+#[test]
+fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lacks() {
+    let _serial = labkit::testing::serial();
+    let checkout = edition_checkout();
+    // A real quick run, on one CPU as the chapter's figures are.
+    let one_cpu = ["--rounds", "3", "--cpus", "0", "--variant", "cpu0"];
+    let run = quick_run(checkout.path(), &one_cpu);
+    let (book, _) = edition(checkout.path(), &[]);
+    assert_eq!(book, run.join("book"));
+    let reference = lab::book::reference_for(&checkout.path().join("book")).unwrap();
+    let page = std::fs::read_to_string(book.join("fork-vs-thread.html")).unwrap();
+    let mine = figures(&page, "lab-yours");
+    assert!(mine.len() >= 5, "only {} of the run's figures", mine.len());
+    for (attr, text, beside) in &mine {
+        assert_eq!(*text, value_of(&run, attr), "{attr}");
+        let theirs = value_of(&reference, attr);
+        let beside =
+            beside.as_deref().unwrap_or_else(|| panic!("{attr}: no book's"));
+        assert!(beside == theirs || (beside == "same" && theirs == *text), "{attr}");
+    }
+    // Its headline figures: the run's, to their decimals.
+    let headlines = spans(&page, "lab-yours", "headline");
+    assert!(!headlines.is_empty());
+    for (attr, text, _) in &headlines {
+        let [folder, key, d] = attr.split(' ').collect::<Vec<_>>()[..] else {
+            panic!()
+        };
+        let json = common::read_json(run.join(folder).join("fork-vs-thread.json"));
+        let value = json["headline"][key]["value"].as_f64().unwrap();
+        let d: usize = d.parse().unwrap();
+        assert!(text.starts_with(&format!("{value:.d$}")), "{attr}: {text}");
+    }
+    // The two-CPU results this run lacks: the book's, labelled, and the
+    // command that measures them.
+    let theirs = figures(&page, "lab-book-only");
+    assert!(theirs.iter().any(|(attr, _, _)| attr.starts_with("fork-vs-thread ")));
+    for (attr, text, _) in &theirs {
+        let value = value_of(&reference, attr);
+        assert_eq!(
+            *text,
+            format!("{value} (the book's; your run did not measure it)")
+        );
+    }
+    assert!(
+        page.contains("<code>lab run fork-vs-thread --full --vs-c"),
+        "no command"
+    );
+    // A chapter of an experiment the run did not make: the book's
+    // figures only, and the command.
+    let other = std::fs::read_to_string(book.join("create-destroy.html")).unwrap();
+    assert!(figures(&other, "lab-yours").is_empty());
+    assert!(!figures(&other, "lab-book-only").is_empty());
+    assert!(other.contains("<code>lab run create-destroy"), "no command");
+    // Its opening names the settings that differ: fewer rounds here.
+    assert!(page.contains("Its settings differ from the book"), "no settings");
+    // A second edition replaces the first.
+    let (again, _) = edition(checkout.path(), &[]);
+    assert_eq!(again, book);
+}
+
+#[test]
+fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
+    let _serial = labkit::testing::serial();
+    let checkout = edition_checkout();
+    // fork and thread each wait the same before the real program: the
+    // processes take as long as the threads, so printing-same holds,
+    // where the book's reference says it no longer does.
+    let bins = labkit::testing::tempdir();
+    for name in ["fork", "thread"] {
+        let path = bins.path().join(name);
+        let real = common::bin_dir().join(name);
+        let script =
+            format!("#!/bin/sh\nsleep 0.2\nexec {} \"$@\"\n", real.display());
+        std::fs::write(&path, script).unwrap();
+        std::process::Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    }
+    let run = small_run(checkout.path(), Some(bins.path()), &["--cpus", "0"]);
+    let rows = lab::claims::evaluate(&run).unwrap();
+    let mine = rows.iter().find(|r| r.claim.id == "printing-same").unwrap();
+    assert_eq!(mine.verdict.word(), "holds", "the synthetic run's verdict");
+    let (book, _) = edition(checkout.path(), &[]);
+    let page = std::fs::read_to_string(book.join("fork-vs-thread.html")).unwrap();
+    assert!(
+        page.contains(
+            "class=\"lab-verdict lab-differs\" data-verdict=\"printing-same\""
+        ),
+        "the verdict is not marked"
+    );
+    assert!(page.contains("on your run, holds; the book's: no longer holds"));
+    // Every sentence of the book that rests on a condition this run
+    // contradicts is marked, on every page.
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("book/src");
+    let mut contradicted = 0;
+    let run_source = lab::edition::Source::new(&run);
+    for entry in std::fs::read_dir(&source).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let html = book.join(path.with_extension("html").file_name().unwrap());
+        let Ok(html) = std::fs::read_to_string(&html) else { continue };
+        for (at, _) in text.match_indices("{{#rests-on ") {
+            let rest = &text[at + "{{#rests-on ".len()..];
+            let condition = &rest[..rest.find("}}").unwrap()];
+            let parsed = lab::edition::Condition::parse(condition).unwrap();
+            if parsed.on(&run_source, &rows).unwrap().0 == Some(false) {
+                contradicted += 1;
+                let mark = format!(
+                    "<span class=\"lab-contradicted\" data-rests-on=\"{}\">",
+                    condition.replace('"', "&quot;")
+                );
+                assert!(
+                    html.contains(&mark),
+                    "{}: {condition} not marked",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(contradicted >= 1, "no sentence of the book rests on printing-same");
+}
+
+#[test]
+fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
+    let _serial = labkit::testing::serial();
+    let checkout = edition_checkout();
+    let class = labkit::testing::tempdir();
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let run =
+            small_run(checkout.path(), None, &["--cpus", "0", "--variant", "cpu0"]);
+        // Named by its place: a run folder's name is the second it began,
+        // which the next run may reuse once this one has moved.
+        let into = class.path().join(format!("run-{i}"));
+        std::fs::rename(&run, &into).unwrap();
+        runs.push(into);
+    }
+    // A third whose results are cut off halfway.
+    let broken = class.path().join("broken-run");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&runs[0])
+        .arg(&broken)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let json = broken.join("fork-vs-thread/cpu0/fork-vs-thread.json");
+    let text = std::fs::read_to_string(&json).unwrap();
+    std::fs::write(&json, &text[..text.len() / 2]).unwrap();
+    let dir = class.path().to_str().unwrap();
+    let (book, err) = edition(checkout.path(), &[dir]);
+    assert_eq!(book, class.path().join("book"));
+    assert!(err.contains("left out") && err.contains("broken-run"), "{err}");
+    let page = std::fs::read_to_string(book.join("fork-vs-thread.html")).unwrap();
+    assert!(page.contains("broken-run"), "the page does not name the run left out");
+    let counted = spans(&page, "lab-yours", "headline");
+    assert!(!counted.is_empty(), "no headline figure of the two runs");
+    for (attr, text, _) in counted {
+        let [folder, key, d] = attr.split(' ').collect::<Vec<_>>()[..] else {
+            panic!()
+        };
+        let mut values: Vec<f64> = runs
+            .iter()
+            .map(|r| {
+                let json =
+                    common::read_json(r.join(folder).join("fork-vs-thread.json"));
+                json["headline"][key]["value"].as_f64().unwrap()
+            })
+            .collect();
+        values.sort_by(f64::total_cmp);
+        let d: usize = d.parse().unwrap();
+        let median = (values[0] + values[1]) / 2.0;
+        let want = format!(
+            "{median:.d$} (median of 2 of 2 runs; range {:.d$} to {:.d$})",
+            values[0], values[1]
+        );
+        assert_eq!(text, want, "{attr}");
+    }
+    assert!(page.contains("Across the class's 2 runs"), "no verdict tally");
+    // Built again, the first edition in the folder is no run of the class.
+    let (_, again) = edition(checkout.path(), &[dir]);
+    let earlier = format!("left out {}", class.path().join("book").display());
+    assert!(again.contains("broken-run") && !again.contains(&earlier), "{again}");
 }
