@@ -218,24 +218,113 @@ fn verdict_words(r: &Row) -> String {
     }
 }
 
-/// What a `{{#rests-on}}` sentence rests on.
+/// What a `{{#rests-on}}` sentence rests on:
+/// `PART [and PART ...]`, each PART one of
+/// - `CLAIM VERDICT[|VERDICT]`: the claim's verdict is one of these
+///   (`holds`, `no-longer-holds`, `depends`, `too-close`);
+/// - `EXP[/SUB] WHAT above|below|contains N`: WHAT is a headline key (its
+///   whole 95% interval lies above or below N, or contains N) or a
+///   `/pointer` to one value;
+/// - `EXP[/SUB] WHAT over EXP[/SUB] WHAT above|below N`: the quotient of
+///   two figures (a headline figure's value, or one value).
 #[derive(Debug, PartialEq)]
 pub enum Condition {
-    /// Claim `id`'s verdict is one of `verdicts` (words: `holds`,
-    /// `no-longer-holds`, `depends`, `too-close`).
     Verdict { id: String, verdicts: Vec<String> },
-    /// The headline figure (`/`-less key) or the value at a pointer of
-    /// results `folder` lies wholly above (`above`) or below a bound: for
-    /// a headline figure its whole 95% interval.
-    Figure { folder: String, what: String, above: bool, bound: f64 },
+    Figure { figure: Figure, test: Test },
+    Ratio { over: Figure, under: Figure, test: Test },
+    All(Vec<Condition>),
+}
+
+/// A figure of a run: results folder `EXP[/SUB]` and a headline key or a
+/// `/pointer`.
+#[derive(Debug, PartialEq)]
+pub struct Figure {
+    pub folder: String,
+    pub what: String,
+}
+
+#[derive(Debug, PartialEq)]
+pub enum Test {
+    Above(f64),
+    Below(f64),
+    Contains(f64),
 }
 
 const VERDICT_WORDS: [&str; 4] =
     ["holds", "no-longer-holds", "depends", "too-close"];
 
+impl Test {
+    fn parse(side: &str, bound: &str) -> std::result::Result<Test, String> {
+        let n =
+            bound.parse::<f64>().map_err(|_| format!("'{bound}' is no number"))?;
+        match side {
+            "above" => Ok(Test::Above(n)),
+            "below" => Ok(Test::Below(n)),
+            "contains" => Ok(Test::Contains(n)),
+            other => Err(format!("'{other}': give above, below or contains")),
+        }
+    }
+
+    /// Whether the range `[lo, hi]` passes.
+    fn passes(&self, [lo, hi]: [f64; 2]) -> bool {
+        match *self {
+            Test::Above(n) => lo > n,
+            Test::Below(n) => hi < n,
+            Test::Contains(n) => lo <= n && n <= hi,
+        }
+    }
+
+    fn words(&self) -> String {
+        let (w, n) = match *self {
+            Test::Above(n) => ("above", n),
+            Test::Below(n) => ("below", n),
+            Test::Contains(n) => ("contains", n),
+        };
+        format!("{w} {}", crate::table::sig(n))
+    }
+}
+
+impl Figure {
+    /// Its value, the range a test judges (a headline figure's interval,
+    /// else the value itself) and the figure in words; `None` when `run`
+    /// did not measure it.
+    fn read(&self, run: &Source) -> Result<Option<(f64, [f64; 2], String)>> {
+        let Figure { folder, what } = self;
+        if what.starts_with('/') {
+            let v = run.value(folder, what)?.and_then(|v| v.as_f64());
+            return Ok(v.map(|v| {
+                (v, [v, v], format!("{what} is {}", crate::table::sig(v)))
+            }));
+        }
+        let Some(h) = run.value(folder, &format!("/headline/{what}"))? else {
+            return Ok(None);
+        };
+        let num = |v: Option<&Value>| v.and_then(Value::as_f64);
+        let Some(value) = num(h.get("value")) else { return Ok(None) };
+        let iv = h.get("interval").and_then(Value::as_array);
+        let lo = num(iv.and_then(|i| i.first())).unwrap_or(value);
+        let hi = num(iv.and_then(|i| i.get(1))).unwrap_or(value);
+        let json = serde_json::json!({ "headline": { what.as_str(): h.clone() } });
+        let text = crate::book::headline(&json, what, 2)
+            .map_err(|e| Error::failed(format!("{folder} {what}: {e}")))?;
+        Ok(Some((value, [lo, hi], format!("{what} is {text}"))))
+    }
+}
+
 impl Condition {
-    /// `CLAIM VERDICT[|VERDICT]`, or `EXP[/SUB] KEY|/POINTER above|below N`.
     pub fn parse(text: &str) -> std::result::Result<Condition, String> {
+        let parts: Vec<&str> = text.split(" and ").collect();
+        if parts.len() > 1 {
+            return parts
+                .into_iter()
+                .map(Condition::parse)
+                .collect::<Result<_, _>>()
+                .map(Condition::All);
+        }
+        let fig = |folder: &str, what: &str| Figure {
+            folder: folder.to_string(),
+            what: what.to_string(),
+        };
         let words: Vec<&str> = text.split_whitespace().collect();
         match words.as_slice() {
             [id, verdicts] => {
@@ -254,29 +343,28 @@ impl Condition {
                 }
                 Ok(Condition::Verdict { id: id.to_string(), verdicts })
             }
-            [folder, what, side, bound] => {
-                let above = match *side {
-                    "above" => true,
-                    "below" => false,
-                    other => return Err(format!("'{other}': give above or below")),
-                };
-                let bound = bound
-                    .parse::<f64>()
-                    .map_err(|_| format!("'{bound}' is no number"))?;
-                Ok(Condition::Figure {
-                    folder: folder.to_string(),
-                    what: what.to_string(),
-                    above,
-                    bound,
-                })
+            [folder, what, side, bound] => Ok(Condition::Figure {
+                figure: fig(folder, what),
+                test: Test::parse(side, bound)?,
+            }),
+            [f1, w1, "over", f2, w2, side, bound] => {
+                let test = Test::parse(side, bound)?;
+                if matches!(test, Test::Contains(_)) {
+                    return Err("a quotient is judged above or below a bound".into());
+                }
+                Ok(Condition::Ratio { over: fig(f1, w1), under: fig(f2, w2), test })
             }
-            _ => Err("give CLAIM VERDICT or EXP KEY above|below N".into()),
+            _ => Err("give CLAIM VERDICT, EXP WHAT above|below|contains N, or EXP \
+                      WHAT over EXP WHAT above|below N"
+                .into()),
         }
     }
 
     /// Whether it holds on `run` (`None`: the run did not measure it), and
     /// what the run measured, in words.
     pub fn on(&self, run: &Source, rows: &[Row]) -> Result<(Option<bool>, String)> {
+        let unmeasured =
+            |f: &Figure| format!("{} {} was not measured", f.folder, f.what);
         match self {
             Condition::Verdict { id, verdicts } => {
                 let r = row(rows, id).ok_or_else(|| {
@@ -292,41 +380,49 @@ impl Condition {
                     format!("{id} {}", verdict_words(r)),
                 ))
             }
-            Condition::Figure { folder, what, above, bound } => {
-                let (ends, said) = if what.starts_with('/') {
-                    let Some(v) = run.value(folder, what)?.and_then(|v| v.as_f64())
-                    else {
-                        return Ok((
-                            None,
-                            format!("{folder} {what} was not measured"),
-                        ));
-                    };
-                    ([v, v], format!("{what} is {}", crate::table::sig(v)))
-                } else {
-                    let pointer = format!("/headline/{what}");
-                    let Some(h) = run.value(folder, &pointer)? else {
-                        return Ok((
-                            None,
-                            format!("{folder} {what} was not measured"),
-                        ));
-                    };
-                    let json = serde_json::json!({ "headline": { what.as_str(): h.clone() } });
-                    let text =
-                        crate::book::headline(&json, what, 2).map_err(|e| {
-                            Error::failed(format!("{folder} {what}: {e}"))
-                        })?;
-                    let num = |v: Option<&Value>| v.and_then(Value::as_f64);
-                    let value = num(h.get("value"));
-                    let iv = h.get("interval").and_then(Value::as_array);
-                    let lo = num(iv.and_then(|i| i.first())).or(value);
-                    let hi = num(iv.and_then(|i| i.get(1))).or(value);
-                    let (Some(lo), Some(hi)) = (lo, hi) else {
-                        return Ok((None, format!("{folder} {what} has no figure")));
-                    };
-                    ([lo, hi], format!("{what} is {text}"))
+            Condition::Figure { figure, test } => Ok(match figure.read(run)? {
+                Some((_, range, said)) => (Some(test.passes(range)), said),
+                None => (None, unmeasured(figure)),
+            }),
+            Condition::Ratio { over, under, test } => {
+                let (Some(a), Some(b)) = (over.read(run)?, under.read(run)?) else {
+                    return Ok((
+                        None,
+                        format!("{} or {}", unmeasured(over), unmeasured(under)),
+                    ));
                 };
-                let holds = if *above { ends[0] > *bound } else { ends[1] < *bound };
-                Ok((Some(holds), said))
+                if b.0 == 0.0 {
+                    return Ok((None, format!("{} is 0", under.what)));
+                }
+                let q = a.0 / b.0;
+                Ok((
+                    Some(test.passes([q, q])),
+                    format!(
+                        "{} over {} is {}",
+                        over.what,
+                        under.what,
+                        crate::table::sig(q)
+                    ),
+                ))
+            }
+            Condition::All(parts) => {
+                let mut holds = Some(true);
+                let mut said = Vec::new();
+                for part in parts {
+                    let (h, s) = part.on(run, rows)?;
+                    match h {
+                        Some(false) => {
+                            holds = Some(false);
+                            said.push(s);
+                        }
+                        None if holds == Some(true) => {
+                            holds = None;
+                            said.push(s);
+                        }
+                        _ => {}
+                    }
+                }
+                Ok((holds, said.join("; ")))
             }
         }
     }
@@ -337,11 +433,20 @@ impl Condition {
             Condition::Verdict { id, verdicts } => {
                 format!("{id}: {}", verdicts.join(" or ").replace('-', " "))
             }
-            Condition::Figure { folder, what, above, bound } => format!(
-                "{folder} {what} {} {}",
-                if *above { "above" } else { "below" },
-                crate::table::sig(*bound)
+            Condition::Figure { figure, test } => {
+                format!("{} {} {}", figure.folder, figure.what, test.words())
+            }
+            Condition::Ratio { over, under, test } => format!(
+                "{} {} over {} {} {}",
+                over.folder,
+                over.what,
+                under.folder,
+                under.what,
+                test.words()
             ),
+            Condition::All(parts) => {
+                parts.iter().map(Condition::words).collect::<Vec<_>>().join(" and ")
+            }
         }
     }
 }
@@ -1138,20 +1243,41 @@ mod tests {
                 verdicts: vec!["holds".into(), "depends".into()]
             }
         );
+        let fig = |folder: &str, what: &str| Figure {
+            folder: folder.into(),
+            what: what.into(),
+        };
         assert_eq!(
             Condition::parse("demo/cpu0 x above 1.5").unwrap(),
             Condition::Figure {
-                folder: "demo/cpu0".into(),
-                what: "x".into(),
-                above: true,
-                bound: 1.5
+                figure: fig("demo/cpu0", "x"),
+                test: Test::Above(1.5)
             }
+        );
+        assert_eq!(
+            Condition::parse(
+                "demo x over demo/cpu0 /n below 2 and create-ratio holds"
+            )
+            .unwrap(),
+            Condition::All(vec![
+                Condition::Ratio {
+                    over: fig("demo", "x"),
+                    under: fig("demo/cpu0", "/n"),
+                    test: Test::Below(2.0)
+                },
+                Condition::Verdict {
+                    id: "create-ratio".into(),
+                    verdicts: vec!["holds".into()]
+                },
+            ])
         );
         for bad in [
             "create-ratio maybe",
             "no-such-claim holds",
             "demo x beside 1",
             "demo x above one",
+            "demo x over demo y contains 1",
+            "demo x above 1 and",
             "demo",
         ] {
             assert!(Condition::parse(bad).is_err(), "{bad}");
@@ -1175,9 +1301,22 @@ mod tests {
         assert_eq!(on(0.5, 0.9, "demo x below 1"), Some(true));
         assert_eq!(on(0.5, 0.9, "demo /n above 6"), Some(true));
         assert_eq!(on(0.5, 0.9, "demo /n below 6"), Some(false));
+        assert_eq!(on(0.9, 1.4, "demo x contains 1"), Some(true));
+        assert_eq!(on(1.2, 1.4, "demo x contains 1"), Some(false));
+        // A quotient of two values: x is 0.7 here, n 7.
+        assert_eq!(on(0.5, 0.9, "demo /n over demo x above 9"), Some(true));
+        assert_eq!(on(0.5, 0.9, "demo /n over demo x below 9"), Some(false));
+        // Every part must hold; one that fails decides.
+        assert_eq!(on(0.5, 0.9, "demo x below 1 and demo /n above 6"), Some(true));
+        assert_eq!(on(0.5, 0.9, "demo x below 1 and demo /n above 8"), Some(false));
+        assert_eq!(
+            on(0.5, 0.9, "demo nothing above 1 and demo /n above 8"),
+            Some(false)
+        );
         // What the run did not measure is neither.
         assert_eq!(on(0.5, 0.9, "demo nothing above 1"), None);
         assert_eq!(on(0.5, 0.9, "other x above 1"), None);
+        assert_eq!(on(0.5, 0.9, "demo x below 1 and other x above 1"), None);
     }
 
     #[test]
