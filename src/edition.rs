@@ -492,6 +492,13 @@ impl Edition {
         match self {
             Edition::Reference => Ok(book),
             Edition::Own(own) => match own.run.value(folder, pointer)? {
+                // A figure the run could not give (no perf, no root): the
+                // book's, as for one it did not measure.
+                Some(Value::Null) | None => Ok(own.book_only(
+                    folder,
+                    &format!("data-figure=\"{data}\""),
+                    &book,
+                )),
                 Some(v) => {
                     let mine = show_value(&v, decimals);
                     let theirs = if mine == book { "same".into() } else { book };
@@ -502,11 +509,6 @@ impl Edition {
                         html(&theirs)
                     ))
                 }
-                None => Ok(own.book_only(
-                    folder,
-                    &format!("data-figure=\"{data}\""),
-                    &book,
-                )),
             },
             Edition::Class(class) => {
                 let mut numbers = Vec::new();

@@ -1216,3 +1216,41 @@ fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
     let earlier = format!("left out {}", class.path().join("book").display());
     assert!(again.contains("broken-run") && !again.contains(&earlier), "{again}");
 }
+
+#[test]
+fn lab_book_refuses_a_place_it_may_not_write_with_one_line() {
+    let checkout = edition_checkout();
+    let full = labkit::testing::tempdir();
+    std::fs::write(full.path().join("notes.txt"), "mine\n").unwrap();
+    let reference = lab::book::reference_for(&checkout.path().join("book")).unwrap();
+    let cases: [(Vec<String>, &str); 5] = [
+        (vec!["--out".into(), "results/x".into()], "only the reference run"),
+        (vec!["no-such-run".into()], "no run 'no-such-run'"),
+        // The reference is no run of yours: its edition needs --out.
+        (vec![reference.display().to_string()], "give --out DIR"),
+        // A folder of the reader's that holds other files is never emptied.
+        (
+            vec![
+                reference.display().to_string(),
+                "--out".into(),
+                full.path().display().to_string(),
+            ],
+            "not empty, and no edition",
+        ),
+        (vec!["--bogus".into()], "unexpected argument"),
+    ];
+    for (args, says) in cases {
+        let line = labkit::testing::usage_error(
+            "lab",
+            common::lab_std()
+                .env("LAB_CHECKOUT", checkout.path())
+                .arg("book")
+                .args(&args),
+        );
+        assert!(line.contains(says), "lab book {args:?}: {line}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(full.path().join("notes.txt")).unwrap(),
+        "mine\n"
+    );
+}
