@@ -770,7 +770,7 @@ impl Edition {
                 (Some(false), said) => Ok(format!(
                     "<span class=\"lab-contradicted\" data-rests-on=\"{data}\">{text}\
                      </span> <strong class=\"lab-mark\">Your run says otherwise: \
-                     {said}.</strong>"
+                     {said}</strong>"
                 )),
                 (None, _) => Ok(format!(
                     "{text} <span class=\"lab-book-only\" data-rests-on=\"{data}\">\
@@ -791,7 +791,7 @@ impl Edition {
                 Ok(format!(
                     "<span class=\"lab-contradicted\" data-rests-on=\"{data}\">{text}\
                      </span> <strong class=\"lab-mark\">{} of {} runs say otherwise \
-                     ({}).</strong>",
+                     ({})</strong>",
                     against.len(),
                     class.runs.len(),
                     html(&against.join(", "))
