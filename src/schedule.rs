@@ -274,11 +274,13 @@ mod tests {
         let cpu0 = steps.iter().find(|s| s.folder == "mq-sweep/cpu0").unwrap();
         let args: Vec<_> = cpu0.args.iter().map(|a| a.to_string_lossy()).collect();
         let servers = ["--redis-io-threads", "1", "--nats-gomaxprocs", "2"];
+        let pipelined = ["--pipeline", "1,16", "--pipelined-threads", "10"];
         assert_eq!(
             args,
             [
                 &["--rounds", "3"][..],
                 &servers,
+                &pipelined,
                 &["--variant", "cpu0", "--cpus", "0"]
             ]
             .concat()
@@ -290,7 +292,7 @@ mod tests {
         let given = plan(&["--rounds".into(), "7".into()]);
         let mq = given.iter().find(|s| s.folder == "mq-sweep").unwrap();
         let args: Vec<_> = mq.args.iter().map(|a| a.to_string_lossy()).collect();
-        assert_eq!(args, [&servers[..], &["--rounds", "7"]].concat());
+        assert_eq!(args, [&servers[..], &pipelined, &["--rounds", "7"]].concat());
     }
 
     #[test]

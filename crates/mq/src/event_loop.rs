@@ -63,7 +63,13 @@ struct Loop<'a> {
     paused: Vec<u64>,
     counters: Arc<Counters>,
     chunk: Vec<u8>,
+    /// Boxes of frames written out, for the next frames read
+    /// ([`protocol::next_frame_reusing`]): at most [`SPARE`] of them.
+    spare: Vec<Frame>,
 }
+
+/// Frame boxes kept for reuse: enough for every queue's worth in flight.
+const SPARE: usize = 4096;
 
 fn ctl(what: &str, e: nix::errno::Errno) -> Error {
     Error::failed(format!("{what}: {}", describe_errno(e)))
@@ -101,6 +107,7 @@ pub fn run(
         paused: Vec::new(),
         counters,
         chunk: vec![0; CHUNK],
+        spare: Vec::with_capacity(SPARE),
     };
     let mut next_id = 0u64;
     let mut deadline: Option<Instant> = None;
@@ -251,7 +258,8 @@ impl Loop<'_> {
         let (max, nq) = (self.cfg.max_frame, self.cfg.queues);
         loop {
             let mut start = c.start;
-            match protocol::next_frame(&c.buf, &mut start, max, nq) {
+            let spare = &mut self.spare;
+            match protocol::next_frame_reusing(&c.buf, &mut start, max, nq, spare) {
                 Ok(None) => break,
                 Ok(Some(Parsed::Publish { queue, frame }))
                     if c.role == Role::Sender =>
@@ -413,7 +421,11 @@ impl Loop<'_> {
                         let left = c.out[0].len() - c.out_off;
                         if n >= left {
                             n -= left;
-                            c.out.pop_front();
+                            if let Some(f) = c.out.pop_front()
+                                && self.spare.len() < SPARE
+                            {
+                                self.spare.push(f);
+                            }
                             c.out_off = 0;
                             self.counters.msgs_out.fetch_add(1, Relaxed);
                         } else {

@@ -88,7 +88,7 @@ pub struct LoadConfig {
     /// Bytes of data per message (stamp included).
     pub size: usize,
     pub duration: Duration,
-    /// Messages per `write` call of a sender.
+    /// Messages per `write` call of a sender (`--pipeline`).
     pub batch: usize,
     /// Messages per second, all senders together (0: as fast as the broker
     /// takes them).
@@ -112,8 +112,14 @@ pub struct LoadReport {
     pub queues: u16,
     pub size: usize,
     pub duration_s: f64,
-    /// The rate asked for (0: as fast as possible).
+    /// The rate asked for (0: as fast as possible). With a rate each
+    /// message is stamped with the time it was due, not the time it went
+    /// out, so a sender that fell behind its schedule counts the wait
+    /// (open loop: no coordinated omission).
     pub rate: f64,
+    /// Messages per write of a sender (`--pipeline`; 1 when absent).
+    #[serde(default = "one")]
+    pub pipeline: usize,
     /// Messages whose write completed.
     pub sent: u64,
     /// Messages in writes a sender gave up on at the deadline (they may
@@ -134,8 +140,16 @@ pub struct LoadReport {
     /// The generator's own CPU time.
     pub user_s: f64,
     pub sys_s: f64,
+    /// The generator's CPU time (user + sys) per message received, in
+    /// microseconds: its share of the work, beside the broker's.
+    #[serde(default)]
+    pub cpu_us_per_message: f64,
     /// The first I/O error a sender or receiver met, if any.
     pub error: Option<String>,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl LoadReport {
@@ -146,16 +160,21 @@ impl LoadReport {
     pub fn human(&self) -> String {
         let ms = |us: f64| us / 1000.0;
         format!(
-            "load: {} senders, {} receivers, {} queues, {}-byte messages, {:.1} s{}\n\
+            "load: {} senders, {} receivers, {} queues, {}-byte messages, {:.1} s{}{}\n\
              sent {}, received {}: lost {}, duplicated {}, corrupt {}{}\n\
              {:.0} messages/s over {:.3} s; latency p50 {:.3} ms, p90 {:.3} ms, \
              p99 {:.3} ms, max {:.3} ms\n\
-             load CPU: user {:.3} s, sys {:.3} s\n",
+             load CPU: user {:.3} s, sys {:.3} s, {:.2} µs per message\n",
             self.senders,
             self.receivers,
             self.queues,
             self.size,
             self.duration_s,
+            if self.pipeline > 1 {
+                format!(", {} messages per write", self.pipeline)
+            } else {
+                String::new()
+            },
             if self.rate > 0.0 {
                 format!(", at {} messages/s", self.rate)
             } else {
@@ -181,7 +200,8 @@ impl LoadReport {
             ms(self.latency.p99_us),
             ms(self.latency.max_us),
             self.user_s,
-            self.sys_s
+            self.sys_s,
+            self.cpu_us_per_message
         )
     }
 }
@@ -360,6 +380,10 @@ fn send(
     };
     let offset = gap_ns * f64::from(me) / f64::from(cfg.senders);
     while sh.now_ns() < end_ns && !sh.stop.load(Relaxed) {
+        // Open loop: a batch is stamped with the time it was due, so a
+        // sender behind its schedule (a broker that queues) shows in the
+        // latency instead of slowing the clock (coordinated omission).
+        let mut due_ns = None;
         if gap_ns > 0.0 {
             let k = sent.ok / cfg.batch as u64;
             let due = start + (offset + k as f64 * gap_ns) as u64;
@@ -370,11 +394,13 @@ fn send(
                 ));
                 continue;
             }
+            due_ns = Some(due);
         }
         buf.clear();
         for k in 0..cfg.batch as u64 {
             let seq = sent.ok + k;
-            let stamp = Stamp { sender: me, seq, sent_ns: sh.now_ns() };
+            let sent_ns = due_ns.unwrap_or_else(|| sh.now_ns());
+            let stamp = Stamp { sender: me, seq, sent_ns };
             let lane = ((u64::from(me) + seq) % u64::from(lanes)) as u32;
             wire::publish(cfg.wire, &stamp, queue, lane, cfg.size, &mut buf);
         }
@@ -562,6 +588,7 @@ fn verify(
         size: cfg.size,
         duration_s: cfg.duration.as_secs_f64(),
         rate: cfg.rate,
+        pipeline: cfg.batch,
         sent: sent.iter().map(|s| s.ok).sum(),
         unsent,
         timed_out,
@@ -574,7 +601,134 @@ fn verify(
         latency: Latency::of_ns(&mut latency),
         user_s: u.user_s,
         sys_s: u.sys_s,
+        cpu_us_per_message: 1e6 * (u.user_s + u.sys_s) / received.max(1) as f64,
         error,
     }
 }
 // ANCHOR_END: verify
+
+// ANCHOR: floor
+/// The floor of the work itself, with no broker: what the four copies of
+/// a message cost (the sender's write, the broker's read and its write,
+/// the receiver's read), measured two ways on this machine.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FloorReport {
+    pub size: usize,
+    /// Messages per write on the loopback hop.
+    pub pipeline: usize,
+    /// Four 1-message memcpys (user space only), nanoseconds per message.
+    pub memcpy4_ns_per_message: f64,
+    /// One loopback TCP hop (a thread writing `pipeline` messages per
+    /// write, a thread reading 64 KiB at a time, one process): CPU time,
+    /// user + sys, per message, in microseconds. A broker's path is two
+    /// such hops: four copies, two writes and two reads per batch.
+    pub hop_cpu_us_per_message: f64,
+    /// Messages/s of that one hop, by the wall clock.
+    pub hop_messages_per_s: f64,
+    /// CPUs this process may run on.
+    pub cpus: usize,
+    /// The floor: `cpus` CPUs spending two hops' CPU per message and
+    /// nothing else, in messages/s (no broker logic, no generator's
+    /// stamping or checking).
+    pub floor_messages_per_s: f64,
+}
+
+impl FloorReport {
+    pub fn human(&self) -> String {
+        format!(
+            "floor: {}-byte messages, {} per write: memcpy x4 {:.0} ns per \
+             message; one loopback hop {:.2} µs CPU per message ({:.0} \
+             messages/s); two hops on {} CPUs: {:.0} messages/s\n",
+            self.size,
+            self.pipeline,
+            self.memcpy4_ns_per_message,
+            self.hop_cpu_us_per_message,
+            self.hop_messages_per_s,
+            self.cpus,
+            self.floor_messages_per_s
+        )
+    }
+}
+
+/// Measure the floor for `size`-byte messages, `pipeline` per write, for
+/// about `duration` (half memcpy, half the loopback hop).
+pub fn floor(
+    size: usize,
+    pipeline: usize,
+    duration: Duration,
+) -> Result<FloorReport> {
+    use std::hint::black_box;
+    use std::io::Read;
+    let frame = protocol::HEADER + size;
+    // memcpy: four copies of a message between four buffers, as many
+    // times as fit in half the time.
+    let mut bufs = vec![vec![0u8; frame]; 5];
+    let (t, mut n) = (Instant::now(), 0u64);
+    while t.elapsed() < duration / 2 {
+        for _ in 0..1000 {
+            for k in 0..4 {
+                let (a, b) = bufs.split_at_mut(k + 1);
+                b[0].copy_from_slice(black_box(&a[k]));
+            }
+            black_box(&mut bufs);
+        }
+        n += 1000;
+    }
+    let memcpy4 = t.elapsed().as_nanos() as f64 / n as f64;
+    // The hop: a writer thread and a reader thread on loopback.
+    let io = |e| Error::io("floor: loopback", e);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
+    let mut tx = TcpStream::connect(addr).map_err(io)?;
+    let (mut rx, _) = listener.accept().map_err(io)?;
+    let _ = tx.set_nodelay(true);
+    let batch = vec![7u8; frame * pipeline];
+    let stop = Arc::new(AtomicBool::new(false));
+    let before = labkit::measure::self_usage();
+    let t = Instant::now();
+    let writer = {
+        let stop = stop.clone();
+        spawn("floor-writer".into(), move || -> io::Result<u64> {
+            let mut batches = 0;
+            while !stop.load(Relaxed) {
+                tx.write_all(&batch)?;
+                batches += 1;
+            }
+            Ok(batches) // dropping tx ends the reader's stream
+        })?
+    };
+    let reader = spawn("floor-reader".into(), move || -> io::Result<u64> {
+        let mut chunk = vec![0u8; 64 << 10];
+        let mut bytes = 0u64;
+        loop {
+            match rx.read(&mut chunk) {
+                Ok(0) => return Ok(bytes),
+                Ok(k) => bytes += k as u64,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    })?;
+    std::thread::sleep(duration / 2);
+    stop.store(true, Relaxed);
+    let wrote =
+        writer.join().map_err(|_| Error::failed("floor: writer panicked"))?;
+    let read = reader.join().map_err(|_| Error::failed("floor: reader panicked"))?;
+    let wall = t.elapsed().as_secs_f64();
+    let after = labkit::measure::self_usage();
+    wrote.map_err(io)?;
+    let messages = read.map_err(io)? as f64 / frame as f64;
+    let cpu = (after.user_s + after.sys_s) - (before.user_s + before.sys_s);
+    let hop = 1e6 * cpu / messages.max(1.0);
+    let cpus = labkit::affinity::allowed_cpus().map_or(1, |c| c.len().max(1));
+    Ok(FloorReport {
+        size,
+        pipeline,
+        memcpy4_ns_per_message: memcpy4,
+        hop_cpu_us_per_message: hop,
+        hop_messages_per_s: messages / wall.max(1e-9),
+        cpus,
+        floor_messages_per_s: cpus as f64 * 1e6 / (2.0 * hop).max(1e-9),
+    })
+}
+// ANCHOR_END: floor

@@ -3,8 +3,8 @@
 //! NATS core pub/sub (`PUB`, `SUB` with a queue group), spoken directly
 //! rather than through a client crate, so that every broker gets the same
 //! load generator: one connection per sender and per receiver, one
-//! message per write (or `--batch`), no client-side batching or flushing
-//! policy of a library's own.
+//! message per write (or `--pipeline N`: N in one write, as a client that
+//! buffers its publishes sends them), no flushing policy of a library's own.
 //!
 //! A queue of the lab broker is point to point: each message goes to one
 //! of its receivers. NATS gives the same with a queue group: the receivers
@@ -355,19 +355,20 @@ pub fn next_message(
         }
         Wire::Redis => {
             // *3 $7 message $len channel $size data
+            // Into the caller's buffers: no allocation per message.
             expect_line(r, line, b"*3")?;
-            let kind = bulk(r, line)?;
-            if kind != b"message" {
-                return Ok(Next::Wrong(format!("a {} push", show(&kind))));
+            bulk_into(r, line, body)?;
+            if body != b"message" {
+                return Ok(Next::Wrong(format!("a {} push", show(body))));
             }
-            let ch = bulk(r, line)?;
-            *body = bulk(r, line)?;
-            if ch != channel(queue, lane).as_bytes() {
-                return Ok(Next::Wrong(format!(
-                    "a message on channel {}",
-                    show(&ch)
-                )));
+            bulk_into(r, line, body)?;
+            let ch = channel(queue, lane);
+            if body != ch.as_bytes() {
+                let why = format!("a message on channel {}", show(body));
+                bulk_into(r, line, body)?;
+                return Ok(Next::Wrong(why));
             }
+            bulk_into(r, line, body)?;
             Ok(Next::Data)
         }
         Wire::Nats => loop {
@@ -382,23 +383,19 @@ pub fn next_message(
             if !line.starts_with(b"MSG ") {
                 continue; // +OK, INFO
             }
-            // MSG <subject> <sid> [reply-to] <bytes>
-            let text = String::from_utf8_lossy(line).into_owned();
-            let words: Vec<&str> = text.split(' ').collect();
-            let n: usize = words
-                .last()
-                .and_then(|w| w.parse().ok())
-                .ok_or_else(|| bad(format!("nats: bad MSG line {text:?}")))?;
+            // MSG <subject> <sid> [reply-to] <bytes>, read in place.
+            let mut words = line.split(|&b| b == b' ');
+            let subj = words.nth(1).unwrap_or_default();
+            let n = words
+                .next_back()
+                .and_then(|w| std::str::from_utf8(w).ok()?.parse::<usize>().ok())
+                .ok_or_else(|| bad(format!("nats: bad MSG line {}", show(line))))?;
+            let wrong = (subj != subject(queue).as_bytes())
+                .then(|| format!("a message on subject {}", show(subj)));
             body.resize(n + 2, 0);
             r.read_exact(body)?;
             body.truncate(n);
-            if words.get(1) != Some(&subject(queue).as_str()) {
-                return Ok(Next::Wrong(format!(
-                    "a message on subject {}",
-                    words[1]
-                )));
-            }
-            return Ok(Next::Data);
+            return Ok(wrong.map_or(Next::Data, Next::Wrong));
         },
     }
 }
@@ -428,6 +425,26 @@ fn expect_line(
     } else {
         Err(bad(format!("redis: expected {}, got {}", show(want), show(line))))
     }
+}
+
+/// A RESP bulk string into `out`, which keeps its allocation.
+fn bulk_into(
+    r: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    read_line(r, line)?;
+    let len = line
+        .strip_prefix(b"$")
+        .and_then(|n| std::str::from_utf8(n).ok())
+        .and_then(|n| n.parse::<usize>().ok())
+        .ok_or_else(|| {
+            bad(format!("redis: expected a bulk string, got {}", show(line)))
+        })?;
+    out.resize(len + 2, 0);
+    r.read_exact(out)?;
+    out.truncate(len);
+    Ok(())
 }
 
 /// A RESP bulk string: `$len`, then `len` bytes and CRLF.

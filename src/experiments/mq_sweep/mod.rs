@@ -35,7 +35,13 @@ use super::Experiment;
 use crate::report::{Common, Context, Headline, Report};
 
 pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (the 2006 message-queue post), beside Redis and NATS", main)
-.under_all(&["--rounds", "3", "--redis-io-threads", "1", "--nats-gomaxprocs", "2"]);
+.under_all(&[
+    "--rounds", "3", "--redis-io-threads", "1", "--nats-gomaxprocs", "2",
+    // Pipelined: one point per design (10 threads per pool, the event
+    // loop, Redis, NATS) and the open-loop point, so `lab run all` stays
+    // within its five minutes; `lab run mq-sweep` repeats the whole sweep.
+    "--pipeline", "1,16", "--pipelined-threads", "10",
+]);
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.
@@ -66,6 +72,25 @@ struct Args {
     /// Leave out the event-loop row
     #[arg(long)]
     no_event_loop: bool,
+
+    /// Messages per write of each sender (pipelining), for every broker:
+    /// the sweep runs once per value (1: one message per write), and a
+    /// floor of the work without a broker is measured for each
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "1,16",
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pipeline: Vec<u32>,
+
+    /// Threads per pool to try at a --pipeline above 1 [default: those of
+    /// --threads]
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pipelined_threads: Option<Vec<u32>>,
+
+    /// Leave out the open-loop point (each broker's best design at a fixed
+    /// rate, half the slowest broker's best at --pipeline 16 or the
+    /// largest value given)
+    #[arg(long)]
+    no_open_loop: bool,
 
     /// Redis io-threads to try (1: the main thread does all; above 1, each
     /// value twice, with the I/O threads writing only and reading too)
@@ -144,6 +169,14 @@ impl Run {
     }
 }
 
+/// What a load offers: messages per write, and a rate (0: as fast as the
+/// broker takes them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Offer {
+    pipeline: u32,
+    rate: u32,
+}
+
 /// A broker `--brokers` can name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Broker {
@@ -207,6 +240,10 @@ struct Row {
     /// Threads per pool (0 for the event loop), Redis's io-threads or
     /// NATS's GOMAXPROCS.
     threads: u32,
+    /// Messages per write of each sender.
+    pipeline: u32,
+    /// Offered messages/s (0: saturation).
+    rate: u32,
     /// Redis: the I/O threads read and parse too.
     #[serde(skip_serializing_if = "Option::is_none")]
     reads_in_threads: Option<bool>,
@@ -230,7 +267,33 @@ struct Row {
     cpu_us_per_message: Summary,
     p50_ms: Summary,
     p99_ms: Summary,
+    /// The load generator's own CPU time per message, microseconds.
+    load_cpu_us_per_message: Summary,
+    /// Messages/s over the floor of the same round and pipeline.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fraction_of_floor: Option<Summary>,
     runs: Vec<Run>,
+}
+
+/// The floor for one pipeline value, a measurement per round.
+#[derive(Serialize)]
+struct Floor {
+    pipeline: u32,
+    floor_messages_per_s: Summary,
+    hop_cpu_us_per_message: Summary,
+    memcpy4_ns_per_message: Summary,
+    runs: Vec<mq::load::FloorReport>,
+}
+
+/// The open-loop point: each broker's best design at one fixed rate.
+#[derive(Serialize)]
+struct OpenLoop {
+    pipeline: u32,
+    /// Offered messages/s, all senders together.
+    rate: u32,
+    /// How the rate was chosen.
+    rule: String,
+    rows: Vec<Row>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -252,7 +315,13 @@ struct Data {
     /// Offered messages/s (0: saturation).
     rate: u32,
     switch_cost: SwitchCost,
+    /// The sweep at one message per write.
     rows: Vec<Row>,
+    /// The same at each --pipeline above 1 (keys end in `-p<N>`).
+    pipelined: Vec<Row>,
+    floor: Vec<Floor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    open_loop: Option<OpenLoop>,
     /// Servers the sweep would have run that this machine lacks.
     missing: Vec<Missing>,
 }
@@ -274,16 +343,24 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
     let switch_cost = run::switch_cost(&args, out.run.as_deref())?;
-    let mut points: Vec<Point> = Vec::new();
-    if args.brokers.contains(&Broker::Lab) {
-        points.extend(args.threads.iter().map(|&t| Point::Pool(t)));
-        if !args.no_event_loop {
-            points.push(Point::EventLoop);
-        }
-    }
+    let mut points: Vec<(Point, Offer)> = Vec::new();
     let (installed, missing) = servers_to_run(&args)?;
-    for (kind, _) in &installed {
-        points.extend(server_settings(&args, *kind).into_iter().map(Point::Server));
+    for &pipeline in &args.pipeline {
+        let offer = Offer { pipeline, rate: args.rate };
+        if args.brokers.contains(&Broker::Lab) {
+            let threads = match &args.pipelined_threads {
+                Some(t) if pipeline > 1 => t,
+                _ => &args.threads,
+            };
+            points.extend(threads.iter().map(|&t| (Point::Pool(t), offer)));
+            if !args.no_event_loop {
+                points.push((Point::EventLoop, offer));
+            }
+        }
+        for (kind, _) in &installed {
+            let settings = server_settings(&args, *kind);
+            points.extend(settings.into_iter().map(|s| (Point::Server(s), offer)));
+        }
     }
     for m in &missing {
         eprintln!(
@@ -293,45 +370,83 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     }
     let cpus = labkit::affinity::allowed_cpus().map_or(0, |c| c.len());
     let rounds = args.common.rounds as usize;
-    let bar = crate::progress::bar((points.len() * rounds) as u64, EXPERIMENT.name);
-    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); points.len()];
+    let floors = args.pipeline.len();
+    let bar = crate::progress::bar(
+        ((points.len() + floors) * rounds) as u64,
+        EXPERIMENT.name,
+    );
+    let sweep = Sweep { bins: &bins, args: &args, installed: &installed, duration };
+    let runs = sweep.rounds(&points, &bar)?;
+    let mut floor_runs: Vec<Vec<mq::load::FloorReport>> = vec![Vec::new(); floors];
     for round in 0..rounds {
-        // One pass over every point per round, in the lab's round order
-        // (rotated by one each round), so drift on a shared machine spreads
-        // over all of them instead of favouring the first.
-        for i in round_order(points.len(), round) {
-            let p = points[i];
-            bar.set_message(p.key());
-            let run = match p {
-                Point::Pool(t) => run::run_once(&bins[0], &bins[1], Some(t), &args, duration)?,
-                Point::EventLoop => run::run_once(&bins[0], &bins[1], None, &args, duration)?,
-                Point::Server(s) => {
-                    let inst = &installed.iter().find(|(k, _)| *k == s.kind).expect("found").1;
-                    run::run_server(inst, &s, &bins[1], &args, duration)?
-                }
-            };
-            runs[i].push(run);
+        for i in round_order(floors, round) {
+            bar.set_message(format!("floor-p{}", args.pipeline[i]));
+            let f = run::run_floor(&bins[1], &args, args.pipeline[i], duration.min(1.0))?;
+            floor_runs[i].push(f);
             bar.inc(1);
         }
     }
-    bar.finish_and_clear();
-    let rows = points
+    let floor: Vec<Floor> = args
+        .pipeline
         .iter()
-        .zip(runs)
-        .map(|(p, runs)| {
-            let info = match p {
-                Point::Server(s) => installed
-                    .iter()
-                    .find(|(k, _)| *k == s.kind)
-                    .map(|(_, inst)| inst.info(s)),
-                _ => None,
-            };
-            let mut r = row(*p, runs, switch_cost.us);
-            r.server = info;
-            r.above_cpus = cpus > 0 && r.threads as usize > cpus && r.mode != "event-loop";
-            r
+        .zip(floor_runs)
+        .map(|(&pipeline, runs)| Floor {
+            pipeline,
+            floor_messages_per_s: Summary::of_rounds(
+                runs.iter().map(|f| f.floor_messages_per_s),
+            ),
+            hop_cpu_us_per_message: Summary::of_rounds(
+                runs.iter().map(|f| f.hop_cpu_us_per_message),
+            ),
+            memcpy4_ns_per_message: Summary::of_rounds(
+                runs.iter().map(|f| f.memcpy4_ns_per_message),
+            ),
+            runs,
         })
         .collect();
+    let make = |p: &(Point, Offer), runs: Vec<Run>| {
+        let info = match p.0 {
+            Point::Server(s) => installed
+                .iter()
+                .find(|(k, _)| *k == s.kind)
+                .map(|(_, inst)| inst.info(&s)),
+            _ => None,
+        };
+        let mut r = row(p.0, p.1, runs, switch_cost.us);
+        r.server = info;
+        r.above_cpus = cpus > 0 && r.threads as usize > cpus && r.mode != "event-loop";
+        r.fraction_of_floor = floor
+            .iter()
+            .find(|f| f.pipeline == p.1.pipeline && p.1.rate == 0)
+            .map(|f| {
+                Summary::of_rounds(r.runs.iter().zip(&f.runs).map(|(run, f)| {
+                    run.load.messages_per_s / f.floor_messages_per_s.max(1e-9)
+                }))
+            });
+        r
+    };
+    let (mut rows, mut pipelined) = (Vec::new(), Vec::new());
+    for (p, runs) in points.iter().zip(runs) {
+        let r = make(p, runs);
+        if p.1.pipeline == 1 { rows.push(r) } else { pipelined.push(r) }
+    }
+    let open_loop = if args.no_open_loop {
+        None
+    } else {
+        open_loop_point(&args, &rows, &pipelined, &points)
+    };
+    let open_loop = match open_loop {
+        Some((pipeline, rate, rule, chosen)) => {
+            let offer = Offer { pipeline, rate };
+            let pts: Vec<(Point, Offer)> = chosen.into_iter().map(|p| (p, offer)).collect();
+            bar.inc_length((pts.len() * rounds) as u64);
+            let runs = sweep.rounds(&pts, &bar)?;
+            let rows = pts.iter().zip(runs).map(|(p, runs)| make(p, runs)).collect();
+            Some(OpenLoop { pipeline, rate, rule, rows })
+        }
+        None => None,
+    };
+    bar.finish_and_clear();
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
@@ -343,6 +458,9 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         rate: args.rate,
         switch_cost,
         rows,
+        pipelined,
+        floor,
+        open_loop,
         missing,
     };
     let mut report = Report {
@@ -358,7 +476,113 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let header = report.header_for(&args.common, &out);
     let brokers = crate::report::markdown(&header, &[tables::brokers(&report.data)]);
     report.files.push(("brokers.md".to_string(), brokers));
+    // pipelined.md: the sweep at each --pipeline above 1, the floor, and
+    // the open-loop point, for the page on pipelining.
+    let pipelined = crate::report::markdown(&header, &tables::pipelined(&report.data));
+    report.files.push(("pipelined.md".to_string(), pipelined));
+    if let Some(chart) = tables::pipelined_chart(&report.data) {
+        report.files.push(("pipelined.svg".to_string(), chart.to_svg()));
+    }
     report.publish(&args.common, &out)
+}
+
+/// What every round runs on: the programs, the flags, the servers found.
+struct Sweep<'a> {
+    bins: &'a [PathBuf],
+    args: &'a Args,
+    installed: &'a [Found],
+    duration: f64,
+}
+
+impl Sweep<'_> {
+    /// Every point once per round, in the lab's round order (rotated by
+    /// one each round), so drift on a shared machine spreads over all of
+    /// them instead of favouring the first.
+    fn rounds(
+        &self,
+        points: &[(Point, Offer)],
+        bar: &indicatif::ProgressBar,
+    ) -> Result<Vec<Vec<Run>>> {
+        let (bins, args, d) = (self.bins, self.args, self.duration);
+        let mut runs: Vec<Vec<Run>> = vec![Vec::new(); points.len()];
+        for round in 0..args.common.rounds as usize {
+            for i in round_order(points.len(), round) {
+                let (p, offer) = points[i];
+                bar.set_message(key_of(p, offer));
+                let run = match p {
+                    Point::Pool(t) => run::run_once(&bins[0], &bins[1], Some(t), args, d, offer)?,
+                    Point::EventLoop => run::run_once(&bins[0], &bins[1], None, args, d, offer)?,
+                    Point::Server(s) => {
+                        let inst = &self.installed.iter().find(|(k, _)| *k == s.kind).expect("found").1;
+                        run::run_server(inst, &s, &bins[1], args, d, offer)?
+                    }
+                };
+                runs[i].push(run);
+                bar.inc(1);
+            }
+        }
+        Ok(runs)
+    }
+}
+
+/// A row's key: the point's (`threads-10`, `nats-2`), then `-p<N>` when
+/// N messages go in each write, `open-` in front at a fixed rate.
+fn key_of(p: Point, offer: Offer) -> String {
+    let mut key = p.key();
+    if offer.pipeline > 1 {
+        key = format!("{key}-p{}", offer.pipeline);
+    }
+    if offer.rate > 0 {
+        key = format!("open-{key}");
+    }
+    key
+}
+
+/// The pipeline value the open-loop point runs at: 16 if swept, else the
+/// largest.
+fn open_pipeline(args: &Args) -> u32 {
+    if args.pipeline.contains(&16) { 16 } else { args.pipeline.iter().copied().max().unwrap_or(1) }
+}
+
+/// The open-loop point: at the pipeline of [`open_pipeline`], each
+/// broker's best design (by median msg/s), at one rate for all, half the
+/// slowest broker's best, so that every broker can carry it and the
+/// latencies compare at the same offered load.
+fn open_loop_point(
+    args: &Args,
+    rows: &[Row],
+    pipelined: &[Row],
+    points: &[(Point, Offer)],
+) -> Option<(u32, u32, String, Vec<Point>)> {
+    let n = open_pipeline(args);
+    let rows = if n == 1 { rows } else { pipelined };
+    let families: [&dyn Fn(&Row) -> bool; 3] = [
+        &|r: &Row| r.mode == "threads" || r.mode == "event-loop",
+        &|r: &Row| r.mode == "redis",
+        &|r: &Row| r.mode == "nats",
+    ];
+    let mut best: Vec<(&Row, Point)> = Vec::new();
+    for keep in families {
+        let b = rows.iter().filter(|r| keep(r) && r.pipeline == n).max_by(|a, b| {
+            a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
+        });
+        if let Some(r) = b {
+            let p = points.iter().find(|(p, o)| key_of(*p, *o) == r.key)?.0;
+            best.push((r, p));
+        }
+    }
+    let slowest = best.iter().map(|(r, _)| r.messages_per_s.median).fold(f64::MAX, f64::min);
+    if best.is_empty() || !slowest.is_finite() || slowest < 2.0 {
+        return None;
+    }
+    let rate = (slowest / 2.0) as u32;
+    let names: Vec<&str> = best.iter().map(|(r, _)| r.key.as_str()).collect();
+    let rule = format!(
+        "{n} messages per write, {rate} messages/s: half the median of the \
+         slowest of the best designs ({}), so every broker carries it",
+        names.join(", ")
+    );
+    Some((n, rate, rule, best.into_iter().map(|(_, p)| p).collect()))
 }
 
 /// The Redis and NATS servers this run can have (not asked to leave them
@@ -397,7 +621,7 @@ fn server_settings(args: &Args, kind: servers::Kind) -> Vec<servers::Setting> {
     }
 }
 
-fn row(point: Point, runs: Vec<Run>, cost_us: f64) -> Row {
+fn row(point: Point, offer: Offer, runs: Vec<Run>, cost_us: f64) -> Row {
     let of = |f: &dyn Fn(&Run) -> f64| Summary::of_rounds(runs.iter().map(f));
     let cpu = |r: &Run| r.cpu_s();
     let switches = |r: &Run| {
@@ -416,9 +640,15 @@ fn row(point: Point, runs: Vec<Run>, cost_us: f64) -> Row {
     Row {
         switch_share_rounds: runs.iter().map(share).collect(),
         mode: point.mode(),
-        key: point.key(),
-        label: point.label(),
+        key: key_of(point, offer),
+        label: match (offer.pipeline, offer.rate) {
+            (1, 0) => point.label(),
+            (n, 0) => format!("{}, {n} per write", point.label()),
+            (n, r) => format!("{}, {n} per write, at {r} msg/s", point.label()),
+        },
         threads,
+        pipeline: offer.pipeline,
+        rate: offer.rate,
         reads_in_threads: reads,
         above_cpus: false,
         server: None,
@@ -431,6 +661,8 @@ fn row(point: Point, runs: Vec<Run>, cost_us: f64) -> Row {
         cpu_us_per_message: of(&|r| 1e6 * cpu(r) / r.delivered().max(1) as f64),
         p50_ms: of(&|r| r.load.latency.p50_us / 1000.0),
         p99_ms: of(&|r| r.load.latency.p99_us / 1000.0),
+        load_cpu_us_per_message: of(&|r| r.load.cpu_us_per_message),
+        fraction_of_floor: None,
         runs,
     }
 }
@@ -486,7 +718,7 @@ fn headline(data: &Data) -> Headline {
     let server_at = |mode: &'static str, n: u32| {
         best_among(&move |r: &Row| r.mode == mode && r.threads == n)
     };
-    crate::report::headline()
+    let h = crate::report::headline()
         .rounds("messages_per_s_10", "10 threads per pool", rate(10), "msg/s")
         .rounds("messages_per_s_100", "100 threads per pool", rate(100), "msg/s")
         .paired(
@@ -557,6 +789,91 @@ fn headline(data: &Data) -> Headline {
             "NATS: GOMAXPROCS 1 over 2, in the same round",
             server_at("nats", 1),
             server_at("nats", 2),
-        )
-        .build()
+        );
+    pipelined_headline(h, data).build()
+}
+
+/// Per round, the best messages/s among `rows` that `keep` selects (all
+/// ran in round k's pass); None without such rows.
+fn best_of_rounds(rows: &[Row], keep: &dyn Fn(&Row) -> bool) -> Option<Vec<f64>> {
+    let rows: Vec<&Row> = rows.iter().filter(|r| keep(r)).collect();
+    let n = rows.iter().map(|r| r.runs.len()).min()?;
+    let best = |k: usize| {
+        rows.iter().map(|r| r.runs[k].load.messages_per_s).fold(f64::MIN, f64::max)
+    };
+    Some((0..n).map(best).collect())
+}
+
+/// The pipelined figures, for each --pipeline N above 1 (keys ending in
+/// `_p<N>`), the floor, and the open-loop point's latencies.
+fn pipelined_headline(
+    mut h: crate::report::HeadlineBuilder,
+    data: &Data,
+) -> crate::report::HeadlineBuilder {
+    let ours = |r: &Row| r.mode == "threads" || r.mode == "event-loop";
+    for f in &data.floor {
+        let n = f.pipeline;
+        let floor: Vec<f64> = f.runs.iter().map(|r| r.floor_messages_per_s).collect();
+        h = h.rounds(
+            &format!("floor_messages_per_s_p{n}"),
+            &format!("the floor at {n} per write: two loopback hops on the CPUs allowed, no broker"),
+            Some(floor.clone()),
+            "msg/s",
+        );
+        if n == 1 {
+            continue;
+        }
+        let rows = &data.pipelined[..];
+        let at = |keep: &dyn Fn(&Row) -> bool| {
+            best_of_rounds(rows, &|r: &Row| r.pipeline == n && keep(r))
+        };
+        let o = at(&ours);
+        let redis = at(&|r: &Row| r.mode == "redis");
+        let nats = at(&|r: &Row| r.mode == "nats");
+        let pools = at(&|r: &Row| r.mode == "threads");
+        let best_pool: Option<Vec<f64>> = {
+            let pools: Vec<&Row> =
+                rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).collect();
+            let k = pools.iter().map(|r| r.runs.len()).min();
+            k.filter(|_| !pools.is_empty()).map(|k| {
+                (0..k)
+                    .filter_map(|i| {
+                        pools.iter().max_by(|a, b| {
+                            a.runs[i].load.messages_per_s.total_cmp(&b.runs[i].load.messages_per_s)
+                        })
+                    })
+                    .map(|r| f64::from(r.threads))
+                    .collect()
+            })
+        };
+        let fraction = o.as_ref().map(|o| {
+            o.iter().zip(&floor).map(|(a, b)| a / b.max(1e-9)).collect::<Vec<f64>>()
+        });
+        h = h
+            .rounds(&format!("ours_best_messages_per_s_p{n}"), &format!("the lab broker's best design at {n} per write, each round"), o.clone(), "msg/s")
+            .rounds(&format!("redis_best_messages_per_s_p{n}"), &format!("Redis's best setting at {n} per write, each round"), redis.clone(), "msg/s")
+            .rounds(&format!("nats_best_messages_per_s_p{n}"), &format!("NATS's best setting at {n} per write, each round"), nats.clone(), "msg/s")
+            .rounds(&format!("best_pool_messages_per_s_p{n}"), &format!("the round's best pool size at {n} per write"), pools, "msg/s")
+            .rounds(&format!("best_pool_p{n}"), &format!("threads per pool at the round's best throughput, {n} per write"), best_pool, "")
+            .paired(&format!("ours_over_redis_p{n}"), &format!("the lab broker's best over Redis's best at {n} per write, in the same round"), o.clone(), redis)
+            .paired(&format!("ours_over_nats_p{n}"), &format!("the lab broker's best over NATS's best at {n} per write, in the same round"), o, nats)
+            .rounds(&format!("ours_fraction_of_floor_p{n}"), &format!("the lab broker's best at {n} per write over the floor of the same round"), fraction, "");
+    }
+    if let Some(open) = &data.open_loop {
+        let p99 = |mode: &dyn Fn(&Row) -> bool| {
+            open.rows.iter().find(|r| mode(r)).map(|r| {
+                r.runs.iter().map(|run| run.load.latency.p99_us / 1000.0).collect::<Vec<f64>>()
+            })
+        };
+        let o = p99(&ours);
+        let nats = p99(&|r: &Row| r.mode == "nats");
+        let redis = p99(&|r: &Row| r.mode == "redis");
+        h = h
+            .exact("open_loop_rate", "the open-loop point's offered rate", Some(f64::from(open.rate)), "msg/s")
+            .rounds("open_loop_p99_ms_ours", "p99 at the open-loop point, the lab broker's best design", o.clone(), "ms")
+            .rounds("open_loop_p99_ms_redis", "p99 at the open-loop point, Redis", redis, "ms")
+            .rounds("open_loop_p99_ms_nats", "p99 at the open-loop point, NATS", nats.clone(), "ms")
+            .paired("open_loop_nats_over_ours_p99", "NATS's p99 over the lab broker's at the open-loop point, in the same round (at least 1: ours no worse)", nats, o);
+    }
+    h
 }

@@ -14,7 +14,7 @@ use mq::load::LoadReport;
 use mq::wire::Wire;
 
 use super::servers::{Installed, Server, Setting};
-use super::{Args, Run, SwitchCost};
+use super::{Args, Offer, Run, SwitchCost};
 use crate::experiments::ctx_switch;
 
 /// `broker` and `load`, the two binaries of the package `mq`.
@@ -31,6 +31,7 @@ pub(super) fn run_once(
     threads: Option<u32>,
     a: &Args,
     duration: f64,
+    offer: Offer,
 ) -> Result<Run> {
     let mut cmd = Command::new(broker);
     match threads {
@@ -47,7 +48,7 @@ pub(super) fn run_once(
         threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
     let start = Instant::now();
     let broker = crate::service::Service::start(&mut cmd, &what)?;
-    let load = run_load(load, &broker.addr, Wire::Lab, a, duration, &what)?;
+    let load = run_load(load, &broker.addr, Wire::Lab, a, duration, offer, &what)?;
     // SIGTERM: the broker delivers what it holds, joins its threads and
     // prints its stats.
     let last = broker.stop()?;
@@ -75,13 +76,15 @@ fn run_load(
     wire: Wire,
     a: &Args,
     duration: f64,
+    offer: Offer,
     what: &str,
 ) -> Result<LoadReport> {
     let mut cmd = Command::new(load);
     cmd.args(["--addr", addr, "--json", "--protocol", wire.name()])
         .args(a.shape.args())
         .args(["--duration", &duration.to_string()])
-        .args(["--rate", &a.rate.to_string()]);
+        .args(["--rate", &offer.rate.to_string()])
+        .args(["--pipeline", &offer.pipeline.to_string()]);
     let output =
         labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
     let said = String::from_utf8_lossy(&output.stderr);
@@ -105,13 +108,15 @@ pub(super) fn run_server(
     load: &Path,
     a: &Args,
     duration: f64,
+    offer: Offer,
 ) -> Result<Run> {
     let what = setting.label();
     let start = Instant::now();
     let server = Server::start(installed, setting)?;
     let addr = format!("127.0.0.1:{}", server.port);
     // A failed load drops the server: stopped, reaped, its folder gone.
-    let load = run_load(load, &addr, setting.kind.wire(), a, duration, &what)?;
+    let load =
+        run_load(load, &addr, setting.kind.wire(), a, duration, offer, &what)?;
     let usage = server.stop()?;
     Ok(Run {
         load,
@@ -119,6 +124,32 @@ pub(super) fn run_server(
         server: Some(usage),
         broker_wall_s: start.elapsed().as_secs_f64(),
     })
+}
+
+/// The floor of the work itself for `pipeline` messages per write: `load
+/// --floor` (no broker), for `duration` seconds.
+pub(super) fn run_floor(
+    load: &Path,
+    a: &Args,
+    pipeline: u32,
+    duration: f64,
+) -> Result<mq::load::FloorReport> {
+    let mut cmd = Command::new(load);
+    cmd.args(["--floor", "--json", "--size", &a.shape.size.to_string()])
+        .args(["--pipeline", &pipeline.to_string()])
+        .args(["--duration", &duration.to_string()]);
+    let output =
+        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
+    if !output.status.success() {
+        let said = String::from_utf8_lossy(&output.stderr);
+        return Err(Error::failed(format!(
+            "load --floor: {} {}",
+            output.status,
+            said.lines().last().unwrap_or("")
+        )));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| Error::failed(format!("load --floor: bad JSON: {e}")))
 }
 
 /// The cost of one switch: given with `--switch-cost-us`, read from the

@@ -160,6 +160,157 @@ pub(super) fn brokers(d: &Data) -> Table {
     t
 }
 
+/// The page on pipelining: for each --pipeline above 1, every broker and
+/// pool size with the columns of the sweep (intervals included) and the
+/// generator's CPU beside the broker's, each rate as a fraction of the
+/// floor; the floor itself; and the open-loop point.
+pub(super) fn pipelined(d: &Data) -> Vec<Table> {
+    let mut out = Vec::new();
+    let mut ns: Vec<u32> = d.pipelined.iter().map(|r| r.pipeline).collect();
+    ns.dedup();
+    for n in ns {
+        let floor = d.floor.iter().find(|f| f.pipeline == n);
+        let mut t = Table::new(
+            format!(
+                "{n} messages per write: {} senders, {} receivers, {} queues, \
+                 {}-byte messages, {} s per run",
+                d.senders, d.receivers, d.queues, d.size, d.duration_s
+            ),
+            &["broker", "msg/s", "of floor", "p50 ms", "p99 ms", "CPU us/msg", "load us/msg", "sw/msg"],
+        );
+        let per_message = |run: &Run| {
+            let (v, i) = run.switches();
+            (v + i) as f64 / run.delivered().max(1) as f64
+        };
+        for r in d.pipelined.iter().filter(|r| r.pipeline == n) {
+            let fraction = floor.map_or("-".to_string(), |f| {
+                let rounds: Vec<f64> = r
+                    .runs
+                    .iter()
+                    .zip(&f.runs)
+                    .map(|(run, f)| run.load.messages_per_s / f.floor_messages_per_s.max(1e-9))
+                    .collect();
+                interval_of(&rounds, 2)
+            });
+            t.row(vec![
+                format!("{}{}", r.label, if r.above_cpus { " *" } else { "" }),
+                with_interval(r, &|run| run.load.messages_per_s, 0),
+                fraction,
+                with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
+                with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
+                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+                with_interval(r, &|run| run.load.cpu_us_per_message, 2),
+                with_interval(r, &per_message, 3),
+            ]);
+        }
+        if let Some(f) = floor {
+            let rounds: Vec<f64> = f.runs.iter().map(|f| f.floor_messages_per_s).collect();
+            let hop: Vec<f64> = f.runs.iter().map(|f| 2.0 * f.hop_cpu_us_per_message).collect();
+            t.row(vec![
+                "floor: the work alone, no broker".into(),
+                interval_of(&rounds, 0),
+                "1".into(),
+                "-".into(),
+                "-".into(),
+                interval_of(&hop, 2),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
+        t.note(format!(
+            "Median [95% bootstrap interval of the median] of {} round(s). Each sender \
+             writes {n} messages per write (Redis: {n} PUBLISH commands, replies read \
+             as they come; NATS: {n} PUB frames); receivers read 64 KiB at a time. \
+             CPU us/msg is the broker's, load us/msg the load generator's own (all \
+             its senders and receivers), per message delivered. The floor is the \
+             work without a broker: a thread writing {n} messages per write to \
+             another over loopback TCP, twice (sender to broker, broker to \
+             receiver: the four copies of a message), on the CPUs the run was \
+             allowed; its CPU us/msg is those two hops'. `of floor`: msg/s over the \
+             floor of the same round.",
+            d.rounds
+        ));
+        if let Some(f) = floor {
+            let memcpy: Vec<f64> = f.runs.iter().map(|f| f.memcpy4_ns_per_message).collect();
+            t.note(format!(
+                "The four copies alone (memcpy of a message, user space): {} ns per message.",
+                interval_of(&memcpy, 0)
+            ));
+        }
+        out.push(t);
+    }
+    if let Some(open) = &d.open_loop {
+        let mut t = Table::new(
+            format!("Open loop: {} messages/s offered, {} per write", open.rate, open.pipeline),
+            &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg"],
+        );
+        for r in &open.rows {
+            t.row(vec![
+                r.label.clone(),
+                with_interval(r, &|run| run.load.messages_per_s, 0),
+                with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 2),
+                with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 2),
+                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+            ]);
+        }
+        t.note(format!(
+            "The rate: {}. Each sender sends on a fixed schedule and stamps each \
+             message with the time it was due, not the time it went out, so a \
+             broker that makes senders wait shows it in the latency (no \
+             coordinated omission).",
+            open.rule
+        ));
+        out.push(t);
+    }
+    out
+}
+
+/// Every broker's throughput at the open-loop point's pipeline (16 per
+/// write, or the largest swept), one bar per row: median, whisker min-max;
+/// the floor of the work, measured beside them, in the title.
+pub(super) fn pipelined_chart(d: &Data) -> Option<crate::chart::bars::Bars> {
+    use crate::chart::bars::{Bars, Row as Bar};
+    let n = d.pipelined.iter().map(|r| r.pipeline).max()?;
+    let n = if d.pipelined.iter().any(|r| r.pipeline == 16) { 16 } else { n };
+    let floor = d.floor.iter().find(|f| f.pipeline == n);
+    let title = match floor {
+        Some(f) => format!(
+            "{n} messages per write (the floor, no broker: {:.0} msg/s)",
+            f.floor_messages_per_s.median
+        ),
+        None => format!("{n} messages per write"),
+    };
+    let mut chart =
+        Bars::new(&title, "messages/s: median, whisker min-max of the rounds", false);
+    let meaning = |r: &Row| match r.mode {
+        "threads" => Meaning::Thread,
+        "event-loop" => Meaning::EventLoop,
+        "redis" => Meaning::Redis,
+        _ => Meaning::Nats,
+    };
+    let rows: Vec<Bar> = d
+        .pipelined
+        .iter()
+        .filter(|r| r.pipeline == n)
+        .map(|r| {
+            let m = &r.messages_per_s;
+            Bar::new(meaning(r), r.label.clone(), m.median).range(m.min, m.max)
+        })
+        .collect();
+    chart = chart.group("", rows);
+    Some(chart)
+}
+
+/// Median [95% interval] of some rounds.
+fn interval_of(rounds: &[f64], digits: usize) -> String {
+    use crate::stats::{RESAMPLES, SEED, bootstrap_median};
+    let Some([lo, hi]) = bootstrap_median(rounds, RESAMPLES, SEED) else {
+        return "-".into();
+    };
+    let median = Summary::of_rounds(rounds.iter().copied()).median;
+    format!("{median:.digits$} [{lo:.digits$}, {hi:.digits$}]")
+}
+
 pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     let threaded: Vec<&Row> =
         d.rows.iter().filter(|r| r.mode == "threads").collect();
@@ -275,7 +426,9 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Point, Run, SwitchCost, row};
+    use super::super::{Offer, Point, Run, SwitchCost, row};
+
+    const ONE: Offer = Offer { pipeline: 1, rate: 0 };
     use super::*;
     use mq::Stats;
     use mq::load::LoadReport;
@@ -327,11 +480,14 @@ mod tests {
             rate: 0,
             switch_cost: SwitchCost { us: cost, source: "test".into() },
             missing: Vec::new(),
+            pipelined: Vec::new(),
+            floor: Vec::new(),
+            open_loop: None,
             rows: vec![
                 // 1000 msgs in 1 s, 0.5 s CPU, 50000 switches: 20% share.
-                row(Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000)], cost),
-                row(Point::Pool(100), vec![run(500, 1.0, 0.5, 100_000)], cost),
-                row(Point::EventLoop, vec![run(2000, 1.0, 0.25, 0)], cost),
+                row(Point::Pool(10), ONE, vec![run(1000, 1.0, 0.5, 50_000)], cost),
+                row(Point::Pool(100), ONE, vec![run(500, 1.0, 0.5, 100_000)], cost),
+                row(Point::EventLoop, ONE, vec![run(2000, 1.0, 0.25, 0)], cost),
             ],
         }
     }
@@ -372,9 +528,9 @@ mod tests {
         let mut d = data();
         // Round 2: both twice as fast; the paired ratio stays 2.
         d.rows[0] =
-            row(Point::Pool(10), vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
+            row(Point::Pool(10), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
         d.rows[1] =
-            row(Point::Pool(100), vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
+            row(Point::Pool(100), ONE, vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
         let h = super::super::headline(&d);
         assert_eq!(h["ten_over_hundred"]["value"], 2.0);
         assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);
@@ -387,9 +543,9 @@ mod tests {
         let redis = |threads| Point::Server(Setting { kind: Kind::Redis, threads, reads: false });
         let mut d = data();
         // Two rounds; the event loop (2000, 4000) is the lab's best.
-        d.rows[2] = row(Point::EventLoop, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)], 2.0);
-        d.rows.push(row(redis(1), vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)], 2.0));
-        d.rows.push(row(redis(4), vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)], 2.0));
+        d.rows[2] = row(Point::EventLoop, ONE, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)], 2.0);
+        d.rows.push(row(redis(1), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)], 2.0));
+        d.rows.push(row(redis(4), ONE, vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)], 2.0));
         for r in &mut d.rows {
             while r.runs.len() < 2 {
                 r.runs.push(r.runs[0].clone());

@@ -20,8 +20,14 @@ use labkit::limits::size_in;
 #[command(version)]
 struct Cli {
     /// The broker's address, as it printed it
-    #[arg(long)]
-    addr: SocketAddr,
+    #[arg(long, required_unless_present = "floor")]
+    addr: Option<SocketAddr>,
+
+    /// No broker: measure the floor of the work itself instead (four
+    /// copies of each message: memcpy, and one loopback TCP hop with
+    /// --pipeline messages per write), for --duration seconds
+    #[arg(long, conflicts_with = "addr")]
+    floor: bool,
 
     #[command(flatten)]
     shape: mq::load::Shape,
@@ -36,10 +42,12 @@ struct Cli {
           value_parser = seconds_in(0.0, 86_400.0))]
     duration: f64,
 
-    /// Messages per write call of a sender
-    #[arg(long, default_value_t = 1,
+    /// Messages per write call of a sender (pipelining: N PUBLISH commands
+    /// or PUB frames in one write on Redis and NATS); 1 is one message per
+    /// write
+    #[arg(long, value_name = "N", default_value_t = 1, alias = "batch",
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    batch: u32,
+    pipeline: u32,
 
     /// Messages per second, all senders together, spread evenly; 0 sends
     /// as fast as the broker takes them (saturation)
@@ -78,15 +86,20 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: &Cli) -> labkit::Result<()> {
     cli.shape.check()?;
+    let Some(addr) = cli.addr.filter(|_| !cli.floor) else {
+        let d = Duration::from_secs_f64(cli.duration.max(0.01));
+        let f = mq::load::floor(cli.shape.size as usize, cli.pipeline as usize, d)?;
+        return labkit::cli::emit(cli.json, &f, mq::load::FloorReport::human);
+    };
     let cfg = mq::load::LoadConfig {
-        addr: cli.addr,
+        addr,
         wire: cli.protocol,
         senders: cli.shape.senders,
         receivers: cli.shape.receivers,
         queues: cli.shape.queues,
         size: cli.shape.size as usize,
         duration: Duration::from_secs_f64(cli.duration),
-        batch: cli.batch as usize,
+        batch: cli.pipeline as usize,
         rate: cli.rate,
         drain: Duration::from_secs_f64(cli.drain),
         socket_buffer: cli.socket_buffer as usize,

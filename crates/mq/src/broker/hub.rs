@@ -32,30 +32,41 @@ pub(super) struct Receiver {
 
 impl Hub {
     // ANCHOR: push
-    /// A reader's push. A full queue takes nothing: the reader keeps the
-    /// frame, and its connection waits in `paused` until a deliverer has
-    /// made room (back pressure on this queue's senders only).
-    pub(super) fn push(
+    /// A reader's push of the frames of one read, each with the buffer
+    /// offset where it ends, under one lock. Stops at the first frame for
+    /// a full queue and pauses the connection (back pressure on this queue's senders only): then
+    /// returns the offset where the frames taken end (the rest stay in the
+    /// connection's buffer). Returns the offset where the frames taken
+    /// end (`None`: none was) and whether it paused. Empties `batch`.
+    pub(super) fn push_many(
         &self,
-        queue: usize,
-        frame: Frame,
+        batch: &mut Vec<(usize, Frame, usize)>,
         from: (u64, &Arc<Mutex<Conn>>),
         counters: &Counters,
-    ) -> bool {
+    ) -> (Option<usize>, bool) {
         let mut st = lock(&self.state);
-        if st.queues[queue].len() >= self.capacity {
-            st.paused[queue].push_back((from.0, from.1.clone()));
-            return false;
+        let (mut woke, mut taken, mut paused) = (false, 0u64, false);
+        let mut last = None;
+        for (queue, frame, at) in batch.drain(..) {
+            if paused {
+                continue; // dropped: still in the connection's buffer
+            }
+            if st.queues[queue].len() >= self.capacity {
+                st.paused[queue].push_back((from.0, from.1.clone()));
+                paused = true;
+                continue;
+            }
+            st.queues[queue].push_back(frame);
+            woke |= st.queues[queue].len() == 1;
+            taken += 1;
+            last = Some(at);
         }
-        st.queues[queue].push_back(frame);
-        counters.msgs_in.fetch_add(1, Relaxed);
-        // Only a queue that was empty can give a waiting deliverer work.
-        let first = st.queues[queue].len() == 1;
         drop(st);
-        if first {
-            self.not_empty.notify_one();
+        counters.msgs_in.fetch_add(taken, Relaxed);
+        if woke {
+            self.not_empty.notify_all();
         }
-        true
+        (last, paused)
     }
     // ANCHOR_END: push
 

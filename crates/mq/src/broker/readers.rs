@@ -179,6 +179,8 @@ pub(super) fn serve(
 }
 
 /// Act on the whole frames in the buffer: `None` once they are all taken.
+/// The PUBLISH frames of one read go to the hub together, under one lock
+/// ([`Hub::push_many`]), not one lock per message.
 pub(super) fn take_frames(
     shared: &Shared,
     from: (u64, &Arc<Mutex<Conn>>),
@@ -186,19 +188,23 @@ pub(super) fn take_frames(
     ended: bool,
 ) -> Option<Next> {
     let (max, queues) = (shared.cfg.max_frame, shared.cfg.queues);
-    loop {
-        let mut start = c.start;
+    let mut batch: Vec<(usize, Frame, usize)> = Vec::new();
+    let mut start = c.start;
+    let stop = loop {
         let parsed = match protocol::next_frame(&c.buf, &mut start, max, queues) {
-            Ok(None) => return None,
+            Ok(None) => break None,
             Ok(Some(parsed)) => parsed,
-            Err(violation) => return Some(Next::Close(Some(violation.to_string()))),
+            Err(violation) => break Some(Next::Close(Some(violation.to_string()))),
         };
         match parsed {
             Parsed::Publish { queue, frame } if c.sender => {
-                let q = usize::from(queue);
-                if !shared.hub.push(q, frame, from, &shared.counters) {
-                    return Some(Next::Paused); // the frame stays in `buf`
-                }
+                batch.push((usize::from(queue), frame, start));
+                continue;
+            }
+            _ if !batch.is_empty() => {
+                // A hello after publishes: push those first, then look at
+                // it again from where they end.
+                break None;
             }
             Parsed::HelloSend if !c.sender => c.sender = true,
             Parsed::HelloRecv { queue } if !c.sender => {
@@ -221,6 +227,23 @@ pub(super) fn take_frames(
             }
         }
         c.start = start;
+    };
+    if batch.is_empty() {
+        return stop;
+    }
+    let (end, paused) = shared.hub.push_many(&mut batch, from, &shared.counters);
+    if let Some(end) = end {
+        c.start = end;
+    }
+    if paused {
+        // A frame for a full queue: it and those after it stay in `buf`.
+        return Some(Next::Paused);
+    }
+    // Whatever stopped the parse (a violation, a hello after the
+    // publishes) is met again on the next pass.
+    match stop {
+        Some(next) => Some(next),
+        None => take_frames(shared, from, c, ended),
     }
 }
 // ANCHOR_END: serve
