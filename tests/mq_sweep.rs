@@ -12,7 +12,7 @@ fn tiny_sweep_writes_parsable_results() {
     let args = [
         &["--threads", "1,3", "--rounds", "1", "--duration", "0.2"][..],
         &["--senders", "4", "--receivers", "3", "--queues", "2", "--size", "64"],
-        &["--switch-cost-us", "2", "--brokers", "lab"],
+        &["--switch-cost-us", "2", "--brokers", "lab", "--pipeline", "1"],
     ];
     let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
     assert_eq!(doc["experiment"], "mq-sweep");
@@ -252,6 +252,73 @@ fn redis_and_nats_take_the_same_load_exactly_once() {
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("Redis, io-threads 2, reads in them too"), "{tables}");
     assert!(dir.path().join("brokers.svg").is_file());
+}
+
+/// Pipelined, 16 messages per write, on every broker: each message of a
+/// few thousand delivered exactly once, the generator's CPU beside the
+/// broker's, the floor measured, each rate a fraction of it, and the
+/// open-loop point run at one rate for all three.
+#[test]
+fn every_broker_takes_16_per_write_exactly_once() {
+    need!("redis-server");
+    need!("nats-server");
+    let dir = labkit::testing::tempdir();
+    let args = [
+        TINY_LOAD,
+        &["--brokers", "lab,redis,nats", "--threads", "2", "--pipeline", "16"],
+        &["--redis-io-threads", "1", "--nats-gomaxprocs", "1", "--duration", "0.3"],
+    ];
+    let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
+    assert_eq!(doc["rows"], serde_json::json!([]), "no run at 1 per write");
+    let rows = doc["pipelined"].as_array().unwrap();
+    let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    assert_eq!(
+        keys,
+        ["threads-2-p16", "event-loop-p16", "redis-1-p16", "nats-1-p16"]
+    );
+    let open = doc["open_loop"]["rows"].as_array().unwrap();
+    assert_eq!(open.len(), 3, "one open-loop row per broker");
+    let rate = doc["open_loop"]["rate"].as_u64().unwrap();
+    assert!(rate > 0);
+    for r in rows.iter().chain(open) {
+        let load: LoadReport =
+            serde_json::from_value(r["runs"][0]["load"].clone()).unwrap();
+        assert_eq!(load.pipeline, 16, "{}", r["key"]);
+        assert!(load.sent >= 1000, "{}: {} sent", r["key"], load.sent);
+        assert_eq!(load.sent % 16, 0, "{}: whole writes of 16", r["key"]);
+        assert_eq!(
+            (load.received, load.lost, load.duplicated, load.corrupt),
+            (load.sent, 0, 0, 0),
+            "{}",
+            r["key"]
+        );
+        assert!(load.cpu_us_per_message > 0.0, "{}", r["key"]);
+        assert!(r["load_cpu_us_per_message"]["median"].as_f64().unwrap() > 0.0);
+    }
+    for r in open {
+        assert_eq!(r["rate"].as_u64(), Some(rate), "{}", r["key"]);
+        assert!(r["key"].as_str().unwrap().starts_with("open-"), "{}", r["key"]);
+    }
+    let floor = &doc["floor"][0];
+    assert_eq!(floor["pipeline"], 16);
+    let f = floor["floor_messages_per_s"]["median"].as_f64().unwrap();
+    for r in rows {
+        let fraction = r["fraction_of_floor"]["median"].as_f64().unwrap();
+        let rate = r["messages_per_s"]["median"].as_f64().unwrap();
+        assert!((fraction - rate / f).abs() <= 1e-9 * fraction.max(1.0), "{r}");
+    }
+    for key in ["ours_over_nats_p16", "ours_over_redis_p16", "open_loop_p99_ms_nats"]
+    {
+        assert!(
+            doc["headline"][key]["interval"].is_array(),
+            "{key}: {}",
+            doc["headline"]
+        );
+    }
+    let page = std::fs::read_to_string(dir.path().join("pipelined.md")).unwrap();
+    assert!(page.contains("floor: the work alone"), "{page}");
+    assert!(page.contains("Open loop"), "{page}");
+    assert!(dir.path().join("pipelined.svg").is_file());
 }
 
 #[test]
