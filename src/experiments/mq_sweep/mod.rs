@@ -846,6 +846,17 @@ fn pipelined_headline(
                     .collect()
             })
         };
+        let pool_at = |t: u32| {
+            rows.iter()
+                .find(|r| r.mode == "threads" && r.threads == t && r.pipeline == n)
+                .map(|r| r.runs.iter().map(|run| run.load.messages_per_s).collect::<Vec<f64>>())
+        };
+        h = h.paired(
+            &format!("ten_over_hundred_p{n}"),
+            &format!("throughput at 10 threads per pool over 100, {n} per write, in the same round"),
+            pool_at(10),
+            pool_at(100),
+        );
         let fraction = o.as_ref().map(|o| {
             o.iter().zip(&floor).map(|(a, b)| a / b.max(1e-9)).collect::<Vec<f64>>()
         });

@@ -19,6 +19,15 @@
 //!   readers' epoll set watches the receivers too: for that, and for the
 //!   end of the connection) while its writer goes on with the others.
 //!
+//! Batching, for pipelined senders: a reader takes up to 64 KiB per
+//! `read` and pushes all the frames of it under one lock of the queues
+//! (`Hub::push_many`); a deliverer moves up to 32 per trip; a writer
+//! writes a receiver's waiting frames with one `writev` of up to 64, and
+//! never waits for more (what the outbox holds when it wakes goes out).
+//! Frames are still allocated by a reader and freed by a writer: with the
+//! pools, a box crosses threads, and reusing it would take a shared pool
+//! and its lock.
+//!
 //! A receiver that closes its connection, or whose write fails, is dropped,
 //! and what it had not been sent goes back to the front of its queue for the
 //! other receivers. See the crate documentation for the bounds.
