@@ -230,6 +230,20 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
              floor of the same round.",
             d.rounds
         ));
+        let pools = |rows: &[Row], n: u32| -> Vec<u32> {
+            rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).map(|r| r.threads).collect()
+        };
+        let (here, all) = (pools(&d.pipelined, n), pools(&d.rows, 1));
+        if !all.is_empty() && here != all {
+            let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            t.note(format!(
+                "At {n} per write only {} threads per pool ran (of {} at one per write): \
+                 `lab run all` takes one pipelined point per design to stay within its \
+                 time; `lab run mq-sweep` repeats the whole sweep.",
+                if here.is_empty() { "no pool size of".to_string() } else { list(&here) },
+                list(&all)
+            ));
+        }
         if let Some(f) = floor {
             let memcpy: Vec<f64> = f.runs.iter().map(|f| f.memcpy4_ns_per_message).collect();
             t.note(format!(
