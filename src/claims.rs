@@ -45,6 +45,16 @@ pub struct Claim {
 /// median says nothing about the spread.
 pub const MIN_ROUNDS: usize = 3;
 
+/// The setting a results folder records when it was made again with more
+/// rounds, its second look ([`crate::schedule::extend`]).
+pub const EXTENDED: &str = "rounds extended";
+
+/// The look a results folder's figures were judged at: 2 when its rounds
+/// were extended, else 1 ([`crate::stats::LOOKS`]).
+pub fn look_of(settings: &crate::results::Settings) -> usize {
+    if settings.used.contains_key(EXTENDED) { 2 } else { 1 }
+}
+
 /// Every claim, in the file's order.
 pub fn all() -> Vec<Claim> {
     let file: File =
@@ -111,13 +121,15 @@ impl Claim {
         edges
     }
 
-    /// The verdict on `figure`, read from results folder `folder`: on its
-    /// interval ([`Claim::judge`]), or none when it has too few rounds for
-    /// an interval to mean anything.
+    /// The verdict on `figure`, read from results folder `folder` at look
+    /// `look`: on the interval that look is decided on
+    /// ([`crate::report::Figure::decision`], [`Claim::judge`]), or none when
+    /// it has too few rounds for an interval to mean anything.
     pub fn verdict_on(
         &self,
         figure: &crate::report::Figure,
         folder: &str,
+        look: usize,
     ) -> Verdict {
         let n = figure.rounds.len();
         if figure.method != crate::report::Method::Exact && n < MIN_ROUNDS {
@@ -126,10 +138,10 @@ impl Claim {
                 if n == 1 { "" } else { "s" }
             ));
         }
-        self.judge(figure.interval, &figure.unit)
+        self.judge(figure.decision(look).0, &figure.unit)
     }
 
-    /// The verdict on today's figure, from its 95% interval `[lo, hi]`: a
+    /// The verdict on today's figure, from its interval `[lo, hi]`: a
     /// range's verdict only when the whole interval lies in it, else too
     /// close to call, naming the boundary crossed.
     pub fn judge(&self, [lo, hi]: [f64; 2], unit: &str) -> Verdict {
@@ -163,10 +175,16 @@ impl Claim {
 pub struct Row {
     #[serde(flatten)]
     pub claim: Claim,
-    /// Today's figure, its 95% interval, its rounds and how it was made,
-    /// its unit and what it is.
+    /// Today's figure, the interval its verdict was decided on, that
+    /// interval's exact coverage (none for a figure of schema 1, whose
+    /// interval was a bootstrap's "95%"), the look it was decided at, its
+    /// rounds and how it was made, its unit and what it is.
     pub today: Option<f64>,
     pub interval: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<f64>,
+    #[serde(default)]
+    pub look: usize,
     pub rounds: usize,
     pub method: String,
     pub unit: String,
@@ -302,6 +320,8 @@ fn evaluate_one(
         claim,
         today: None,
         interval: None,
+        coverage: None,
+        look: 0,
         rounds: 0,
         method: String::new(),
         unit: String::new(),
@@ -351,11 +371,15 @@ fn evaluate_one(
         n if claim.one_cpu => format!("{n} CPUs (no one-CPU run)"),
         n => format!("{n} CPUs"),
     };
-    let verdict = claim.verdict_on(&figure, folder);
+    let look = look_of(&published.header.settings);
+    let verdict = claim.verdict_on(&figure, folder, look);
+    let (interval, coverage) = figure.decision(look);
     Ok(Row {
         verdict,
         today: Some(figure.value),
-        interval: Some(figure.interval),
+        interval: Some(interval),
+        coverage,
+        look,
         rounds: figure.rounds.len(),
         method: figure.method.describe().into(),
         unit: figure.unit,
@@ -365,6 +389,13 @@ fn evaluate_one(
         busy: None,
         claim,
     })
+}
+
+/// A coverage as a percentage, to the tenth where it has one: "96.9%",
+/// "75%".
+pub fn percent(coverage: f64) -> String {
+    let p = (coverage * 1000.0).round() / 10.0;
+    if p.fract() == 0.0 { format!("{p:.0}%") } else { format!("{p:.1}%") }
 }
 
 /// A figure with its unit, to three significant digits.
@@ -408,13 +439,34 @@ impl Claim {
 }
 
 impl Row {
-    /// Today's figure in words: "6.26x (95% interval 5.91x to 6.52x, 5
-    /// rounds, median of the rounds' paired ratios)".
+    /// Today's figure in words: "6.26x (96.9% interval 5.91x to 6.52x,
+    /// look 1 of 2, 6 rounds, median of the rounds' paired ratios)"; one of
+    /// schema 1 has its bootstrap's "95% interval". An interval short of
+    /// the coverage its look asks says so.
     pub fn today_text(&self) -> Option<String> {
         let v = self.today?;
         let [lo, hi] = self.interval?;
+        let level = match self.coverage {
+            None => "95% interval".to_string(),
+            Some(c) if c >= 1.0 => "exact".to_string(),
+            Some(c) => format!("{} interval", percent(c)),
+        };
+        let short = match self.coverage {
+            Some(c) if c < crate::stats::look_level(self.look) => format!(
+                ", short of the {} a verdict asks, which needs {} rounds",
+                percent(crate::stats::look_level(self.look)),
+                crate::stats::rounds_for(crate::stats::look_level(self.look))
+            ),
+            _ => String::new(),
+        };
+        let look = match (self.coverage, self.look) {
+            (Some(c), look) if c < 1.0 && look > 0 => {
+                format!(", look {look} of {}", crate::stats::LOOKS)
+            }
+            _ => String::new(),
+        };
         Some(format!(
-            "{} (95% interval {} to {}, {} round{}, {})",
+            "{} ({level} {} to {}{short}{look}, {} round{}, {})",
             show(v, &self.unit),
             show(lo, &self.unit),
             show(hi, &self.unit),
@@ -479,11 +531,24 @@ pub fn markdown(
             md.push_str(&format!("- In the book: {link}\n"));
         }
     }
-    md.push_str(&format!(
+    let schema1 = rows.iter().all(|r| r.coverage.is_none());
+    md.push_str(&if schema1 {
+        format!(
+            "\nJudged by the rules in `claims.toml` on the run `{run}`: a verdict \
+             only when the whole 95% interval lies in one range. \"1 CPU\": the \
+             figure comes from a run confined with `--cpus`, as the articles ran.\n"
+        )
+    } else {
+        format!(
         "\nJudged by the rules in `claims.toml` on the run `{run}`: a verdict only \
-         when the whole 95% interval lies in one range. \"1 CPU\": the figure comes \
-         from a run confined with `--cpus`, as the articles ran.\n"
-    ));
+         when the whole interval lies in one range. Each look at a claim is judged \
+         at {} (a second look, with more rounds, at {}), so that the two together \
+         are wrong at most 5% of the time. \"1 CPU\": the figure comes from a run \
+         confined with `--cpus`, as the articles ran.\n",
+        percent(crate::stats::look_level(1)),
+        percent(crate::stats::look_level(2))
+        )
+    });
     md
 }
 
@@ -656,7 +721,38 @@ mod tests {
             rounds,
         )
         .expect("finite rounds");
-        c.judge(f.interval, &f.unit)
+        c.verdict_on(&f, "synthetic", 1)
+    }
+
+    #[test]
+    fn the_second_look_is_decided_on_a_wider_interval_and_schema_1_on_its_own() {
+        let c = all().into_iter().find(|c| c.id == "create-ratio").unwrap();
+        // 18 rounds, four below 5x: the first look's 96.9% interval runs
+        // from the 5th smallest (5.2x), so it holds, but the second look's
+        // 98.1% from the 4th (4.9x), across the boundary.
+        let mut rounds = vec![4.0, 4.5, 4.8, 4.9];
+        rounds.extend((0..14).map(|k| 5.2 + 0.1 * f64::from(k)));
+        let f = crate::report::Figure::new(
+            "r",
+            "x",
+            crate::report::Method::Median,
+            rounds,
+        )
+        .unwrap();
+        assert_eq!(f.decision(1).0[0], 5.2, "{:?}", f.decision(1));
+        assert_eq!(c.verdict_on(&f, "s", 1), Verdict::Holds);
+        assert_eq!(f.decision(2).0[0], 4.9, "{:?}", f.decision(2));
+        assert!(matches!(c.verdict_on(&f, "s", 2), Verdict::TooCloseToCall(_)));
+        // A figure of schema 1 is judged on the interval it recorded.
+        let old = crate::report::Figure {
+            coverage: None,
+            resamples: Some(crate::stats::RESAMPLES),
+            seed: Some(crate::stats::SEED),
+            interval: [5.5, 6.0],
+            ..f
+        };
+        assert_eq!(old.decision(2), ([5.5, 6.0], None));
+        assert_eq!(c.verdict_on(&old, "s", 2), Verdict::Holds);
     }
 
     /// Ten rounds tight around `v`, so that the interval lies near it.

@@ -67,9 +67,37 @@ pub struct Class {
     pub claims: Vec<ClaimRow>,
 }
 
-/// The fields every figure has today.
-const FIGURE_FIELDS: [&str; 8] =
-    ["label", "value", "unit", "interval", "rounds", "method", "resamples", "seed"];
+/// The look a results file's figures are judged at ([`crate::claims::look_of`]).
+fn look_in(json: &Value) -> usize {
+    let extended = json["settings"]["used"].get(crate::claims::EXTENDED).is_some();
+    if extended { 2 } else { 1 }
+}
+
+/// What `raw` lacks and has beyond the nearest figure version the lab
+/// reads ([`crate::report::FIGURE_FIELDS`]): nothing when it is one.
+fn fields_off(raw: &Value) -> Vec<String> {
+    let has: Vec<&str> = raw
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    crate::report::FIGURE_FIELDS
+        .iter()
+        .map(|known| {
+            let mut off: Vec<String> = known
+                .iter()
+                .filter(|f| !has.contains(f))
+                .map(|f| f.to_string())
+                .collect();
+            off.extend(
+                has.iter()
+                    .filter(|k| !known.contains(k))
+                    .map(|k| format!("(has) {k}")),
+            );
+            off
+        })
+        .min_by_key(Vec::len)
+        .unwrap_or_default()
+}
 
 /// The results files of run `run` as JSON, by folder; an error (one line)
 /// names the first that does not parse.
@@ -133,21 +161,9 @@ fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
     }
     let unit = raw["unit"].as_str().unwrap_or("").to_string();
     let value = raw["value"].as_f64().map(|v| (v, unit.clone()));
-    // Today's format has exactly today's fields; another version's lacks
-    // some or has others.
-    let mut other: Vec<String> = FIGURE_FIELDS
-        .iter()
-        .filter(|f| raw.get(**f).is_none())
-        .map(|f| f.to_string())
-        .collect();
-    if let Some(fields) = raw.as_object() {
-        other.extend(
-            fields
-                .keys()
-                .filter(|k| !FIGURE_FIELDS.contains(&k.as_str()))
-                .map(|k| format!("(has) {k}")),
-        );
-    }
+    // A version the lab reads has exactly its fields; another version's
+    // lacks some or has others.
+    let other = fields_off(raw);
     if !other.is_empty() {
         return Judged {
             verdict: OTHER_VERSION.into(),
@@ -161,7 +177,10 @@ fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
         .and_then(|f| f.check().map(|()| f));
     match checked {
         Ok(f) => Judged {
-            verdict: claim.verdict_on(&f, experiment).word().to_string(),
+            verdict: claim
+                .verdict_on(&f, experiment, look_in(json))
+                .word()
+                .to_string(),
             value: Some((f.value, unit)),
             other_version: Vec::new(),
             damaged: None,

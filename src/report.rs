@@ -16,8 +16,10 @@ use crate::runs;
 /// Flags every experiment takes.
 #[derive(Args, Clone, Debug, Default)]
 pub struct Common {
-    /// Rounds per setting (the articles ran five)
-    #[arg(long, default_value_t = 5,
+    /// Rounds per setting (the articles ran five; six are the fewest whose
+    /// interval of a median covers 95%, and an even count lets two
+    /// conditions go first equally often)
+    #[arg(long, default_value_t = 6,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
 
@@ -182,6 +184,11 @@ impl Common {
 /// side, what the claims are judged on, and what the book quotes. It keeps
 /// its rounds, so that its value and its interval (and any verdict on them)
 /// can be recomputed from the file: [`Figure::check`].
+///
+/// Two versions are read. Today's has `coverage`: its interval comes from
+/// order statistics ([`crate::stats::median_interval`]). Schema 1 had
+/// `resamples` and `seed` instead: a percentile bootstrap, checked and
+/// judged as it was made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Figure {
@@ -189,15 +196,31 @@ pub struct Figure {
     /// The median of `rounds` (or, `exact`, the one count).
     pub value: f64,
     pub unit: String,
-    /// The 95% bootstrap interval of the median ([`crate::stats::bootstrap_median`]).
+    /// The interval of the median at [`crate::stats::LEVEL`], or the widest
+    /// the rounds allow when they are too few for it (`coverage` says).
     pub interval: [f64; 2],
+    /// The interval's exact coverage: 0.96875 for six rounds' range; below
+    /// 0.95 when the rounds are too few. 1 for an exact figure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<f64>,
     /// One value per round: the quantity itself, or with `paired-ratio`
     /// each round's ratio of two conditions measured in that round.
     pub rounds: Vec<f64>,
     pub method: Method,
-    pub resamples: usize,
-    pub seed: u64,
+    /// Schema 1: the bootstrap's resamples and seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resamples: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
+
+/// The fields of a figure, today's ([`Figure`] with `coverage`) and schema
+/// 1's (with `resamples` and `seed`): a file with another set is of a
+/// version this lab does not read.
+pub const FIGURE_FIELDS: [&[&str]; 2] = [
+    &["label", "value", "unit", "interval", "coverage", "rounds", "method"],
+    &["label", "value", "unit", "interval", "rounds", "method", "resamples", "seed"],
+];
 
 /// How a figure was made from its rounds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -230,24 +253,50 @@ impl Figure {
         method: Method,
         rounds: Vec<f64>,
     ) -> Option<Figure> {
-        use crate::stats::{RESAMPLES, SEED};
+        let ([lo, hi], coverage) = Figure::interval_of(method, &rounds)?;
+        Some(Figure {
+            label: label.into(),
+            value: crate::stats::median(&rounds),
+            unit: unit.into(),
+            interval: [lo, hi],
+            coverage: Some(coverage),
+            rounds,
+            method,
+            resamples: None,
+            seed: None,
+        })
+    }
+
+    /// The interval and coverage of `rounds` made by `method`: an exact
+    /// figure is its one value, certain; a median has its order-statistic
+    /// interval at [`crate::stats::LEVEL`].
+    fn interval_of(method: Method, rounds: &[f64]) -> Option<([f64; 2], f64)> {
         if method == Method::Exact {
             let v = *rounds.first()?;
             if !v.is_finite() || rounds.iter().any(|r| *r != v) {
                 return None;
             }
+            return Some(([v, v], 1.0));
         }
-        let interval = crate::stats::bootstrap_median(&rounds, RESAMPLES, SEED)?;
-        Some(Figure {
-            label: label.into(),
-            value: crate::stats::median(&rounds),
-            unit: unit.into(),
-            interval,
-            rounds,
-            method,
-            resamples: RESAMPLES,
-            seed: SEED,
-        })
+        let i = crate::stats::median_interval(rounds, crate::stats::LEVEL)?;
+        Some(([i.lo, i.hi], i.coverage))
+    }
+
+    /// The interval a verdict at look `look` (1 or 2) is decided on, and
+    /// its coverage: the order-statistic interval at that look's level
+    /// ([`crate::stats::look_level`]). A figure of schema 1 is judged on
+    /// the interval it recorded, at the one look it had.
+    pub fn decision(&self, look: usize) -> ([f64; 2], Option<f64>) {
+        if self.coverage.is_none() || self.method == Method::Exact {
+            return (self.interval, self.coverage);
+        }
+        match crate::stats::median_interval(
+            &self.rounds,
+            crate::stats::look_level(look),
+        ) {
+            Some(i) => ([i.lo, i.hi], Some(i.coverage)),
+            None => (self.interval, self.coverage),
+        }
     }
 
     /// Does the figure follow from its rounds? The error names the field
@@ -263,13 +312,6 @@ impl Figure {
         if !self.value.is_finite() {
             return Err("value: not a finite number".into());
         }
-        if self.resamples < crate::stats::RESAMPLES {
-            return Err(format!(
-                "resamples: {} (at least {} are needed)",
-                self.resamples,
-                crate::stats::RESAMPLES
-            ));
-        }
         let close = |a: f64, b: f64| {
             (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300)
         };
@@ -280,14 +322,43 @@ impl Figure {
                 crate::stats::median(&self.rounds)
             ));
         }
-        let again =
-            crate::stats::bootstrap_median(&self.rounds, self.resamples, self.seed)
-                .expect("finite rounds");
+        let (again, how) = match (self.coverage, self.resamples, self.seed) {
+            (Some(coverage), None, None) => {
+                let Some((again, c)) =
+                    Figure::interval_of(self.method, &self.rounds)
+                else {
+                    return Err("rounds: an exact figure's rounds differ".into());
+                };
+                if !close(c, coverage) {
+                    return Err(format!(
+                        "coverage: {coverage} is not the interval's ({c})"
+                    ));
+                }
+                (again, "by order statistics".to_string())
+            }
+            (None, Some(resamples), Some(seed)) => {
+                if resamples < crate::stats::RESAMPLES {
+                    return Err(format!(
+                        "resamples: {resamples} (at least {} are needed)",
+                        crate::stats::RESAMPLES
+                    ));
+                }
+                let again =
+                    crate::stats::bootstrap_median(&self.rounds, resamples, seed)
+                        .expect("finite rounds");
+                (again, format!("with seed {seed}"))
+            }
+            _ => {
+                return Err("coverage: neither today's (coverage) nor schema 1's \
+                     (resamples and seed)"
+                    .into());
+            }
+        };
         if !(close(again[0], self.interval[0]) && close(again[1], self.interval[1]))
         {
             return Err(format!(
-                "interval: [{}, {}] does not follow from its rounds ([{}, {}] with seed {})",
-                self.interval[0], self.interval[1], again[0], again[1], self.seed
+                "interval: [{}, {}] does not follow from its rounds ([{}, {}] {how})",
+                self.interval[0], self.interval[1], again[0], again[1]
             ));
         }
         Ok(())

@@ -8,9 +8,12 @@
 //! controls.
 //!
 //! When a claim's interval straddles a boundary, the results it was judged
-//! on are made again with three times the rounds ([`ROUND_CAP`]), once; the
-//! results record it (`rounds extended`). Under `lab run all` only while
-//! the whole run stays within [`BUDGET`].
+//! on are made again with three times the rounds ([`ROUND_CAP`]), once: a
+//! second look, on fresh rounds, decided at a higher level so that the two
+//! looks together are wrong at most 5% of the time
+//! ([`crate::stats::LOOK_ERROR`]). The results record it (`rounds
+//! extended`, with the first look's figures). Under `lab run all` only
+//! while the whole run stays within [`BUDGET`].
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -50,12 +53,12 @@ impl Step {
     }
 }
 
-/// An experiment's own arguments under `all`, with `--rounds` given to
-/// `all` in place of its own, then `extra` (`all`'s flags).
-fn args_under_all(e: &Experiment, extra: &[OsString]) -> Vec<OsString> {
+/// An experiment's own arguments under `all`, `own`, with `--rounds` given
+/// to `all` in place of its own, then `extra` (`all`'s flags).
+fn args_under_all(own: &[&str], extra: &[OsString]) -> Vec<OsString> {
     let rounds_given = extra.iter().any(|a| a == "--rounds");
     let mut args: Vec<OsString> = Vec::new();
-    let mut own = e.all_args.iter();
+    let mut own = own.iter();
     while let Some(a) = own.next() {
         if rounds_given && *a == "--rounds" {
             own.next();
@@ -81,9 +84,10 @@ pub fn plan(extra: &[OsString]) -> Vec<Step> {
     let confined = extra.iter().any(|a| a == "--cpus");
     let mut steps = Vec::new();
     for e in experiments::every() {
-        let args = args_under_all(e, extra);
+        let args = args_under_all(e.all_args, extra);
         if !confined && wants_one_cpu(e.name) {
-            let mut one = args.clone();
+            let mut one =
+                args_under_all(e.one_cpu_args.unwrap_or(e.all_args), extra);
             one.extend(["--variant", "cpu0", "--cpus", "0"].map(OsString::from));
             steps.push(Step {
                 experiment: e,
@@ -155,6 +159,8 @@ fn with_rounds(args: &[OsString], n: u32) -> Vec<OsString> {
 struct Close {
     folder: String,
     ids: Vec<String>,
+    /// Each claim's first look, in words: its figure and interval.
+    looks: Vec<String>,
     rounds: u32,
 }
 
@@ -171,8 +177,14 @@ fn close_folders(run: &Path) -> Result<Vec<Close>> {
         if row.claim.one_cpu && row.judged_on != "1 CPU" {
             continue;
         }
+        let look = format!(
+            "{} at look 1: {}",
+            row.claim.id,
+            row.today_text().unwrap_or_default()
+        );
         if let Some(c) = out.iter_mut().find(|c| c.folder == row.results) {
             c.ids.push(row.claim.id.clone());
+            c.looks.push(look);
             continue;
         }
         let experiment = row.results.split('/').next().unwrap_or(&row.results);
@@ -185,6 +197,7 @@ fn close_folders(run: &Path) -> Result<Vec<Close>> {
         out.push(Close {
             folder: row.results.clone(),
             ids: vec![row.claim.id.clone()],
+            looks: vec![look],
             rounds: p.header.settings.rounds,
         });
     }
@@ -200,8 +213,7 @@ pub type StepOf<'a> =
 pub type Again<'a> =
     dyn Fn(&'static Experiment, Vec<OsString>, &Context) -> Result<()> + 'a;
 
-/// The setting an extended run records.
-pub const EXTENDED: &str = "rounds extended";
+pub use crate::claims::EXTENDED;
 
 /// Make again, with [`ROUND_CAP`] times the rounds, the results of run
 /// `run` that a claim found too close to call. `step(folder)` gives the
@@ -245,8 +257,10 @@ pub fn extend(
         let ctx = Context::within(run.to_path_buf()).recording(
             EXTENDED,
             format!(
-                "{} to {more} (cap {ROUND_CAP}x): {ids} too close to call at {}",
-                close.rounds, close.rounds
+                "{} to {more} (cap {ROUND_CAP}x), look 2 of {}: {}",
+                close.rounds,
+                crate::stats::LOOKS,
+                close.looks.join("; ")
             ),
         );
         again(experiment, with_rounds(&args, more), &ctx)?;
@@ -275,12 +289,13 @@ mod tests {
         let args: Vec<_> = cpu0.args.iter().map(|a| a.to_string_lossy()).collect();
         let servers = ["--redis-io-threads", "1", "--nats-gomaxprocs", "2"];
         let pipelined = ["--pipeline", "1,16", "--pipelined-threads", "10"];
+        // Its one-CPU claims' points only, at the rounds a verdict needs.
         assert_eq!(
             args,
             [
-                &["--rounds", "3"][..],
+                &["--rounds", "6", "--threads", "10,100"][..],
                 &servers,
-                &pipelined,
+                &["--pipeline", "1"],
                 &["--variant", "cpu0", "--cpus", "0"]
             ]
             .concat()

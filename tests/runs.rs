@@ -783,10 +783,7 @@ fn compare_puts_a_class_side_by_side() {
     let groups = json["groups"].as_array().unwrap();
     assert_eq!(groups.len(), 3, "{groups:?}");
     let md = std::fs::read_to_string(class.path().join("class.md")).unwrap();
-    assert!(
-        md.contains("today's in interval, rounds, method, resamples, seed"),
-        "{md}"
-    );
+    assert!(md.contains("today's in interval, coverage, rounds, method"), "{md}");
 }
 
 #[test]

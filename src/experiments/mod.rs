@@ -20,6 +20,10 @@ pub struct Experiment {
     /// Its options under `lab run all`: lighter settings where its own
     /// default would not fit all of them in a few minutes on 2 cores.
     pub all_args: &'static [&'static str],
+    /// Its options for the one-CPU run under `lab run all`, when they are
+    /// not `all_args`: what its one-CPU claims need, at the rounds their
+    /// verdicts need.
+    pub one_cpu_args: Option<&'static [&'static str]>,
     /// Parse the experiment's own arguments (the first is the command name)
     /// and run it, its results going where the context says.
     pub run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
@@ -36,12 +40,24 @@ impl Experiment {
         about: &'static str,
         run: fn(&Context, Vec<OsString>) -> labkit::Result<()>,
     ) -> Self {
-        Experiment { name, about, all_args: &[], run, reference: &[&[]] }
+        Experiment {
+            name,
+            about,
+            all_args: &[],
+            one_cpu_args: None,
+            run,
+            reference: &[&[]],
+        }
     }
 
     /// The lighter options it takes under `lab run all`.
     pub const fn under_all(self, all_args: &'static [&'static str]) -> Self {
         Experiment { all_args, ..self }
+    }
+
+    /// The options of its one-CPU run under `lab run all`.
+    pub const fn one_cpu_under_all(self, args: &'static [&'static str]) -> Self {
+        Experiment { one_cpu_args: Some(args), ..self }
     }
 
     /// Its runs in the reference, when they are not one run with its own

@@ -29,7 +29,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "forkcreat vs pthreadcreat, the lecture's loop, creattime (Zhou Li et al.; the 2004 lecture; Czuczy, 2004)",
     main,
 )
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "31"]]);
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
 
 /// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
 /// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside

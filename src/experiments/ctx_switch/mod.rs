@@ -37,7 +37,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
 )
 .for_reference(&[
     &[],
-    &["--variant", "cross-long", "--pins", "cross", "--rounds", "15", "--iterations", "100000"],
+    &["--variant", "cross-long", "--pins", "cross", "--rounds", "16", "--iterations", "100000"],
 ]);
 
 /// What one context switch costs: ctxswitch (a byte bounced over two

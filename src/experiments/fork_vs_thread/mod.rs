@@ -25,7 +25,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
-.for_reference(&[&["--full", "--vs-c", "--rounds", "11"]]);
+.for_reference(&[&["--full", "--vs-c", "--rounds", "12"]]);
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.

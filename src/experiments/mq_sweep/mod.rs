@@ -41,6 +41,12 @@ pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue br
     // loop, Redis, NATS) and the open-loop point, so `lab run all` stays
     // within its five minutes; `lab run mq-sweep` repeats the whole sweep.
     "--pipeline", "1,16", "--pipelined-threads", "10",
+])
+// Its claims are judged on one CPU, at 10 and 100 threads per pool: the
+// one-CPU run measures those, at the six rounds a verdict needs.
+.one_cpu_under_all(&[
+    "--rounds", "6", "--threads", "10,100", "--redis-io-threads", "1",
+    "--nats-gomaxprocs", "2", "--pipeline", "1",
 ]);
 
 /// The message-queue sweep: threads per pool against messages/s and the

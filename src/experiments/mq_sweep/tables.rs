@@ -85,17 +85,11 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
     }
 }
 
-/// A row's median of `value` over its rounds, with the 95% bootstrap
-/// interval of that median, as the headline figures have: `157457
-/// [141514, 168688]`.
+/// A row's median of `value` over its rounds, with the interval of that
+/// median, as the headline figures have: `157457 [141514, 168688]`.
 fn with_interval(r: &Row, value: &dyn Fn(&Run) -> f64, digits: usize) -> String {
-    use crate::stats::{RESAMPLES, SEED, bootstrap_median};
     let rounds: Vec<f64> = r.runs.iter().map(value).collect();
-    let Some([lo, hi]) = bootstrap_median(&rounds, RESAMPLES, SEED) else {
-        return "-".into();
-    };
-    let median = Summary::of_rounds(rounds.iter().copied()).median;
-    format!("{median:.digits$} [{lo:.digits$}, {hi:.digits$}]")
+    interval_of(&rounds, digits)
 }
 
 /// A row of the lab's own broker (a pool size or the event loop).
@@ -136,8 +130,7 @@ pub(super) fn brokers(d: &Data) -> Table {
             v
         });
     t.note(format!(
-        "Median [95% bootstrap interval of the median] of {} round(s), one pass \
-         over every broker per round. \
+        "{}, one pass over every broker per round. \
          The same load generator drives all: each sender and receiver a thread \
          with its own connection, one message per write; Redis receivers each \
          subscribe to a channel of their own that the senders of their queue take \
@@ -145,7 +138,7 @@ pub(super) fn brokers(d: &Data) -> Table {
          run with persistence off, each started for its point and stopped after \
          it; their CPU time and switches are the kernel's accounting of the whole \
          server (wait4), start-up included.{}{}",
-        d.rounds,
+        crate::stats::interval_note(d.rounds as usize),
         if versions.is_empty() { String::new() } else { format!(" Versions: {}.", versions.join(", ")) },
         if d.rows.iter().any(|r| r.above_cpus) {
             " * a thread count (per pool, io-threads, GOMAXPROCS) above the CPUs the \
@@ -218,7 +211,7 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
             ]);
         }
         t.note(format!(
-            "Median [95% bootstrap interval of the median] of {} round(s). Each sender \
+            "{}. Each sender \
              writes {n} messages per write (Redis: {n} PUBLISH commands, replies read \
              as they come; NATS: {n} PUB frames); receivers read 64 KiB at a time. \
              CPU us/msg is the broker's, load us/msg the load generator's own (all \
@@ -228,7 +221,7 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
              receiver: the four copies of a message), on the CPUs the run was \
              allowed; its CPU us/msg is those two hops'. `of floor`: msg/s over the \
              floor of the same round.",
-            d.rounds
+            crate::stats::interval_note(d.rounds as usize)
         ));
         let pools = |rows: &[Row], n: u32| -> Vec<u32> {
             rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).map(|r| r.threads).collect()
@@ -315,10 +308,12 @@ pub(super) fn pipelined_chart(d: &Data) -> Option<crate::chart::bars::Bars> {
     Some(chart)
 }
 
-/// Median [95% interval] of some rounds.
+/// Median [95% interval] of some rounds (order statistics; the rounds'
+/// whole range when they are too few for 95%).
 fn interval_of(rounds: &[f64], digits: usize) -> String {
-    use crate::stats::{RESAMPLES, SEED, bootstrap_median};
-    let Some([lo, hi]) = bootstrap_median(rounds, RESAMPLES, SEED) else {
+    let Some(crate::stats::Interval { lo, hi, .. }) =
+        crate::stats::median_interval(rounds, crate::stats::LEVEL)
+    else {
         return "-".into();
     };
     let median = Summary::of_rounds(rounds.iter().copied()).median;

@@ -47,7 +47,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     main,
 )
 .under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "31"]]);
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair
