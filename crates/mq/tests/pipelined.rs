@@ -163,8 +163,13 @@ fn dies_mid_batch(mode: &[&str]) {
         [1, 2].iter().flat_map(|&s| (0..16).map(move |q| (s, q))).collect();
     assert_eq!(take(&mut r0, 0, 32), want);
     let (fin, rst) = (dying.remove(0), dying.remove(0));
+    let open = open_sockets(b.child.id());
     drop(fin);
     reset(rst);
+    // Both closed by the broker before it is stopped: with a pool of
+    // readers, one may not yet have read its end of stream when the
+    // SIGTERM comes, and would not count it.
+    sockets_fall_to(b.child.id(), open - 2);
     good.write_all(&batch(9, 1, 16, 16, 32)).unwrap();
     good.shutdown(Shutdown::Write).unwrap();
     assert_eq!(take(&mut r1, 1, 32), (0..32).map(|q| (9, q)).collect::<Vec<_>>());

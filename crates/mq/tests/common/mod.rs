@@ -192,6 +192,37 @@ pub fn bound_not_listening() -> (std::os::fd::OwnedFd, u16) {
     (owned, u16::from_be(addr.sin_port))
 }
 
+/// How many sockets process `pid` holds open: its listener and every
+/// connection it has not yet closed.
+pub fn open_sockets(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_link(e.path())
+                .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+        })
+        .count()
+}
+
+/// Wait until process `pid` holds at most `n` sockets: it has closed the
+/// connections it was to close (an event, not a time); 10 s at most, which
+/// only bounds a broken broker.
+pub fn sockets_fall_to(pid: u32, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = open_sockets(pid);
+        if open <= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker still holds {open} sockets after 10 s, expected {n}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Wait until the broker has closed `s`, a sender's connection, which it
 /// never writes to (end of stream or reset); 10 s at most, which only
 /// bounds a broken broker.
