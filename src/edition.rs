@@ -456,21 +456,12 @@ impl Condition {
 pub fn command_for(folder: &str) -> String {
     let experiment = folder.split('/').next().unwrap_or(folder);
     let step =
-        crate::schedule::reference_plan().into_iter().find(|s| s.folder == folder);
+        crate::schedule::reference_plan().into_iter().find(|s| s.folder() == folder);
     match step {
         Some(step) => {
-            let flags: Vec<String> = step
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .filter(|a| a != "--reference")
-                .collect();
-            let mut cmd = format!("lab run {experiment}");
-            for f in flags {
-                cmd.push(' ');
-                cmd.push_str(&f);
-            }
-            cmd
+            let mut plan = step.plan;
+            plan.common.reference = false;
+            plan.command()
         }
         None => format!("lab run {experiment}"),
     }
@@ -1341,19 +1332,10 @@ mod tests {
 
     #[test]
     fn a_missing_folder_is_measured_by_the_reference_plans_command() {
-        assert_eq!(command_for("fork-vs-thread/cpu0"), {
-            let step = crate::schedule::reference_plan()
-                .into_iter()
-                .find(|s| s.folder == "fork-vs-thread/cpu0")
-                .unwrap();
-            let flags: Vec<String> = step
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .filter(|a| a != "--reference")
-                .collect();
-            format!("lab run fork-vs-thread {}", flags.join(" "))
-        });
+        assert_eq!(
+            command_for("fork-vs-thread/cpu0"),
+            "lab run fork-vs-thread --variant cpu0 --cpus 0"
+        );
         assert!(!command_for("fork-vs-thread/cpu0").contains("--reference"));
         assert_eq!(command_for("no-such/x"), "lab run no-such");
     }

@@ -19,7 +19,7 @@ pub struct Common {
     /// Rounds per setting (the articles ran five; six are the fewest whose
     /// interval of a median covers 95%, and an even count lets two
     /// conditions go first equally often)
-    #[arg(long, default_value_t = 6,
+    #[arg(long, default_value_t = crate::stats::DEFAULT_ROUNDS,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
 
@@ -62,6 +62,14 @@ pub struct CpuList {
 fn parse_cpus(text: &str) -> std::result::Result<CpuList, String> {
     let cpus = labkit::affinity::parse_list(text)?;
     Ok(CpuList { text: text.to_string(), cpus })
+}
+
+/// A `--cpus` list of CPUs this process may use: `lab run all` checks it
+/// before anything starts.
+pub fn parse_allowed_cpus(text: &str) -> std::result::Result<CpuList, String> {
+    let list = parse_cpus(text)?;
+    labkit::affinity::check_allowed(&list.cpus).map_err(|e| e.message)?;
+    Ok(list)
 }
 
 fn parse_variant(text: &str) -> std::result::Result<String, String> {
@@ -111,6 +119,8 @@ pub struct Started {
     pub run: Option<PathBuf>,
     load: crate::machine::LoadMark,
     used: Vec<(String, String)>,
+    /// The command that makes this run again ([`crate::plan::Plan::command`]).
+    pub command: String,
 }
 
 impl std::ops::Deref for Started {
@@ -125,13 +135,19 @@ impl Common {
     /// writable) the folder its results go to, before any work, so that a
     /// bad `--out` or a dirty reference checkout fails at once; and note
     /// the machine's load.
-    pub fn start(&self, ctx: &Context, experiment: &str) -> Result<Started> {
+    pub fn start(
+        &self,
+        ctx: &Context,
+        experiment: &str,
+        command: String,
+    ) -> Result<Started> {
         let (dir, run) = self.folder(ctx, experiment)?;
         Ok(Started {
             dir,
             run,
             load: crate::machine::LoadMark::now(),
             used: ctx.used.clone(),
+            command,
         })
     }
 
@@ -487,6 +503,9 @@ pub struct Report<T> {
     pub files: Vec<(String, String)>,
     /// The figures that sum the run up (see [`Figure`]).
     pub headline: Headline,
+    /// Every run the measurement engine made ([`crate::engine`]): one long
+    /// table, warm-ups included.
+    pub observations: Vec<crate::engine::Observation>,
     pub data: T,
 }
 
@@ -495,6 +514,8 @@ struct Document<'a, T> {
     #[serde(flatten)]
     header: &'a Header,
     headline: &'a Headline,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    observations: &'a [crate::engine::Observation],
     #[serde(flatten)]
     data: &'a T,
 }
@@ -566,6 +587,7 @@ impl<T> Report<T> {
     /// it too, so that they say what `tables.md` says.
     pub fn header_for(&self, common: &Common, out: &Started) -> Header {
         let mut header = self.header.clone();
+        header.command = out.command.clone();
         header.settings = common.settings().ran(&self.header.settings);
         for (name, value) in &out.used {
             header.settings.used(name, value);
@@ -583,8 +605,12 @@ impl<T: Serialize> Report<T> {
         header.load = Some(out.load.until_now());
         let out: &Path = out;
         let name = &header.experiment;
-        let doc =
-            Document { header: &header, headline: &self.headline, data: &self.data };
+        let doc = Document {
+            header: &header,
+            headline: &self.headline,
+            observations: &self.observations,
+            data: &self.data,
+        };
         let encode = |e| Error::failed(format!("cannot encode results: {e}"));
         let mut json = serde_json::to_string_pretty(&doc).map_err(encode)?;
         json.push('\n');

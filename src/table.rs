@@ -21,6 +21,27 @@ impl Table {
         }
     }
 
+    /// A table of `rows`, one line each, its cells made by `columns`:
+    /// `Table::of(title, &rows, &[col("P", |r| ..), col("fork s", |r| ..)])`.
+    pub fn of<'r, R: 'r>(
+        title: impl Into<String>,
+        rows: impl IntoIterator<Item = &'r R>,
+        columns: &[Column<'_, R>],
+    ) -> Table {
+        let headers: Vec<&str> = columns.iter().map(|c| c.header.as_str()).collect();
+        let mut t = Table::new(title, &headers);
+        for r in rows {
+            t.row(columns.iter().map(|c| (c.cell)(r)).collect());
+        }
+        t
+    }
+
+    /// The same, with a note.
+    pub fn noted(mut self, note: impl Into<String>) -> Table {
+        self.note(note);
+        self
+    }
+
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
@@ -85,6 +106,20 @@ impl Table {
         }
         out
     }
+}
+
+/// A column of a [`Table::of`]: its header, and how a row makes its cell.
+pub struct Column<'a, R: ?Sized> {
+    pub header: String,
+    pub cell: Box<dyn Fn(&R) -> String + 'a>,
+}
+
+/// A column headed `header` whose cells `cell` makes.
+pub fn col<'a, R: ?Sized>(
+    header: impl Into<String>,
+    cell: impl Fn(&R) -> String + 'a,
+) -> Column<'a, R> {
+    Column { header: header.into(), cell: Box::new(cell) }
 }
 
 /// A figure to three significant digits, no exponent: `148`, `12.3`,
@@ -168,6 +203,19 @@ mod tests {
         );
         let s = Summary::of(&[2.0, 0.5, 1.0]).unwrap();
         assert_eq!(range(&s, 2), "1.00 (0.50-2.00)");
+        let rows = [(1, 0.5), (2, 0.25)];
+        let t = Table::of(
+            "Of",
+            &rows,
+            &[
+                col("n", |r: &(i32, f64)| r.0.to_string()),
+                col("s", |r: &(i32, f64)| format!("{:.2}", r.1)),
+            ],
+        )
+        .noted("a note");
+        assert_eq!(t.headers, ["n", "s"]);
+        assert_eq!(t.rows, [["1", "0.50"], ["2", "0.25"]]);
+        assert_eq!(t.notes, ["a note"]);
         let mut narrow = Table::new("", &["P"]);
         narrow.row(vec!["3".into()]);
         assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");

@@ -516,12 +516,12 @@ fn cpus_confines_the_programs_and_is_recorded() {
 fn run_all_checks_its_flags_before_anything_starts() {
     let checkout = scratch_checkout();
     for (args, says) in [
-        (&["--cpus", "9999"][..], "--cpus 9999: "),
+        (&["--cpus", "9999"][..], "'9999' for '--cpus <LIST>'"),
         (&["--cpus", "0,0"], "names CPU 0 twice"),
-        (&["--cpus"], "--cpus needs a CPU list"),
-        (&["--rounds", "0"], "--rounds 0: rounds are a whole number"),
-        (&["--rounds=x"], "--rounds x: "),
-        (&["--bogus"], "takes only --cpus LIST and --rounds N"),
+        (&["--cpus"], "a value is required for '--cpus <LIST>'"),
+        (&["--rounds", "0"], "'0' for '--rounds <N>': 0 is not in 1..=1000"),
+        (&["--rounds=x"], "'x' for '--rounds <N>'"),
+        (&["--bogus"], "unexpected argument '--bogus'"),
     ] {
         let out = lab()
             .env("LAB_CHECKOUT", checkout.path())
@@ -532,7 +532,10 @@ fn run_all_checks_its_flags_before_anything_starts() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("lab: ") && err.contains(says), "{args:?}: {err}");
+        assert!(
+            err.starts_with("lab run all: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
         // Refused before the first experiment: no run folder at all.
         assert!(!checkout.path().join("runs").exists(), "{args:?}");
     }

@@ -4,7 +4,6 @@
 //! with (book References: zhou-2010): processes are heavy in memory, threads
 //! light.
 
-use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
@@ -20,9 +19,10 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 use super::Experiment;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "footprint",
     "Memory of N idle threads vs N idle processes; copy-on-write (Zhou Li et al.)",
     main,
@@ -31,7 +31,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
 /// N idle threads vs N idle processes: PSS, RSS, kernel stacks, page
 /// tables and slab per worker; then the cost of writing to a buffer after
 /// fork (copy-on-write) vs threads sharing it.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -56,6 +56,7 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
 }
+crate::options!(Args);
 
 /// One figure per worker, KiB, summarised over the rounds.
 #[derive(Serialize)]
@@ -88,9 +89,9 @@ struct Data {
     cow: Vec<Row>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let program = crate::bins::programs(&["footprint"])?.remove(0);
     let workers = match (args.workers.is_empty(), args.common.full) {
         (false, _) => args.workers.clone(),
@@ -131,6 +132,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let header = Header::new(EXPERIMENT.name);
     let data = Data { rounds, memory_mib: header.machine.memory_mib, idle, cow };
     let report = Report {
+        observations: Vec::new(),
         header,
         headline: headline(&data),
         tables: vec![idle_table(&data), cow_table(&data)],

@@ -12,7 +12,6 @@
 mod run;
 mod tables;
 
-use std::ffi::OsString;
 
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
@@ -20,21 +19,25 @@ use clap::Parser;
 use labkit::Result;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 use run::{Ct, Loop};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "create-destroy",
     "forkcreat vs pthreadcreat, the lecture's loop, creattime (Zhou Li et al.; the 2004 lecture; Czuczy, 2004)",
     main,
 )
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.for_reference(&[
+    Declared::DEFAULT,
+    Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
+]);
 
 /// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
 /// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside
 /// the articles' figures.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -63,6 +66,7 @@ struct Args {
     #[arg(long)]
     vs_c: bool,
 }
+crate::options!(Args);
 
 /// One program run's own figure: microseconds per create+destroy, as the
 /// program measured it around its loop.
@@ -111,9 +115,9 @@ struct Data {
     creattime_c: Vec<CreattimeRow>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
     let bins = crate::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
@@ -167,6 +171,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         creattime_c: c_creattime,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: tables::tables(&data),

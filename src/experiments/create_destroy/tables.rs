@@ -389,7 +389,7 @@ mod tests {
     use super::*;
 
     fn s(median: f64, min: f64, max: f64) -> Summary {
-        Summary { n: 3, median, min, max }
+        Summary { n: 3, median, min, max, ..Summary::default() }
     }
 
     fn row(program: &str, us: f64) -> LoopRow {

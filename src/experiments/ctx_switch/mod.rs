@@ -17,7 +17,6 @@ mod tables;
 pub(crate) use run::ctxswitch_once;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::results::Header;
@@ -27,23 +26,26 @@ use ctxswitch::{Mode, Pin};
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "ctx-switch",
     "ctxswitch vs perf bench sched pipe: the cost of one context switch",
     main,
 )
 .for_reference(&[
-    &[],
-    &["--variant", "cross-long", "--pins", "cross", "--rounds", "16", "--iterations", "100000"],
+    Declared::DEFAULT,
+    Declared::own(&["--pins", "cross", "--iterations", "100000"])
+        .variant("cross-long")
+        .rounds(16),
 ]);
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,
 /// beside `perf bench sched pipe` in the same mode and placement.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -74,6 +76,7 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     perf: Option<PathBuf>,
 }
+crate::options!(Args);
 
 const MODES: [&str; 2] = ["threads", "processes"];
 const PINS: [&str; 3] = ["same", "cross", "none"];
@@ -154,9 +157,9 @@ pub struct Data {
     pub skipped: Vec<String>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
     let ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);
@@ -256,6 +259,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         tables.push(tables::perf_table(&data));
     }
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables,

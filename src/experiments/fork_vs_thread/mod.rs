@@ -5,7 +5,6 @@
 
 mod tables;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -17,19 +16,20 @@ use labkit::measure::{Usage, run};
 use labkit::{Error, Result};
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "fork-vs-thread",
     "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
-.for_reference(&[&["--full", "--vs-c", "--rounds", "12"]]);
+.for_reference(&[Declared::own(&["--vs-c"]).full().rounds(12)]);
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -60,6 +60,7 @@ struct Args {
     #[arg(long)]
     vs_c: bool,
 }
+crate::options!(Args);
 
 /// One setting of the articles' macros.
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -194,9 +195,9 @@ struct Data {
     grids: Vec<GridResult>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let grids = if args.procs.is_empty() {
         article_grids(args.common.full)
     } else {
@@ -246,6 +247,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         grids: results,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: data.grids.iter().flat_map(tables::tables).collect(),

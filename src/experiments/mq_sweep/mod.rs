@@ -20,7 +20,6 @@ mod run;
 mod servers;
 mod tables;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::results::Header;
@@ -31,27 +30,35 @@ use mq::Stats;
 use mq::load::LoadReport;
 use serde::{Deserialize, Serialize};
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Headline, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (the 2006 message-queue post), beside Redis and NATS", main)
-.under_all(&[
-    "--rounds", "3", "--redis-io-threads", "1", "--nats-gomaxprocs", "2",
-    // Pipelined: one point per design (10 threads per pool, the event
-    // loop, Redis, NATS) and the open-loop point, so `lab run all` stays
-    // within its five minutes; `lab run mq-sweep` repeats the whole sweep.
-    "--pipeline", "1,16", "--pipelined-threads", "10",
-])
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (the 2006 message-queue post), beside Redis and NATS", main)
+.under_all(
+    Declared::own(&[
+        "--redis-io-threads", "1", "--nats-gomaxprocs", "2",
+        // Pipelined: one point per design (10 threads per pool, the event
+        // loop, Redis, NATS) and the open-loop point, so `lab run all`
+        // stays within its five minutes; `lab run mq-sweep` repeats the
+        // whole sweep.
+        "--pipeline", "1,16", "--pipelined-threads", "10",
+    ])
+    .rounds(3),
+)
 // Its claims are judged on one CPU, at 10 and 100 threads per pool: the
 // one-CPU run measures those, at the six rounds a verdict needs.
-.one_cpu_under_all(&[
-    "--rounds", "6", "--threads", "10,100", "--redis-io-threads", "1",
-    "--nats-gomaxprocs", "2", "--pipeline", "1",
-]);
+.one_cpu_under_all(
+    Declared::own(&[
+        "--threads", "10,100", "--redis-io-threads", "1",
+        "--nats-gomaxprocs", "2", "--pipeline", "1",
+    ])
+    .rounds(6),
+);
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -127,6 +134,7 @@ struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "switch_cost_us")]
     switch_cost_from: Option<PathBuf>,
 }
+crate::options!(Args);
 
 fn seconds(text: &str) -> std::result::Result<f64, String> {
     match text.parse::<f64>() {
@@ -342,10 +350,10 @@ struct Missing {
     install: &'static str,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
     args.shape.check()?;
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+    let out = plan.start(ctx)?;
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
     let switch_cost = run::switch_cost(&args, out.run.as_deref())?;
@@ -470,6 +478,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         missing,
     };
     let mut report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables: tables::tables(&data),

@@ -17,7 +17,6 @@
 //! in pairs run back to back, twice: with every thread of both programs on
 //! one CPU, and unpinned.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -29,8 +28,9 @@ use labkit::limits::format_size;
 use labkit::measure::Usage;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
 use crate::machine::loadavg;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
 mod ladder;
@@ -41,18 +41,21 @@ mod vs_c;
 use run::{run_once, spawn};
 pub use vs_c::c_twin;
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "pipe-speed",
     "pipespeed2 / pipespeed2t: pipe MB/s by block size (Bradford, 2001)",
     main,
 )
-.under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.under_all(Declared::own(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"]))
+.for_reference(&[
+    Declared::DEFAULT,
+    Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
+]);
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair
 /// and vmsplice, against the memory-copy limit.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -81,6 +84,7 @@ struct Args {
     #[command(flatten)]
     ladder: ladder::Flags,
 }
+crate::options!(Args);
 
 /// The article's block sizes (its bash script's `list`).
 const ARTICLE_BLOCKS: &[u64] = &[
@@ -253,9 +257,9 @@ fn pair_count(block: u64) -> u64 {
     (count_for(block, true) / 10).max(16)
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let mut bins = crate::bins::programs(&["pipespeed2"])?;
     bins.extend(crate::bins::package_programs(
         "pipespeed2t",
@@ -369,6 +373,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     charts.extend(vs_c::chart(&data));
     charts.extend(data.ladder.as_ref().map(ladder::chart));
     let mut report = Report {
+        observations: Vec::new(),
         header,
         headline: tables::headline(&data),
         tables,

@@ -9,7 +9,6 @@
 //! client, the pool's meter and, where they can be counted, wake-ups per
 //! connection.
 
-use std::ffi::OsString;
 
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
@@ -17,7 +16,8 @@ use clap::Parser;
 use labkit::Result;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
 mod run;
@@ -28,7 +28,7 @@ use run::{Ctx, full_phases, ports};
 use tables::{bars, charts, tables};
 use verdict::{cpu, headline, row, verdict};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "server-designs",
     concat!(
         "Stevens' server designs and today's: CPU per connection above an ",
@@ -36,7 +36,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     ),
     main,
 )
-.under_all(&["--quick"]);
+.under_all(Declared::own(&["--quick"]));
 
 /// Every design, in Stevens' row order, then today's; the first is the
 /// baseline. `epoll-herd` is the runner's own: `server --design
@@ -69,7 +69,7 @@ const MODERN_POOLED: &[&str] = &["reuseport", "tokio"];
 
 /// Server designs under one load: CPU above the iterative baseline,
 /// connections/s, latency, the pool's meter and wake-ups.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -116,6 +116,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
 }
+crate::options!(Args);
 
 fn design(text: &str) -> std::result::Result<String, String> {
     if DESIGNS.contains(&text) {
@@ -273,9 +274,9 @@ struct Data {
     verdict: Verdict,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let bins = crate::bins::package_programs("servers", &["server", "client"])?;
     let ports = ports();
     let rounds = args.common.rounds as usize;
@@ -380,6 +381,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     header.settings.used("--quick", args.quick);
     header.settings.used("loops per client", loops);
     let report = Report {
+        observations: Vec::new(),
         header,
         headline: headline(&data.verdict, &data.rows),
         tables: tables(&data),

@@ -14,7 +14,6 @@
 
 mod tables;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -27,9 +26,10 @@ use serde::Serialize;
 use spawn_methods::Method;
 
 use super::Experiment;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "spawn-methods",
     "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
     main,
@@ -44,7 +44,7 @@ pub const HEADROOM: u64 = 1 << 30;
 /// posix_spawn, std::process::Command, pthread_create, std::thread at three
 /// stack sizes, a pooled thread and a tokio task; then fork against the
 /// parent's resident memory and against CPU placement.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -65,6 +65,7 @@ struct Args {
     #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
     budget: Option<f64>,
 }
+crate::options!(Args);
 
 fn parse_budget(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -233,8 +234,8 @@ fn value(m: Method) -> String {
     m.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
     if !args.exec.is_file() {
         return Err(Error::usage(format!(
@@ -250,7 +251,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     for &bytes in &args.rss {
         spawn_methods::check_rss(bytes, available)?;
     }
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+    let out = plan.start(ctx)?;
     let path = crate::bins::programs(&["spawn-methods"])?.remove(0);
     let program = Program { path, exec: &args.exec, budget };
     let rounds = args.common.rounds as usize;
@@ -310,6 +311,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         placement: placement_rows,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: vec![

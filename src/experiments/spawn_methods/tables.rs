@@ -203,7 +203,7 @@ mod tests {
             method: kind.label(),
             kind: Some(kind),
             iterations: 10,
-            us: Summary { n: 2, median: us, min: us * 0.5, max: us * 2.0 },
+            us: Summary { n: 2, median: us, min: us * 0.5, max: us * 2.0, ..Summary::default() },
             runs_us: vec![us * 0.5, us, us * 2.0],
         }
     }

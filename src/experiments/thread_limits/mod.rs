@@ -12,7 +12,6 @@
 mod run;
 mod tables;
 
-use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,13 +24,14 @@ use labkit::limits::{format_size, size_in};
 use serde::{Deserialize, Serialize};
 
 use super::Experiment;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 use run::{copy_for_nobody, count, limited, process_rows, run_thread};
 use tables::{
     chart, headline, overflow_table, process_table, program_table, stack_table,
 };
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "thread-limits",
     "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (Zhou Li et al.)",
     main,
@@ -41,7 +41,7 @@ pub const EXPERIMENT: Experiment = Experiment::new(
 /// at several stack sizes; what the `thread` program does at 500, 800 and
 /// 1000 threads there; forks under the same limit and under RLIMIT_NPROC;
 /// what a stack overflow does.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -77,6 +77,7 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
 }
+crate::options!(Args);
 
 /// One run of a counting probe.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -141,9 +142,9 @@ struct Data {
     overflow: Vec<Overflow>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = crate::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
@@ -229,6 +230,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         overflow,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables: vec![

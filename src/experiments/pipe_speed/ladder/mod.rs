@@ -23,7 +23,7 @@ mod tables;
 pub(super) use tables::{chart, markdown};
 
 /// The ladder's flags, part of `lab run pipe-speed`'s.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct Flags {
     /// Block sizes for the pipe ladder, e.g. 64k,1M [default: 4k, 16k, 64k,
     /// 256k and 1M; with --full every power of two from 4k to 1M]
