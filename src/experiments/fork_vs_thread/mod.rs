@@ -8,8 +8,8 @@ mod tables;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::engine::{self, Engine, Series};
 use crate::results::Header;
-use crate::stats::Summary;
 use clap::Parser;
 use labkit::lines::{check_log, payload};
 use labkit::measure::{Usage, run};
@@ -162,29 +162,13 @@ impl Program {
     }
 }
 
+/// A grid as the results name it; its points are the series whose
+/// `grid` is its name.
 #[derive(Serialize)]
-struct ProgramRuns {
-    program: &'static str,
-    /// Wall-clock seconds, like `time`'s real.
-    wall_s: Summary,
-    /// User + system CPU seconds of the program and its children.
-    cpu_s: Summary,
-    runs: Vec<Usage>,
-}
-
-#[derive(Serialize)]
-struct Row {
-    #[serde(flatten)]
-    setting: Setting,
-    programs: Vec<ProgramRuns>,
-}
-
-#[derive(Serialize)]
-struct GridResult {
+struct GridInfo {
     name: &'static str,
     title: String,
     axis: Axis,
-    rows: Vec<Row>,
 }
 
 #[derive(Serialize)]
@@ -192,7 +176,25 @@ struct Data {
     rounds: u32,
     full: bool,
     stdout: &'static str,
-    grids: Vec<GridResult>,
+    grids: Vec<GridInfo>,
+    /// Each program at each setting (`grid`, `procs`, `count`, and
+    /// `line_bytes` where set): wall and CPU seconds, switches, RSS.
+    series: Vec<Series>,
+}
+
+impl Setting {
+    /// The engine's setting: the grid and the macros' values.
+    fn factors(&self, grid: &str) -> engine::Setting {
+        let mut at = engine::setting([
+            ("grid", grid.into()),
+            ("procs", self.procs.into()),
+            ("count", self.count.into()),
+        ]);
+        if let Some(n) = self.line_bytes {
+            at.insert("line_bytes".into(), n.into());
+        }
+        at
+    }
 }
 
 fn main(ctx: &Context, plan: &Plan) -> Result<()> {
@@ -214,45 +216,38 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         vec![grid("custom", "P workers, COUNT lines each", axis, settings)]
     };
     let programs = programs(args.vs_c)?;
-    let total = grids.iter().map(|g| g.settings.len()).sum::<usize>()
-        * programs.len()
-        * args.common.rounds as usize;
-    let bar = crate::progress::bar(total as u64, EXPERIMENT.name);
-    let mut results = Vec::new();
+    let labels: Vec<&str> = programs.iter().map(|p| p.label).collect();
+    let mut engine = Engine::new(args.common.rounds);
+    let points = grids.iter().map(|g| g.settings.len()).sum::<usize>();
+    engine.progress(points * engine.runs_for(labels.len()), EXPERIMENT.name);
     for g in &grids {
-        let mut rows = Vec::new();
         for s in &g.settings {
-            bar.set_message(format!("P={} COUNT={}", s.procs, s.count));
-            let mut runs: Vec<Vec<Usage>> = vec![Vec::new(); programs.len()];
-            for round in 0..args.common.rounds as usize {
-                for i in crate::stats::round_order(programs.len(), round) {
-                    runs[i].push(run_once(&programs[i], s, args.console)?);
-                    bar.inc(1);
-                }
-            }
-            rows.push(row(s, &programs, runs));
+            engine.measure(&s.factors(g.name), &labels, |i| {
+                run_once(&programs[i], s, args.console)
+            })?;
         }
-        results.push(GridResult {
-            name: g.name,
-            title: g.title.clone(),
-            axis: g.axis,
-            rows,
-        });
     }
-    bar.finish_and_clear();
+    let obs = engine.observations();
+    let headline = tables::headline(&grids, obs);
+    let tables = grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect();
+    let charts = grids.iter().filter_map(|g| tables::chart(g, &labels, obs)).collect();
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
         stdout: if args.console { "terminal" } else { "/dev/null" },
-        grids: results,
+        grids: grids
+            .iter()
+            .map(|g| GridInfo { name: g.name, title: g.title.clone(), axis: g.axis })
+            .collect(),
+        series: obs.series(),
     };
     let report = Report {
-        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
-        headline: tables::headline(&data),
-        tables: data.grids.iter().flat_map(tables::tables).collect(),
-        charts: data.grids.iter().filter_map(tables::chart).collect(),
+        headline,
+        tables,
+        charts,
         files: Vec::new(),
+        observations: engine.finish(),
         data,
     };
     report.publish(&args.common, &out)
@@ -328,20 +323,6 @@ fn check_c_log(data: &[u8], text_len: usize, s: &Setting) -> Result<(), String> 
     } else {
         Err(format!("{got} bytes, expected {expected}"))
     }
-}
-
-fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
-    let programs = programs
-        .iter()
-        .zip(runs)
-        .map(|(p, runs)| ProgramRuns {
-            program: p.label,
-            wall_s: Summary::of_rounds(runs.iter().map(|u| u.wall_s)),
-            cpu_s: Summary::of_rounds(runs.iter().map(|u| u.user_s + u.sys_s)),
-            runs,
-        })
-        .collect();
-    Row { setting: *s, programs }
 }
 
 /// One `time ./fork` of `procs` workers printing `count` lines each: wall
