@@ -189,7 +189,7 @@ impl Common {
 /// order statistics ([`crate::stats::median_interval`]). Schema 1 had
 /// `resamples` and `seed` instead: a percentile bootstrap, checked and
 /// judged as it was made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Figure {
     pub label: String,
@@ -223,7 +223,9 @@ pub const FIGURE_FIELDS: [&[&str]; 2] = [
 ];
 
 /// How a figure was made from its rounds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The median of one value per round.

@@ -13,10 +13,11 @@
 //! `1 - 2 / 2^n`, which is 93.75% at five rounds. Six rounds are the fewest
 //! for 95%.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A summary of repeated measurements of one quantity.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     pub n: usize,
     pub median: f64,

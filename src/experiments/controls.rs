@@ -45,7 +45,7 @@ struct Control {
     run: Box<dyn Fn() -> Result<f64>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     key: &'static str,
     what: String,
@@ -54,7 +54,7 @@ struct Row {
     second: Vec<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     controls: Vec<Row>,

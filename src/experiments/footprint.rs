@@ -58,7 +58,7 @@ struct Args {
 }
 
 /// One figure per worker, KiB, summarised over the rounds.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PerWorker {
     pss: Summary,
     rss: Summary,
@@ -70,7 +70,7 @@ struct PerWorker {
     ready_s: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     kind: Kind,
     workers: u32,
@@ -79,7 +79,7 @@ struct Row {
     runs: Vec<Footprint>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     /// The machine's memory, for scale.

@@ -66,7 +66,7 @@ struct Args {
 
 /// One program run's own figure: microseconds per create+destroy, as the
 /// program measured it around its loop.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct LoopRow {
     program: String,
     iterations: u64,
@@ -76,7 +76,7 @@ struct LoopRow {
     runs_us: Vec<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct CreattimeRow {
     samples: u64,
     fork_ms: Summary,
@@ -88,7 +88,7 @@ struct CreattimeRow {
     runs: Vec<Ct>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Pair {
     program: String,
     /// The C twin's row in table 1: "<program> (C)", or "<program> (C,
@@ -98,7 +98,7 @@ struct Pair {
     ratio: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

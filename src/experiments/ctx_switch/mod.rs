@@ -85,7 +85,7 @@ fn round_trips(iterations: u64, pin: Pin) -> u64 {
 }
 
 /// One run of `perf bench sched pipe`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfRun {
     /// perf's "usecs/op": one op is one round trip.
     pub us_per_round_trip: f64,
@@ -95,7 +95,7 @@ pub struct PerfRun {
     pub moved_after_ms: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfCell {
     pub us_per_round_trip: Summary,
     /// Median round trip / 2.
@@ -105,7 +105,7 @@ pub struct PerfCell {
 
 /// One mode and placement: every round of ctxswitch (its own report, as
 /// the program printed it) and of perf.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     pub mode: Mode,
     pub pin: Pin,
@@ -129,7 +129,7 @@ pub struct Cell {
     pub runs: Vec<ctxswitch::Report>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfInfo {
     pub used: bool,
     pub version: Option<String>,
@@ -139,7 +139,7 @@ pub struct PerfInfo {
 
 /// The experiment's results (the file `ctx-switch.json` holds them beside
 /// its header and headline); mq-sweep reads them back with this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Data {
     /// Round trips per run (each cell says its own: a fifth for cross).
     pub iterations: u64,

@@ -62,7 +62,7 @@ struct Args {
 }
 
 /// One setting of the articles' macros.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 struct Setting {
     procs: u32,
     count: u64,
@@ -70,7 +70,7 @@ struct Setting {
 }
 
 /// Which macro a grid varies: its chart's x axis.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Axis {
     Count,
@@ -161,7 +161,7 @@ impl Program {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProgramRuns {
     program: &'static str,
     /// Wall-clock seconds, like `time`'s real.
@@ -171,14 +171,14 @@ struct ProgramRuns {
     runs: Vec<Usage>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     #[serde(flatten)]
     setting: Setting,
     programs: Vec<ProgramRuns>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct GridResult {
     name: &'static str,
     title: String,
@@ -186,7 +186,7 @@ struct GridResult {
     rows: Vec<Row>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

@@ -138,7 +138,7 @@ fn seconds(text: &str) -> std::result::Result<f64, String> {
 /// One run: what `load --json` printed and the broker's accounting: the
 /// lab broker's own `--json` stats line, or for Redis and NATS the
 /// kernel's (`wait4` when the server was stopped), each its own type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Run {
     load: LoadReport,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -236,7 +236,7 @@ impl Point {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     /// "threads", "event-loop", "redis" or "nats".
     mode: &'static str,
@@ -282,7 +282,7 @@ struct Row {
 }
 
 /// The floor for one pipeline value, a measurement per round.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Floor {
     pipeline: u32,
     floor_messages_per_s: Summary,
@@ -292,7 +292,7 @@ struct Floor {
 }
 
 /// The open-loop point: each broker's best design at one fixed rate.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct OpenLoop {
     pipeline: u32,
     /// Offered messages/s, all senders together.
@@ -302,14 +302,14 @@ struct OpenLoop {
     rows: Vec<Row>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct SwitchCost {
     us: f64,
     /// Where the figure came from.
     source: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,
@@ -336,7 +336,7 @@ struct Data {
 type Found = (servers::Kind, servers::Installed);
 
 /// A server that is not installed, and how to install it.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Missing {
     program: &'static str,
     install: &'static str,

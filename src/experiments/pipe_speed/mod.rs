@@ -133,14 +133,14 @@ impl Variant {
     }
 }
 
-#[derive(Clone, Serialize)]
+#[derive(Clone, Serialize, schemars::JsonSchema)]
 struct RunRecord {
     elapsed_s: f64,
     mb_per_s: f64,
     usage: Usage,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Point {
     block_bytes: u64,
     count: u64,
@@ -155,7 +155,7 @@ struct Point {
     runs: Vec<RunRecord>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct VariantResult {
     key: &'static str,
     label: &'static str,
@@ -164,7 +164,7 @@ struct VariantResult {
     points: Vec<Point>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct CopyPoint {
     block_bytes: u64,
     /// MB/s when each byte is copied twice, as a pipe must (src -> buffer
@@ -178,7 +178,7 @@ struct CopyPoint {
 }
 
 /// Where the comparison with C runs both programs.
-#[derive(Clone, Copy, Serialize)]
+#[derive(Clone, Copy, Serialize, schemars::JsonSchema)]
 struct Placement {
     name: &'static str,
     /// The one CPU every thread of both programs runs on; None: wherever
@@ -188,7 +188,7 @@ struct Placement {
 
 /// A program against another at one placement: a Rust program against
 /// its C twin, or (the control) a C program against itself.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Comparison {
     program: &'static str,
     against: &'static str,
@@ -196,7 +196,7 @@ struct Comparison {
     points: Vec<PairPoint>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PairPoint {
     block_bytes: u64,
     count: u64,
@@ -206,7 +206,7 @@ struct PairPoint {
     ratio: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PipeFacts {
     /// `F_GETPIPE_SZ` of a new pipe, as pipespeed2 reported it.
     default_buffer_bytes: u64,
@@ -216,7 +216,7 @@ struct PipeFacts {
     article_buffer_bytes: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

@@ -125,7 +125,7 @@ fn design(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Run {
     /// What `server --json` printed when it stopped.
     server: servers::Stats,
@@ -144,7 +144,7 @@ struct Load {
     rate: Option<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     design: String,
     /// unpv13e's name for it (serv00 ... serv09), if it is Stevens'.
@@ -173,13 +173,13 @@ struct Row {
     runs: Vec<Run>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Skipped {
     design: String,
     reason: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Ports {
     low: u32,
     high: u32,
@@ -188,7 +188,7 @@ struct Ports {
     tw_reuse: Option<u32>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct RatePoint {
     design: String,
     offered_per_s: f64,
@@ -199,7 +199,7 @@ struct RatePoint {
 }
 
 /// One design's figures for the verdict (medians over the rounds).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct VerdictDesign {
     cpu_s_above_baseline: f64,
     cpu_us_per_connection_above_baseline: f64,
@@ -208,7 +208,7 @@ struct VerdictDesign {
     switches_per_connection: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Best {
     design: String,
     value: f64,
@@ -217,7 +217,7 @@ struct Best {
 /// What the claims need. Article 000: "prefork and thread pools bring no
 /// real advantage" at hundreds to thousands of connections. Stevens'
 /// summary: pools cut the process-control CPU "by a factor of 10 or more".
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Verdict {
     /// Median CPU seconds of the iterative baseline.
     baseline_cpu_s: f64,
@@ -248,7 +248,7 @@ struct Verdict {
     best_modern_connections_per_s: Option<Best>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

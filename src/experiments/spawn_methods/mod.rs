@@ -73,7 +73,7 @@ fn parse_budget(text: &str) -> Result<f64, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Row {
     method: String,
     #[serde(skip)]
@@ -84,7 +84,7 @@ struct Row {
     runs_us: Vec<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct RssRow {
     touched_bytes: u64,
     /// VmRSS of the program while it forked, KiB (median of the rounds).
@@ -92,13 +92,13 @@ struct RssRow {
     rows: Vec<Row>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct PlacementRow {
     placement: String,
     rows: Vec<Row>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

@@ -79,7 +79,7 @@ struct Args {
 }
 
 /// One run of a counting probe.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Probe {
     /// Threads or processes made, when the probe could count.
     created: Option<u32>,
@@ -93,7 +93,7 @@ struct Probe {
     wall_s: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct StackRow {
     stack_size: u64,
     /// The article's arithmetic: address space / stack size.
@@ -102,7 +102,7 @@ struct StackRow {
     std: Vec<Probe>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProgramRun {
     threads: u32,
     setting: &'static str,
@@ -112,7 +112,7 @@ struct ProgramRun {
     log_checked: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProcRow {
     limit: String,
     user: String,
@@ -122,7 +122,7 @@ struct ProcRow {
     threads: Probe,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Overflow {
     api: &'static str,
     stack_size: u64,
@@ -130,7 +130,7 @@ struct Overflow {
     said: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     address_space: u64,
     max: u32,
