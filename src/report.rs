@@ -580,6 +580,14 @@ impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md`, one SVG per chart and every further file.
     pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
+        // Only what its EXPERIMENT declares: the committed schema says it.
+        let data_type = std::any::type_name::<T>();
+        crate::schema::check_report(
+            &self.header.experiment,
+            &self.headline,
+            data_type,
+        )
+        .map_err(Error::failed)?;
         let mut header = self.header_for(common, out);
         // Recorded with the results; `run all` and `compare` name a busy one.
         header.load = Some(out.load.until_now());

@@ -29,7 +29,9 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     main,
 )
 .under_all(&["--rounds", "10"])
-.for_reference(&[&["--rounds", "10"]]);
+.for_reference(&[&["--rounds", "10"]])
+.headline(&["create_loop", "pipe", "printing"])
+.data::<Data>();
 
 /// One program against itself, for each kind of ratio the claims judge.
 #[derive(Parser)]

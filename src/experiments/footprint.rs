@@ -26,7 +26,9 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "footprint",
     "Memory of N idle threads vs N idle processes; copy-on-write (Zhou Li et al.)",
     main,
-);
+)
+.headline(&["process_pss_kib", "thread_pss_kib", "process_over_thread"])
+.data::<Data>();
 
 /// N idle threads vs N idle processes: PSS, RSS, kernel stacks, page
 /// tables and slab per worker; then the cost of writing to a buffer after

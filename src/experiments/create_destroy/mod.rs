@@ -29,7 +29,13 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "forkcreat vs pthreadcreat, the lecture's loop, creattime (Zhou Li et al.; the 2004 lecture; Czuczy, 2004)",
     main,
 )
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]])
+.headline(&[
+    "fork_us", "thread_us", "fork_over_thread", "lecture_fork_us",
+    "lecture_thread_us", "lecture_fork_over_thread", "creattime_ratio_{samples}",
+    "creattime_ratio_spread", "zombies_before_reaping", "zombie_share",
+])
+.data::<Data>();
 
 /// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
 /// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside

@@ -38,7 +38,14 @@ pub const EXPERIMENT: Experiment = Experiment::new(
 .for_reference(&[
     &[],
     &["--variant", "cross-long", "--pins", "cross", "--rounds", "16", "--iterations", "100000"],
-]);
+])
+.headline(&[
+    "threads_same_us", "threads_same_net_us", "threads_cross_us",
+    "threads_cross_net_us", "threads_none_us", "threads_none_net_us",
+    "processes_same_us", "processes_same_net_us", "processes_cross_us",
+    "processes_cross_net_us", "processes_none_us", "processes_none_net_us",
+])
+.data::<Data>();
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,

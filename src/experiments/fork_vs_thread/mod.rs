@@ -25,7 +25,12 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
-.for_reference(&[&["--full", "--vs-c", "--rounds", "12"]]);
+.for_reference(&[&["--full", "--vs-c", "--rounds", "12"]])
+.headline(&[
+    "fork_over_thread", "fork_over_thread_at_largest_count", "workers_slope_ratio",
+    "workers_slope_ratio_fork", "workers_slope_ratio_thread",
+])
+.data::<Data>();
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.

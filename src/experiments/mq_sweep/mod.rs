@@ -47,7 +47,23 @@ pub const EXPERIMENT: Experiment = Experiment::new("mq-sweep", "message-queue br
 .one_cpu_under_all(&[
     "--rounds", "6", "--threads", "10,100", "--redis-io-threads", "1",
     "--nats-gomaxprocs", "2", "--pipeline", "1",
-]);
+])
+.headline(&[
+    "messages_per_s_10", "messages_per_s_100", "ten_over_hundred",
+    "switch_share_10", "switch_share_100", "best_pool", "best_pool_messages_per_s",
+    "event_loop_messages_per_s", "ours_best_messages_per_s",
+    "redis_best_messages_per_s", "nats_best_messages_per_s", "ours_over_redis",
+    "ours_over_nats", "redis_one_over_two", "redis_one_over_four",
+    "nats_one_over_two", "floor_messages_per_s_p{pipeline}",
+    "ten_over_hundred_p{pipeline}", "ours_best_messages_per_s_p{pipeline}",
+    "redis_best_messages_per_s_p{pipeline}", "nats_best_messages_per_s_p{pipeline}",
+    "best_pool_messages_per_s_p{pipeline}", "best_pool_p{pipeline}",
+    "ours_over_redis_p{pipeline}", "ours_over_nats_p{pipeline}",
+    "ours_fraction_of_floor_p{pipeline}", "open_loop_rate", "open_loop_p99_ms_ours",
+    "open_loop_p99_ms_redis", "open_loop_p99_ms_nats",
+    "open_loop_nats_over_ours_p99",
+])
+.data::<Data>();
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.

@@ -47,7 +47,13 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     main,
 )
 .under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]])
+.headline(&[
+    "pipe_buffer_bytes", "one_thread_peak_mb_s", "two_threads_peak_mb_s",
+    "two_threads_peak_block", "two_threads_largest_mb_s",
+    "two_threads_largest_over_peak", "fifo_over_pipe",
+])
+.data::<Data>();
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair

@@ -36,7 +36,14 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     ),
     main,
 )
-.under_all(&["--quick"]);
+.under_all(&["--quick"])
+.headline(&[
+    "fork_over_prefork_total_cpu", "thread_over_prethread_total_cpu",
+    "fork_over_prefork", "thread_over_prethread", "fork_us_per_connection",
+    "prefork_us_per_connection", "best_classic_connections_per_s",
+    "best_modern_connections_per_s",
+])
+.data::<Data>();
 
 /// Every design, in Stevens' row order, then today's; the first is the
 /// baseline. `epoll-herd` is the runner's own: `server --design

@@ -33,7 +33,9 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "spawn-methods",
     "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
     main,
-);
+)
+.headline(&["{method}_us"])
+.data::<Data>();
 
 /// Address space the program may use beyond what it touches: its own
 /// code and libraries, thread stacks (8 MiB each, reserved), malloc's

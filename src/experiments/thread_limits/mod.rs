@@ -35,7 +35,12 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     "thread-limits",
     "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (Zhou Li et al.)",
     main,
-);
+)
+.headline(&[
+    "threads_at_8m", "std_threads_at_8m", "predicted_at_8m", "threads_at_256k",
+    "threads_at_1m", "ulimit_s_1024_ok",
+])
+.data::<Data>();
 
 /// How many threads fit in an address space of the article's 32-bit size,
 /// at several stack sizes; what the `thread` program does at 500, 800 and
