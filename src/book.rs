@@ -305,6 +305,22 @@ pub fn expand_with(
     Ok(out)
 }
 
+/// Every directive of `text`, in order: where it starts (a byte offset)
+/// and what its braces hold, `figure demo /n 2` of `{{#figure demo /n 2}}`
+/// ([`expand_with`] finds them the same way; the directives in a
+/// `{{#rests-on}}` sentence are listed too). A `{{#` with no `}}` ends the
+/// list.
+pub fn directives(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(start) = text[at..].find("{{#").map(|s| at + s) {
+        let Some(end) = text[start..].find("}}").map(|e| start + e) else { break };
+        out.push((start, &text[start + 3..end]));
+        at = end + 2;
+    }
+    out
+}
+
 /// `{{#headline EXP KEY DECIMALS}}`: a headline figure of a results file
 /// with its unit and 95% interval, e.g. `114 µs (95% interval 110 to
 /// 127)`; an exact count has no interval.
@@ -432,21 +448,8 @@ pub fn select<'a>(
     json: &'a Value,
     path: &str,
 ) -> std::result::Result<&'a Value, String> {
-    let Some(steps) = path.strip_prefix('/') else {
-        return Err(format!("{path}: a path starts with /"));
-    };
     let mut here = json;
-    for step in steps.split('/') {
-        let (key, picks) = match step.split_once('[') {
-            Some((key, rest)) => {
-                let picks = rest
-                    .strip_suffix(']')
-                    .ok_or_else(|| format!("{path}: '{step}' has no closing ]"))?;
-                (key, Some(picks))
-            }
-            None => (step, None),
-        };
-        let key = key.replace("~1", "/").replace("~0", "~");
+    for Step { text: step, key, picks } in steps(path)? {
         here = match here {
             Value::Object(map) => map.get(&key),
             Value::Array(_) => {
@@ -465,12 +468,42 @@ pub fn select<'a>(
     Ok(here)
 }
 
-/// The one element of the array `list` that `picks` (`field=value,...`)
-/// names.
-fn pick<'a>(list: &'a Value, picks: &str) -> std::result::Result<&'a Value, String> {
-    let Value::Array(items) = list else {
-        return Err(format!("[{picks}] picks from an array, and this is none"));
+/// One step of a [`select`] path: its text, the key it takes (`~1` and
+/// `~0` decoded) and, for a step into an array, the `field=value,...`
+/// that names the element.
+#[derive(Debug, PartialEq)]
+pub struct Step<'a> {
+    pub text: &'a str,
+    pub key: String,
+    pub picks: Option<&'a str>,
+}
+
+/// The steps of a [`select`] path, as select takes them
+/// ([`crate::schema`] walks them through a results schema).
+pub fn steps(path: &str) -> std::result::Result<Vec<Step<'_>>, String> {
+    let Some(steps) = path.strip_prefix('/') else {
+        return Err(format!("{path}: a path starts with /"));
     };
+    let mut out = Vec::new();
+    for step in steps.split('/') {
+        let (key, picks) = match step.split_once('[') {
+            Some((key, rest)) => {
+                let picks = rest
+                    .strip_suffix(']')
+                    .ok_or_else(|| format!("{path}: '{step}' has no closing ]"))?;
+                (key, Some(picks))
+            }
+            None => (step, None),
+        };
+        let key = key.replace("~1", "/").replace("~0", "~");
+        out.push(Step { text: step, key, picks });
+    }
+    Ok(out)
+}
+
+/// The fields and values of a step's `field=value,...`, each value as a
+/// word ([`crate::report::slug`]), as [`select`] compares them.
+pub fn picks(picks: &str) -> std::result::Result<Vec<(&str, String)>, String> {
     let mut wanted = Vec::new();
     for pair in picks.split(',') {
         let (field, value) = pair
@@ -478,6 +511,16 @@ fn pick<'a>(list: &'a Value, picks: &str) -> std::result::Result<&'a Value, Stri
             .ok_or_else(|| format!("[{picks}]: '{pair}' is not field=value"))?;
         wanted.push((field.trim(), crate::report::slug(value)));
     }
+    Ok(wanted)
+}
+
+/// The one element of the array `list` that `picks` (`field=value,...`)
+/// names.
+fn pick<'a>(list: &'a Value, picks: &str) -> std::result::Result<&'a Value, String> {
+    let Value::Array(items) = list else {
+        return Err(format!("[{picks}] picks from an array, and this is none"));
+    };
+    let wanted = self::picks(picks)?;
     if let [(field, n)] = wanted.as_slice()
         && *field == "round"
     {

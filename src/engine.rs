@@ -42,7 +42,7 @@ pub fn setting<const N: usize>(factors: [(&str, Value); N]) -> Setting {
 }
 
 /// One run of one condition, as the engine saw it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Observation {
     pub setting: Setting,
     /// The condition: `fork`, `thread.c`, ...
@@ -277,7 +277,7 @@ impl<'a> Observations<'a> {
 /// [`Summary`] (median, range, and the median's interval). The setting's
 /// factors and the metrics are fields of their own, so that a book pointer
 /// names a series by them: `/series[count=5000,condition=thread-c]/wall_s/median`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Series {
     #[serde(flatten)]
     pub setting: Setting,

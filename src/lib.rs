@@ -24,6 +24,7 @@ pub mod report;
 pub mod results;
 pub mod runs;
 pub mod schedule;
+pub mod schema;
 pub mod service;
 pub mod stats;
 pub mod table;

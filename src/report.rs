@@ -205,7 +205,7 @@ impl Common {
 /// order statistics ([`crate::stats::median_interval`]). Schema 1 had
 /// `resamples` and `seed` instead: a percentile bootstrap, checked and
 /// judged as it was made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Figure {
     pub label: String,
@@ -239,7 +239,9 @@ pub const FIGURE_FIELDS: [&[&str]; 2] = [
 ];
 
 /// How a figure was made from its rounds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The median of one value per round.
@@ -600,6 +602,14 @@ impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md`, one SVG per chart and every further file.
     pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
+        // Only what its EXPERIMENT declares: the committed schema says it.
+        let data_type = std::any::type_name::<T>();
+        crate::schema::check_report(
+            &self.header.experiment,
+            &self.headline,
+            data_type,
+        )
+        .map_err(Error::failed)?;
         let mut header = self.header_for(common, out);
         // Recorded with the results; `run all` and `compare` name a busy one.
         header.load = Some(out.load.until_now());

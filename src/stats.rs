@@ -13,13 +13,16 @@
 //! `1 - 2 / 2^n`, which is 93.75% at five rounds. Six rounds are the fewest
 //! for 95%.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A summary of repeated measurements of one quantity: the median, the
 /// range, and the median's interval by order statistics ([`median_interval`]
 /// at [`LEVEL`]) with its exact coverage (below 95% for five rounds or
 /// fewer, which is then the range).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+)]
 pub struct Summary {
     pub n: usize,
     pub median: f64,

@@ -499,12 +499,14 @@ fn cpus_confines_the_programs_and_is_recorded() {
     let mut cmd = common::lab_run("fork-vs-thread", &args, out_dir.path());
     let out = cmd.env("LAB_BIN_DIR", bins.path()).args(TINY).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = labkit::testing::json(&out.stdout);
+    // Every run of a program, its warm-up included, is one observation.
     let seen = std::fs::read_to_string(&record).unwrap();
-    assert_eq!(seen.lines().count(), 2, "{seen}");
+    let runs = json["observations"].as_array().unwrap().len();
+    assert_eq!(seen.lines().count(), runs, "{seen}");
     for line in seen.lines() {
         assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
     }
-    let json: serde_json::Value = labkit::testing::json(&out.stdout);
     assert_eq!(json["settings"]["cpus"], "0");
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);
@@ -1132,14 +1134,14 @@ fn busy_is_shown_wherever_a_verdict_is() {
     );
 }
 
-/// A program that waits `first` seconds on its first call, `later` on its
-/// second and third, and then (the added rounds) an hour, before running
-/// the real one.
+/// A program that runs at once on its first call (the engine's warm-up),
+/// waits `first` seconds on its second, `later` on its third to fifth, and
+/// then (the added rounds) an hour, before running the real one.
 fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
     let path = dir.join(name);
     let script = format!(
         "#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n\
-         case $n in 1) sleep {first};; 2|3) sleep {later};; *) sleep 3600;; esac\n\
+         case $n in 1) ;; 2) sleep {first};; 3|4|5) sleep {later};; *) sleep 3600;; esac\n\
          exec {real} \"$@\"\n",
         count = dir.join(format!("{name}.count")).display(),
         real = bin_dir().join(name).display(),
@@ -1155,9 +1157,10 @@ fn a_run_cut_short_while_adding_rounds_is_never_finished() {
     let checkout = labkit::testing::tempdir();
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
-    // fork over thread: far below 0.8 in the first round, far above 1.25
-    // in the next two, so printing-same is too close to call at 3 rounds
-    // and the run adds rounds, in which the programs wait.
+    // After each program's warm-up run, fork over thread: far below 0.8 in
+    // the first round, far above 1.25 in the next three (3 rounds asked,
+    // 4 run, so that each goes first as often), so printing-same is too
+    // close to call and the run adds rounds, in which the programs wait.
     let bins = labkit::testing::tempdir();
     slow_program(bins.path(), "fork", "0", "0.6");
     slow_program(bins.path(), "thread", "0.3", "0.3");

@@ -29,7 +29,9 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     main,
 )
 .under_all(Declared::DEFAULT.rounds(10))
-.for_reference(&[Declared::DEFAULT.rounds(10)]);
+.for_reference(&[Declared::DEFAULT.rounds(10)])
+.headline(&["create_loop", "pipe", "printing"])
+.data::<Data>();
 
 /// One program against itself, for each kind of ratio the claims judge.
 #[derive(Parser, Clone)]
@@ -48,13 +50,13 @@ struct Control {
 
 /// What each control ran; its rounds are the observations (condition
 /// `first` and `second` at setting `control = KEY`).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     key: &'static str,
     what: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     controls: Vec<Row>,

@@ -26,7 +26,9 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "footprint",
     "Memory of N idle threads vs N idle processes; copy-on-write (Zhou Li et al.)",
     main,
-);
+)
+.headline(&["process_pss_kib", "thread_pss_kib", "process_over_thread"])
+.data::<Data>();
 
 /// N idle threads vs N idle processes: PSS, RSS, kernel stacks, page
 /// tables and slab per worker; then the cost of writing to a buffer after
@@ -59,7 +61,7 @@ struct Args {
 crate::options!(Args);
 
 /// One figure per worker, KiB, summarised over the rounds.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PerWorker {
     pss: Summary,
     rss: Summary,
@@ -71,7 +73,7 @@ struct PerWorker {
     ready_s: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     kind: Kind,
     workers: u32,
@@ -80,7 +82,7 @@ struct Row {
     runs: Vec<Footprint>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     /// The machine's memory, for scale.

@@ -32,6 +32,26 @@ pub struct Experiment {
     /// any other a sub-run (its variant). A one-CPU run is added by itself
     /// where a claim asks for one.
     pub reference: &'static [Declared],
+    /// Its headline keys ([`Experiment::headline`]): publishing a key not
+    /// declared here fails, and the book's and the claims' keys are checked
+    /// against them ([`crate::schema`]).
+    pub headline: &'static [&'static str],
+    /// The type of its results' data ([`Experiment::data`]), whose JSON
+    /// Schema `schemas/NAME.json` holds.
+    pub data: Option<DataType>,
+}
+
+/// The type of an experiment's results data, as [`crate::schema`] needs it.
+#[derive(Clone, Copy)]
+pub struct DataType {
+    /// The type's JSON Schema, its own types under `$defs`.
+    pub schema: fn() -> schemars::Schema,
+    /// Its Rust name, which [`crate::report::Report::publish`] checks.
+    pub name: fn() -> &'static str,
+}
+
+fn schema_of<T: schemars::JsonSchema>() -> schemars::Schema {
+    crate::schema::generator().into_root_schema_for::<T>()
 }
 
 /// What [`Experiment::parse`] gives: the shared flags, the options, and
@@ -101,6 +121,8 @@ impl Experiment {
             under_all: Declared::DEFAULT,
             one_cpu_under_all: None,
             reference: &[Declared::DEFAULT],
+            headline: &[],
+            data: None,
         }
     }
 
@@ -118,6 +140,21 @@ impl Experiment {
     /// defaults.
     pub const fn for_reference(self, reference: &'static [Declared]) -> Self {
         Experiment { reference, ..self }
+    }
+
+    /// Its headline keys, every one it may publish: `"fork_us"`, or a
+    /// family `"creattime_ratio_{samples}"`, where `{samples}` stands for
+    /// one or more of `a-z`, `0-9` and `_`.
+    pub const fn headline(self, headline: &'static [&'static str]) -> Self {
+        Experiment { headline, ..self }
+    }
+
+    /// The type of its results' data, `T` of the [`crate::report::Report`]
+    /// it publishes.
+    pub const fn data<T: schemars::JsonSchema>(self) -> Self {
+        let data =
+            DataType { schema: schema_of::<T>, name: std::any::type_name::<T> };
+        Experiment { data: Some(data), ..self }
     }
 }
 

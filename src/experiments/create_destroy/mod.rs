@@ -32,7 +32,13 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
 .for_reference(&[
     Declared::DEFAULT,
     Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
-]);
+])
+.headline(&[
+    "fork_us", "thread_us", "fork_over_thread", "lecture_fork_us",
+    "lecture_thread_us", "lecture_fork_over_thread", "creattime_ratio_{samples}",
+    "creattime_ratio_spread", "zombies_before_reaping", "zombie_share",
+])
+.data::<Data>();
 
 /// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
 /// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside
@@ -70,7 +76,7 @@ crate::options!(Args);
 
 /// One program run's own figure: microseconds per create+destroy, as the
 /// program measured it around its loop.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct LoopRow {
     program: String,
     iterations: u64,
@@ -80,7 +86,7 @@ struct LoopRow {
     runs_us: Vec<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct CreattimeRow {
     samples: u64,
     fork_ms: Summary,
@@ -92,7 +98,7 @@ struct CreattimeRow {
     runs: Vec<Ct>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Pair {
     program: String,
     /// The C twin's row in table 1: "<program> (C)", or "<program> (C,
@@ -102,7 +108,7 @@ struct Pair {
     ratio: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

@@ -164,7 +164,7 @@ pub(super) fn run_loop(l: &Loop) -> Result<(f64, f64)> {
 // ANCHOR_END: run_loop
 
 /// One creattime run's figures.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub(super) struct Ct {
     pub fork_ms: f64,
     pub thread_ms: f64,

@@ -40,7 +40,14 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     Declared::own(&["--pins", "cross", "--iterations", "100000"])
         .variant("cross-long")
         .rounds(16),
-]);
+])
+.headline(&[
+    "threads_same_us", "threads_same_net_us", "threads_cross_us",
+    "threads_cross_net_us", "threads_none_us", "threads_none_net_us",
+    "processes_same_us", "processes_same_net_us", "processes_cross_us",
+    "processes_cross_net_us", "processes_none_us", "processes_none_net_us",
+])
+.data::<Data>();
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,
@@ -88,7 +95,7 @@ fn round_trips(iterations: u64, pin: Pin) -> u64 {
 }
 
 /// One run of `perf bench sched pipe`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfRun {
     /// perf's "usecs/op": one op is one round trip.
     pub us_per_round_trip: f64,
@@ -98,7 +105,7 @@ pub struct PerfRun {
     pub moved_after_ms: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfCell {
     pub us_per_round_trip: Summary,
     /// Median round trip / 2.
@@ -108,7 +115,7 @@ pub struct PerfCell {
 
 /// One mode and placement: every round of ctxswitch (its own report, as
 /// the program printed it) and of perf.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cell {
     pub mode: Mode,
     pub pin: Pin,
@@ -132,7 +139,7 @@ pub struct Cell {
     pub runs: Vec<ctxswitch::Report>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfInfo {
     pub used: bool,
     pub version: Option<String>,
@@ -142,7 +149,7 @@ pub struct PerfInfo {
 
 /// The experiment's results (the file `ctx-switch.json` holds them beside
 /// its header and headline); mq-sweep reads them back with this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Data {
     /// Round trips per run (each cell says its own: a fifth for cross).
     pub iterations: u64,

@@ -25,7 +25,12 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
-.for_reference(&[Declared::own(&["--vs-c"]).full().rounds(12)]);
+.for_reference(&[Declared::own(&["--vs-c"]).full().rounds(12)])
+.headline(&[
+    "fork_over_thread", "fork_over_thread_at_largest_count", "workers_slope_ratio",
+    "workers_slope_ratio_fork", "workers_slope_ratio_thread",
+])
+.data::<Data>();
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.
@@ -63,7 +68,7 @@ struct Args {
 crate::options!(Args);
 
 /// One setting of the articles' macros.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 struct Setting {
     procs: u32,
     count: u64,
@@ -71,7 +76,7 @@ struct Setting {
 }
 
 /// Which macro a grid varies: its chart's x axis.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Axis {
     Count,
@@ -164,14 +169,14 @@ impl Program {
 
 /// A grid as the results name it; its points are the series whose
 /// `grid` is its name.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct GridInfo {
     name: &'static str,
     title: String,
     axis: Axis,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

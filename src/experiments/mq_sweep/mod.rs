@@ -54,7 +54,23 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>("mq-sweep", "message-
         "--nats-gomaxprocs", "2", "--pipeline", "1",
     ])
     .rounds(6),
-);
+)
+.headline(&[
+    "messages_per_s_10", "messages_per_s_100", "ten_over_hundred",
+    "switch_share_10", "switch_share_100", "best_pool", "best_pool_messages_per_s",
+    "event_loop_messages_per_s", "ours_best_messages_per_s",
+    "redis_best_messages_per_s", "nats_best_messages_per_s", "ours_over_redis",
+    "ours_over_nats", "redis_one_over_two", "redis_one_over_four",
+    "nats_one_over_two", "floor_messages_per_s_p{pipeline}",
+    "ten_over_hundred_p{pipeline}", "ours_best_messages_per_s_p{pipeline}",
+    "redis_best_messages_per_s_p{pipeline}", "nats_best_messages_per_s_p{pipeline}",
+    "best_pool_messages_per_s_p{pipeline}", "best_pool_p{pipeline}",
+    "ours_over_redis_p{pipeline}", "ours_over_nats_p{pipeline}",
+    "ours_fraction_of_floor_p{pipeline}", "open_loop_rate", "open_loop_p99_ms_ours",
+    "open_loop_p99_ms_redis", "open_loop_p99_ms_nats",
+    "open_loop_nats_over_ours_p99",
+])
+.data::<Data>();
 
 /// The message-queue sweep: threads per pool against messages/s and the
 /// CPU spent switching, plus one single-threaded event-loop row.
@@ -146,7 +162,7 @@ fn seconds(text: &str) -> std::result::Result<f64, String> {
 /// One run: what `load --json` printed and the broker's accounting: the
 /// lab broker's own `--json` stats line, or for Redis and NATS the
 /// kernel's (`wait4` when the server was stopped), each its own type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Run {
     load: LoadReport,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,7 +260,7 @@ impl Point {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     /// "threads", "event-loop", "redis" or "nats".
     mode: &'static str,
@@ -290,7 +306,7 @@ struct Row {
 }
 
 /// The floor for one pipeline value, a measurement per round.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Floor {
     pipeline: u32,
     floor_messages_per_s: Summary,
@@ -300,7 +316,7 @@ struct Floor {
 }
 
 /// The open-loop point: each broker's best design at one fixed rate.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct OpenLoop {
     pipeline: u32,
     /// Offered messages/s, all senders together.
@@ -310,14 +326,14 @@ struct OpenLoop {
     rows: Vec<Row>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct SwitchCost {
     us: f64,
     /// Where the figure came from.
     source: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,
@@ -344,7 +360,7 @@ struct Data {
 type Found = (servers::Kind, servers::Installed);
 
 /// A server that is not installed, and how to install it.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Missing {
     program: &'static str,
     install: &'static str,

@@ -26,7 +26,7 @@ use labkit::{Error, Result};
 use serde::Serialize;
 
 /// Which server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum Kind {
     Redis,
@@ -125,7 +125,7 @@ impl Setting {
 const PUBSUB_LIMIT: &str = "256mb 64mb 60";
 
 /// A server found on this machine.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub(super) struct Installed {
     pub program: &'static str,
     pub path: PathBuf,
@@ -134,7 +134,7 @@ pub(super) struct Installed {
 }
 
 /// What the results record of the server a row ran on.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub(super) struct ServerInfo {
     pub program: &'static str,
     pub version: String,

@@ -50,7 +50,13 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
 .for_reference(&[
     Declared::DEFAULT,
     Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
-]);
+])
+.headline(&[
+    "pipe_buffer_bytes", "one_thread_peak_mb_s", "two_threads_peak_mb_s",
+    "two_threads_peak_block", "two_threads_largest_mb_s",
+    "two_threads_largest_over_peak", "fifo_over_pipe",
+])
+.data::<Data>();
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair
@@ -137,14 +143,14 @@ impl Variant {
     }
 }
 
-#[derive(Clone, Serialize)]
+#[derive(Clone, Serialize, schemars::JsonSchema)]
 struct RunRecord {
     elapsed_s: f64,
     mb_per_s: f64,
     usage: Usage,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Point {
     block_bytes: u64,
     count: u64,
@@ -159,7 +165,7 @@ struct Point {
     runs: Vec<RunRecord>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct VariantResult {
     key: &'static str,
     label: &'static str,
@@ -168,7 +174,7 @@ struct VariantResult {
     points: Vec<Point>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct CopyPoint {
     block_bytes: u64,
     /// MB/s when each byte is copied twice, as a pipe must (src -> buffer
@@ -182,7 +188,7 @@ struct CopyPoint {
 }
 
 /// Where the comparison with C runs both programs.
-#[derive(Clone, Copy, Serialize)]
+#[derive(Clone, Copy, Serialize, schemars::JsonSchema)]
 struct Placement {
     name: &'static str,
     /// The one CPU every thread of both programs runs on; None: wherever
@@ -192,7 +198,7 @@ struct Placement {
 
 /// A program against another at one placement: a Rust program against
 /// its C twin, or (the control) a C program against itself.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Comparison {
     program: &'static str,
     against: &'static str,
@@ -200,7 +206,7 @@ struct Comparison {
     points: Vec<PairPoint>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PairPoint {
     block_bytes: u64,
     count: u64,
@@ -210,7 +216,7 @@ struct PairPoint {
     ratio: Summary,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PipeFacts {
     /// `F_GETPIPE_SZ` of a new pipe, as pipespeed2 reported it.
     default_buffer_bytes: u64,
@@ -220,7 +226,7 @@ struct PipeFacts {
     article_buffer_bytes: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

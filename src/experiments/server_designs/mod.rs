@@ -36,7 +36,14 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     ),
     main,
 )
-.under_all(Declared::own(&["--quick"]));
+.under_all(Declared::own(&["--quick"]))
+.headline(&[
+    "fork_over_prefork_total_cpu", "thread_over_prethread_total_cpu",
+    "fork_over_prefork", "thread_over_prethread", "fork_us_per_connection",
+    "prefork_us_per_connection", "best_classic_connections_per_s",
+    "best_modern_connections_per_s",
+])
+.data::<Data>();
 
 /// Every design, in Stevens' row order, then today's; the first is the
 /// baseline. `epoll-herd` is the runner's own: `server --design
@@ -126,7 +133,7 @@ fn design(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Run {
     /// What `server --json` printed when it stopped.
     server: servers::Stats,
@@ -145,7 +152,7 @@ struct Load {
     rate: Option<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     design: String,
     /// unpv13e's name for it (serv00 ... serv09), if it is Stevens'.
@@ -174,13 +181,13 @@ struct Row {
     runs: Vec<Run>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Skipped {
     design: String,
     reason: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Ports {
     low: u32,
     high: u32,
@@ -189,7 +196,7 @@ struct Ports {
     tw_reuse: Option<u32>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct RatePoint {
     design: String,
     offered_per_s: f64,
@@ -200,7 +207,7 @@ struct RatePoint {
 }
 
 /// One design's figures for the verdict (medians over the rounds).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct VerdictDesign {
     cpu_s_above_baseline: f64,
     cpu_us_per_connection_above_baseline: f64,
@@ -209,7 +216,7 @@ struct VerdictDesign {
     switches_per_connection: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Best {
     design: String,
     value: f64,
@@ -218,7 +225,7 @@ struct Best {
 /// What the claims need. Article 000: "prefork and thread pools bring no
 /// real advantage" at hundreds to thousands of connections. Stevens'
 /// summary: pools cut the process-control CPU "by a factor of 10 or more".
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Verdict {
     /// Median CPU seconds of the iterative baseline.
     baseline_cpu_s: f64,
@@ -249,7 +256,7 @@ struct Verdict {
     best_modern_connections_per_s: Option<Best>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

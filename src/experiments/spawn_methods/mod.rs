@@ -33,7 +33,9 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "spawn-methods",
     "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
     main,
-);
+)
+.headline(&["{method}_us"])
+.data::<Data>();
 
 /// Address space the program may use beyond what it touches: its own
 /// code and libraries, thread stacks (8 MiB each, reserved), malloc's
@@ -74,7 +76,7 @@ fn parse_budget(text: &str) -> Result<f64, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Row {
     method: String,
     #[serde(skip)]
@@ -85,7 +87,7 @@ struct Row {
     runs_us: Vec<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct RssRow {
     touched_bytes: u64,
     /// VmRSS of the program while it forked, KiB (median of the rounds).
@@ -93,13 +95,13 @@ struct RssRow {
     rows: Vec<Row>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct PlacementRow {
     placement: String,
     rows: Vec<Row>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,

@@ -35,7 +35,12 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "thread-limits",
     "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (Zhou Li et al.)",
     main,
-);
+)
+.headline(&[
+    "threads_at_8m", "std_threads_at_8m", "predicted_at_8m", "threads_at_256k",
+    "threads_at_1m", "ulimit_s_1024_ok",
+])
+.data::<Data>();
 
 /// How many threads fit in an address space of the article's 32-bit size,
 /// at several stack sizes; what the `thread` program does at 500, 800 and
@@ -80,7 +85,7 @@ struct Args {
 crate::options!(Args);
 
 /// One run of a counting probe.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 struct Probe {
     /// Threads or processes made, when the probe could count.
     created: Option<u32>,
@@ -94,7 +99,7 @@ struct Probe {
     wall_s: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct StackRow {
     stack_size: u64,
     /// The article's arithmetic: address space / stack size.
@@ -103,7 +108,7 @@ struct StackRow {
     std: Vec<Probe>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProgramRun {
     threads: u32,
     setting: &'static str,
@@ -113,7 +118,7 @@ struct ProgramRun {
     log_checked: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProcRow {
     limit: String,
     user: String,
@@ -123,7 +128,7 @@ struct ProcRow {
     threads: Probe,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Overflow {
     api: &'static str,
     stack_size: u64,
@@ -131,7 +136,7 @@ struct Overflow {
     said: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     address_space: u64,
     max: u32,

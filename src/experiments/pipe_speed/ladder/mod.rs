@@ -119,7 +119,7 @@ const RUNGS: [Rung; 6] = [
 ];
 // ANCHOR_END: rungs
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct RunRecord {
     mb_per_s: f64,
     usage: Usage,
@@ -128,7 +128,7 @@ struct RunRecord {
 }
 
 /// Per block moved, medians of the rounds: where the time goes.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PerBlock {
     writer_calls: f64,
     reader_calls: f64,
@@ -144,7 +144,7 @@ struct PerBlock {
 }
 
 /// One rung at one block size.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub(super) struct Row {
     rung: u32,
     method: &'static str,
@@ -170,7 +170,7 @@ pub(super) struct Row {
     runs: Vec<RunRecord>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct RungInfo {
     rung: u32,
     method: &'static str,
@@ -181,7 +181,7 @@ struct RungInfo {
 }
 
 /// The two goals of the ladder, as this run met them or not.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Goals {
     /// The best verified row from 64 KiB to 1 MiB, by fraction of memcpy.
     best_verified: Option<Best>,
@@ -192,7 +192,7 @@ struct Goals {
     four_times_rung_1: Option<bool>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Best {
     rung: u32,
     block: u64,
@@ -200,7 +200,7 @@ struct Best {
     fraction_of_memcpy: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub(super) struct Ladder {
     rungs: Vec<RungInfo>,
     blocks: Vec<u64>,
