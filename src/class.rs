@@ -5,8 +5,10 @@
 //! grouped by CPU model and kernel.
 //!
 //! A class's runs come from many machines and maybe several versions of
-//! the lab, so each results file is read as plain JSON first: a file that
-//! does not parse (a truncated copy) leaves its run out, named in one line;
+//! the lab, so each results file is read as it is, by the one reader of
+//! every version ([`crate::document`]), its figures checked only when
+//! judged: a file that does not read (a truncated copy, a schema this lab
+//! does not read) leaves its run out, named in one line;
 //! a figure from another version that lacks some of today's fields (its
 //! rounds, its interval) still gives its value, and the fields it lacks
 //! are listed; a run with nothing to compare is named, and when no run has
@@ -20,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::claims::{self, Claim, Verdict};
+use crate::document::Document;
 use crate::report::Figure;
 use crate::runs;
 
@@ -68,8 +71,9 @@ pub struct Class {
 }
 
 /// The look a results file's figures are judged at ([`crate::claims::look_of`]).
-fn look_in(json: &Value) -> usize {
-    let extended = json["settings"]["used"].get(crate::claims::EXTENDED).is_some();
+fn look_in(doc: &Document) -> usize {
+    let used = doc.get("/settings/used");
+    let extended = used.and_then(|u| u.get(crate::claims::EXTENDED)).is_some();
     if extended { 2 } else { 1 }
 }
 
@@ -99,18 +103,17 @@ fn fields_off(raw: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The results files of run `run` as JSON, by folder; an error (one line)
-/// names the first that does not parse.
-fn read_run(run: &Path) -> std::result::Result<Vec<(String, Value)>, String> {
+/// The results files of run `run`, by folder, each read as it is
+/// ([`Document`]: of any version the lab reads, its figures checked only
+/// when judged); an error (one line) names the first that does not read.
+fn read_run(run: &Path) -> std::result::Result<Vec<(String, Document)>, String> {
     let mut out = Vec::new();
     for folder in runs::experiments_in(run) {
-        let experiment = folder.split('/').next().unwrap_or(&folder).to_string();
-        let path = run.join(&folder).join(format!("{experiment}.json"));
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
-        out.push((folder, json));
+        let doc = Document::read_folder(run, &folder).map_err(|e| e.message)?;
+        let doc = doc.ok_or_else(|| {
+            format!("{}: gone", crate::document::file_of(run, &folder).display())
+        })?;
+        out.push((folder, doc));
     }
     Ok(out)
 }
@@ -132,7 +135,7 @@ struct Judged {
 const OTHER_VERSION: &str = "not judged (another version's figure)";
 
 /// What one run says of `claim`.
-fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
+fn judge(claim: &Claim, files: &[(String, Document)]) -> Judged {
     let plain = |verdict: &str| Judged {
         verdict: verdict.into(),
         value: None,
@@ -142,11 +145,13 @@ fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
     let Some((experiment, key)) = claim.figure_ref() else {
         return plain(Verdict::CannotRerun(String::new()).word());
     };
-    let of: Vec<&(String, Value)> = files
+    let of: Vec<&(String, Document)> = files
         .iter()
         .filter(|(folder, _)| folder.split('/').next() == Some(experiment))
         .collect();
-    let one_cpu = |j: &Value| j["settings"]["cpu_count"].as_u64() == Some(1);
+    let one_cpu = |d: &Document| {
+        d.get("/settings/cpu_count").and_then(Value::as_u64) == Some(1)
+    };
     let pick = if claim.one_cpu {
         of.iter().find(|(_, j)| one_cpu(j)).or(of.first())
     } else {
@@ -155,7 +160,7 @@ fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
     let Some((folder, json)) = pick else {
         return plain(Verdict::NotMeasured(String::new()).word());
     };
-    let raw = &json["headline"][key];
+    let raw = json.headline().get(key).unwrap_or(&Value::Null);
     if raw.is_null() {
         return plain(Verdict::NotMeasured(String::new()).word());
     }
@@ -213,12 +218,12 @@ pub fn runs_in(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// A run's results, as bytes: two runs with the same are copies of one.
-fn fingerprint(files: &[(String, Value)]) -> u64 {
+fn fingerprint(files: &[(String, Document)]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    for (folder, json) in files {
+    for (folder, doc) in files {
         folder.hash(&mut h);
-        json.to_string().hash(&mut h);
+        doc.json().to_string().hash(&mut h);
     }
     h.finish()
 }
@@ -244,7 +249,7 @@ fn not_a_member(run: &Path) -> Option<String> {
 struct Counted<'a> {
     name: String,
     run: &'a Path,
-    files: Vec<(String, Value)>,
+    files: Vec<(String, Document)>,
     judged: Vec<Judged>,
 }
 
@@ -354,7 +359,7 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
     let mut members = Vec::new();
     for (Counted { name, files, judged, .. }, busy) in counted.into_iter().zip(busy)
     {
-        let machine = &files[0].1["machine"];
+        let machine = files[0].1.get("/machine").unwrap_or(&Value::Null);
         let cpu = machine["cpu_model"].as_str().unwrap_or("unknown CPU").to_string();
         let kernel =
             machine["kernel"].as_str().unwrap_or("unknown kernel").to_string();

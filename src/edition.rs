@@ -19,6 +19,7 @@ use labkit::{Error, Result};
 use serde_json::Value;
 
 use crate::claims::{self, Row};
+use crate::document::Document;
 use crate::runs;
 
 /// Which runs a book is rendered from.
@@ -128,11 +129,11 @@ fn run_name(run: &Path) -> String {
     )
 }
 
-/// A run's results files, each read and parsed once.
+/// A run's results files, each read once ([`Document`]).
 #[derive(Debug)]
 pub struct Source {
     pub path: PathBuf,
-    files: RefCell<std::collections::HashMap<String, Option<Rc<Value>>>>,
+    files: RefCell<std::collections::HashMap<String, Option<Rc<Document>>>>,
 }
 
 impl Source {
@@ -142,36 +143,22 @@ impl Source {
 
     /// The results file of `folder` (`EXP[/SUB]`); `None` when there is
     /// none.
-    pub fn json(&self, folder: &str) -> Result<Option<Rc<Value>>> {
+    pub fn json(&self, folder: &str) -> Result<Option<Rc<Document>>> {
         if let Some(known) = self.files.borrow().get(folder) {
             return Ok(known.clone());
         }
-        let json = results_json(&self.path, folder)?.map(Rc::new);
-        self.files.borrow_mut().insert(folder.to_string(), json.clone());
-        Ok(json)
+        let doc = Document::read_folder(&self.path, folder)?.map(Rc::new);
+        self.files.borrow_mut().insert(folder.to_string(), doc.clone());
+        Ok(doc)
     }
 
-    /// The value at `pointer` in results `folder`: `None` when the run
-    /// has no such results, or they have no such value.
+    /// The value at `pointer` in results `folder`
+    /// ([`crate::document::resolve`]): `None` when the run has no such
+    /// results, or they have no such value.
     pub fn value(&self, folder: &str, pointer: &str) -> Result<Option<Value>> {
-        let Some(json) = self.json(folder)? else { return Ok(None) };
-        Ok(crate::book::select(&json, pointer).ok().cloned())
+        let Some(doc) = self.json(folder)? else { return Ok(None) };
+        Ok(doc.get(pointer).cloned())
     }
-}
-
-/// `run`'s results file `EXP[/SUB]/EXP.json`, parsed; `None` when there
-/// is none.
-pub fn results_json(run: &Path, folder: &str) -> Result<Option<Value>> {
-    let experiment = folder.split('/').next().unwrap_or(folder);
-    let path = run.join(folder).join(format!("{experiment}.json"));
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path.display(), e)),
-    };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
 }
 
 /// A figure as `{{#figure}}` prints it ([`crate::book`]).
@@ -563,11 +550,12 @@ impl Edition {
     ) -> Result<String> {
         let data = html(&format!("{folder} {key} {decimals}"));
         let of = |run: &Source| -> Result<Option<(String, Option<f64>)>> {
-            let Some(json) = run.json(folder)? else { return Ok(None) };
+            let Some(doc) = run.json(folder)? else { return Ok(None) };
+            let json = doc.json();
             if json.pointer(&format!("/headline/{key}")).is_none() {
                 return Ok(None);
             }
-            let text = crate::book::headline(&json, key, decimals).map_err(|e| {
+            let text = crate::book::headline(json, key, decimals).map_err(|e| {
                 Error::failed(format!("{}: {e}", run.path.display()))
             })?;
             let value = json

@@ -14,6 +14,7 @@ pub mod checkout;
 pub mod claims;
 pub mod class;
 pub mod compare;
+pub mod document;
 pub mod edition;
 pub mod experiments;
 pub mod machine;

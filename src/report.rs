@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
+use crate::document::{Document, Written};
 use crate::results::{Header, Settings, check_writable};
 use crate::table::Table;
 use clap::Args;
@@ -383,15 +384,9 @@ pub type Headline = serde_json::Map<String, serde_json::Value>;
 #[derive(Default)]
 pub struct HeadlineBuilder(Headline);
 
-/// A headline key made of free text: `fork + _exit` -> `fork_exit`.
-pub fn slug(text: &str) -> String {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words.join("_")
-}
+/// A headline key made of free text: `fork + _exit` -> `fork_exit` (the
+/// words a pointer compares, [`crate::document::select`]).
+pub use crate::document::slug;
 
 pub fn headline() -> HeadlineBuilder {
     HeadlineBuilder::default()
@@ -487,25 +482,19 @@ pub struct Report<T> {
     pub files: Vec<(String, String)>,
     /// The figures that sum the run up (see [`Figure`]).
     pub headline: Headline,
+    /// The long table: one row per run of a condition (written as the
+    /// file's `observations`, empty until the experiment gives them).
+    pub observations: Vec<serde_json::Value>,
+    /// The experiment's own results (the file's `data`).
     pub data: T,
 }
 
-#[derive(Serialize)]
-struct Document<'a, T> {
-    #[serde(flatten)]
-    header: &'a Header,
-    headline: &'a Headline,
-    #[serde(flatten)]
-    data: &'a T,
-}
-
-/// What the runner reads back of any experiment's results file: the header
-/// and the headline (the rest is the experiment's own).
-#[derive(Clone, Debug, Deserialize)]
+/// What the runner reads back of any experiment's results file, of any
+/// version ([`Document`]): the header and the headline (the rest is the
+/// experiment's own).
+#[derive(Clone, Debug)]
 pub struct Published {
-    #[serde(flatten)]
     pub header: Header,
-    #[serde(default)]
     pub headline: Headline,
 }
 
@@ -514,14 +503,13 @@ impl Published {
     /// experiment), an error when it is there but unreadable.
     pub fn read(dir: &Path, experiment: &str) -> Result<Option<Published>> {
         let path = dir.join(format!("{experiment}.json"));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path.display(), e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+        Document::read(&path)?.map(|doc| Published::of(&doc)).transpose()
+    }
+
+    /// The header and headline of a results file read: an error naming the
+    /// file when its header does not read.
+    pub fn of(doc: &Document) -> Result<Published> {
+        Ok(Published { header: doc.header()?, headline: doc.headline().clone() })
     }
 
     /// The headline figure `key`: `None` when there is none, an error
@@ -583,11 +571,9 @@ impl<T: Serialize> Report<T> {
         header.load = Some(out.load.until_now());
         let out: &Path = out;
         let name = &header.experiment;
-        let doc =
-            Document { header: &header, headline: &self.headline, data: &self.data };
-        let encode = |e| Error::failed(format!("cannot encode results: {e}"));
-        let mut json = serde_json::to_string_pretty(&doc).map_err(encode)?;
-        json.push('\n');
+        let json =
+            Written::new(&header, &self.headline, &self.observations, &self.data)
+                .to_text()?;
         let md = markdown(&header, &self.tables);
         // Shown first: a folder that cannot take the files (a full disk)
         // still leaves the reader the tables.

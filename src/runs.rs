@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkout::root as checkout;
 pub use crate::checkout::{results_root, runs_root};
+use crate::document::Document;
 use labkit::{Error, Result};
 
 /// The manifest's file name in a run folder.
@@ -191,11 +192,8 @@ pub fn commits_of(run: &Path) -> Vec<String> {
     let mut commits: Vec<String> = experiments_in(run)
         .iter()
         .filter_map(|folder| {
-            let experiment = folder.split('/').next()?;
-            let published =
-                crate::report::Published::read(&run.join(folder), experiment)
-                    .ok()??;
-            Some(published.header.machine.commit)
+            let doc = Document::read_folder(run, folder).ok()??;
+            Some(doc.header().ok()?.machine.commit)
         })
         .collect();
     commits.sort();
@@ -391,10 +389,9 @@ pub fn unreadable(run: &Path) -> Option<String> {
         return Some("it holds no results".into());
     }
     for folder in found {
-        let experiment = folder.split('/').next().unwrap_or(&folder);
-        if let Err(e) =
-            crate::report::Published::read(&run.join(&folder), experiment)
-        {
+        let read = Document::read_folder(run, &folder)
+            .and_then(|doc| doc.map(|d| d.header().map(drop)).transpose());
+        if let Err(e) = read {
             return Some(format!("a results file is damaged ({e})"));
         }
     }

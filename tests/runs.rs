@@ -504,7 +504,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
     for line in seen.lines() {
         assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
     }
-    let json: serde_json::Value = labkit::testing::json(&out.stdout);
+    let json: serde_json::Value = common::printed_json(&out.stdout);
     assert_eq!(json["settings"]["cpus"], "0");
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);

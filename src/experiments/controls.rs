@@ -141,6 +141,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         data.rounds
     ));
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline,
         tables: vec![t],

@@ -131,6 +131,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let header = Header::new(EXPERIMENT.name);
     let data = Data { rounds, memory_mib: header.machine.memory_mib, idle, cow };
     let report = Report {
+        observations: Vec::new(),
         header,
         headline: headline(&data),
         tables: vec![idle_table(&data), cow_table(&data)],

@@ -167,6 +167,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         creattime_c: c_creattime,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: tables::tables(&data),

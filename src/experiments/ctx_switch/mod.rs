@@ -256,6 +256,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         tables.push(tables::perf_table(&data));
     }
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables,

@@ -246,6 +246,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         grids: results,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: data.grids.iter().flat_map(tables::tables).collect(),

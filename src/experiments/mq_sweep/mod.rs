@@ -470,6 +470,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         missing,
     };
     let mut report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables: tables::tables(&data),

@@ -369,6 +369,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     charts.extend(vs_c::chart(&data));
     charts.extend(data.ladder.as_ref().map(ladder::chart));
     let mut report = Report {
+        observations: Vec::new(),
         header,
         headline: tables::headline(&data),
         tables,

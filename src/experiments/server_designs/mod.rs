@@ -380,6 +380,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     header.settings.used("--quick", args.quick);
     header.settings.used("loops per client", loops);
     let report = Report {
+        observations: Vec::new(),
         header,
         headline: headline(&data.verdict, &data.rows),
         tables: tables(&data),

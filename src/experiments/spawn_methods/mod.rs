@@ -310,6 +310,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         placement: placement_rows,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(&data),
         tables: vec![

@@ -229,6 +229,7 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         overflow,
     };
     let report = Report {
+        observations: Vec::new(),
         header: Header::new(EXPERIMENT.name),
         headline: headline(&data),
         tables: vec![
