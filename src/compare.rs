@@ -132,6 +132,18 @@ pub fn differences(a: &Published, b: &Published) -> Vec<(String, String, String)
     named.into_iter().filter(|(_, x, y)| x != y).collect()
 }
 
+/// Sort results folders (`NAME`, `NAME/VARIANT`) in the book's order of
+/// experiments, each experiment's plain run before its sub-runs; a folder
+/// of an experiment this lab no longer has comes last.
+pub fn in_book_order(folders: &mut [String]) {
+    let place = |f: &String| {
+        let experiment = f.split('/').next().unwrap_or(f);
+        let at = crate::experiments::every().position(|e| e.name == experiment);
+        (at.unwrap_or(usize::MAX), f.clone())
+    };
+    folders.sort_by_cached_key(place);
+}
+
 /// Compare run folder `run` with run folder `against`.
 pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
     let mut names = runs::experiments_in(run);
@@ -140,6 +152,7 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
             names.push(f);
         }
     }
+    in_book_order(&mut names);
     let mut entries = Vec::new();
     for folder in names {
         let (a, b) = (read(run, &folder)?, read(against, &folder)?);
