@@ -38,6 +38,12 @@ pub struct Member {
     pub lacks: Vec<String>,
     /// Why the run counts as busy ([`claims::Busy`]), if it does.
     pub busy: Option<String>,
+    /// The SHA-256 of the rules it was judged by ([`claims::Rules::of`]),
+    /// and whether they were stored with it (else today's claims.toml).
+    pub rules_sha256: String,
+    pub rules_stored: bool,
+    /// How its stored rules differ from today's, in words, when they do.
+    pub rules_differ: Option<String>,
 }
 
 /// One claim across the class.
@@ -134,14 +140,24 @@ struct Judged {
 /// The verdict word of a figure made by another version of the lab.
 const OTHER_VERSION: &str = "not judged (another version's figure)";
 
+/// The verdict word of a claim the rules stored with a run do not have.
+const NOT_IN_RULES: &str = "not among its rules";
+
+impl Judged {
+    /// A verdict with no figure.
+    fn plain(verdict: &str) -> Judged {
+        Judged {
+            verdict: verdict.into(),
+            value: None,
+            other_version: Vec::new(),
+            damaged: None,
+        }
+    }
+}
+
 /// What one run says of `claim`.
 fn judge(claim: &Claim, files: &[(String, Document)]) -> Judged {
-    let plain = |verdict: &str| Judged {
-        verdict: verdict.into(),
-        value: None,
-        other_version: Vec::new(),
-        damaged: None,
-    };
+    let plain = Judged::plain;
     let Some((experiment, key)) = claim.figure_ref() else {
         return plain(Verdict::CannotRerun(String::new()).word());
     };
@@ -251,25 +267,36 @@ struct Counted<'a> {
     run: &'a Path,
     files: Vec<(String, Document)>,
     judged: Vec<Judged>,
+    rules: claims::Rules,
 }
 
 /// Compare the class `runs`. Every claim's tally adds up to the runs
 /// counted; a run left out is named with why, and a copy of a run already
-/// counted is named and counted once.
+/// counted is named and counted once. Each run is judged by the rules
+/// stored with it, or today's when it has none; the rows are today's
+/// claims, and a claim a run's rules lack is "not among its rules".
 pub fn compare(list: &[PathBuf]) -> Result<Class> {
     let mut left_out = Vec::new();
     let mut duplicates = Vec::new();
     let mut seen: BTreeMap<u64, String> = BTreeMap::new();
     // The runs counted, each with its judgement of every claim.
     let mut counted: Vec<Counted> = Vec::new();
+    let today = claims::Rules::today();
     let all: Vec<Claim> =
-        claims::all().into_iter().filter(|c| c.cannot.is_none()).collect();
+        today.claims.iter().filter(|c| c.cannot.is_none()).cloned().collect();
     for run in list {
         let name = run.display().to_string();
         if let Some(why) = not_a_member(run) {
             left_out.push((name, why));
             continue;
         }
+        let rules = match claims::Rules::of(run) {
+            Ok(rules) => rules,
+            Err(e) => {
+                left_out.push((name, e.to_string()));
+                continue;
+            }
+        };
         let files = match read_run(run) {
             Ok(files) if files.is_empty() => {
                 left_out.push((name, "no results in it".into()));
@@ -286,7 +313,14 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
             duplicates.push((name, first.clone()));
             continue;
         }
-        let judged: Vec<Judged> = all.iter().map(|c| judge(c, &files)).collect();
+        let judged: Vec<Judged> = all
+            .iter()
+            .map(|c| match rules.claims.iter().find(|r| r.id == c.id) {
+                Some(rule) if rule.cannot.is_none() => judge(rule, &files),
+                Some(_) => Judged::plain(Verdict::CannotRerun(String::new()).word()),
+                None => Judged::plain(NOT_IN_RULES),
+            })
+            .collect();
         if let Some(why) = judged.iter().find_map(|j| j.damaged.clone()) {
             left_out.push((name, why));
             continue;
@@ -306,7 +340,7 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
             continue;
         }
         seen.insert(print, name.clone());
-        counted.push(Counted { name, run, files, judged });
+        counted.push(Counted { name, run, files, judged, rules });
     }
     if counted.is_empty() {
         let why: Vec<String> =
@@ -357,7 +391,8 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
     }
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut members = Vec::new();
-    for (Counted { name, files, judged, .. }, busy) in counted.into_iter().zip(busy)
+    for (Counted { name, files, judged, rules, .. }, busy) in
+        counted.into_iter().zip(busy)
     {
         let machine = files[0].1.get("/machine").unwrap_or(&Value::Null);
         let cpu = machine["cpu_model"].as_str().unwrap_or("unknown CPU").to_string();
@@ -370,7 +405,18 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
                 lacks.push(field);
             }
         }
-        members.push(Member { run: name, cpu_model: cpu, kernel, lacks, busy });
+        let rules_differ = (rules.stored && rules.sha256 != today.sha256)
+            .then(|| rules.diff(&today).words());
+        members.push(Member {
+            run: name,
+            cpu_model: cpu,
+            kernel,
+            lacks,
+            busy,
+            rules_sha256: rules.sha256,
+            rules_stored: rules.stored,
+            rules_differ,
+        });
     }
     Ok(Class {
         members,
@@ -381,13 +427,14 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
     })
 }
 
-const ORDER: [&str; 7] = [
+const ORDER: [&str; 8] = [
     "holds",
     "no longer holds",
     "depends",
     "too close to call",
     "not yet measured",
     OTHER_VERSION,
+    NOT_IN_RULES,
     "cannot be re-run",
 ];
 
@@ -449,6 +496,29 @@ impl Class {
         for m in &self.members {
             if let Some(busy) = &m.busy {
                 lines.push(format!("Busy: {}: {busy}.", m.run));
+            }
+        }
+        let today: Vec<&str> = self
+            .members
+            .iter()
+            .filter(|m| !m.rules_stored)
+            .map(|m| m.run.as_str())
+            .collect();
+        if !today.is_empty() {
+            lines.push(format!(
+                "Judged by today's claims.toml, having no rules stored with {}: {}.",
+                if today.len() == 1 { "it" } else { "them" },
+                today.join(", ")
+            ));
+        }
+        for m in &self.members {
+            if let Some(differ) = &m.rules_differ {
+                lines.push(format!(
+                    "{} was judged by the rules stored with it (SHA-256 {}), which \
+                     differ from today's: {differ}.",
+                    m.run,
+                    &m.rules_sha256[..12.min(m.rules_sha256.len())]
+                ));
             }
         }
         for m in self.members.iter().filter(|m| !m.lacks.is_empty()) {

@@ -60,16 +60,21 @@ pub struct Class {
     rows: Vec<Vec<Row>>,
     book: Vec<Row>,
     missing: RefCell<BTreeSet<String>>,
+    /// The runs judged by today's claims.toml, having no rules stored.
+    pub todays_rules: Vec<String>,
 }
 
 impl Own {
     /// `run`, to be shown beside reference run `reference`.
     pub fn new(run: &Path, reference: &Path) -> Result<Own> {
+        let book = claims::evaluate(reference)?;
+        let mut rows = claims::evaluate_checked(run)?;
+        every_claim_of(&book, &mut rows);
         Ok(Own {
             run: Source::new(run),
             name: run_name(run),
-            rows: claims::evaluate_checked(run)?,
-            book: claims::evaluate(reference)?,
+            rows,
+            book,
             missing: RefCell::default(),
         })
     }
@@ -93,14 +98,20 @@ impl Class {
                 .iter()
                 .map(|(copy, of)| (copy.clone(), format!("a copy of {of}"))),
         );
+        let book = claims::evaluate(reference)?;
         let mut runs = Vec::new();
         let mut rows = Vec::new();
+        let mut todays_rules = Vec::new();
         for m in &class.members {
             let path = PathBuf::from(&m.run);
             match claims::evaluate(&path) {
-                Ok(r) => {
+                Ok(mut r) => {
+                    every_claim_of(&book, &mut r);
                     rows.push(r);
                     runs.push((run_name(&path), Source::new(&path)));
+                    if !m.rules_stored {
+                        todays_rules.push(m.run.clone());
+                    }
                 }
                 Err(e) => left_out.push((m.run.clone(), e.to_string())),
             }
@@ -116,9 +127,26 @@ impl Class {
             runs,
             left_out,
             rows,
-            book: claims::evaluate(reference)?,
+            book,
             missing: RefCell::default(),
+            todays_rules,
         })
+    }
+}
+
+/// A run judged by the rules stored with it may lack a claim the book has:
+/// it is given one, not judged, that says so.
+fn every_claim_of(book: &[Row], rows: &mut Vec<Row>) {
+    for b in book {
+        if !rows.iter().any(|r| r.claim.id == b.claim.id) {
+            rows.push(Row::unjudged(
+                b.claim.clone(),
+                claims::Verdict::NotMeasured(
+                    "not among the rules stored with this run".into(),
+                ),
+                "-",
+            ));
+        }
     }
 }
 
@@ -1099,11 +1127,20 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
         }
         _ => None,
     };
+    // Which rules judged the runs, said once the edition has a place.
+    let mut note = None;
     let (edition, home) = match class_dir {
         Some(dir) => {
             let class = Class::new(&dir, &reference)?;
             for (run, why) in &class.left_out {
                 eprintln!("lab: left out {run}: {why}");
+            }
+            if !class.todays_rules.is_empty() {
+                note = Some(format!(
+                    "judged by today's claims.toml, having no rules stored with \
+                     them: {}",
+                    class.todays_rules.join(", ")
+                ));
             }
             let home = may_write(&dir, "").map(|()| dir.join("book")).map_err(|e| {
                 format!("it cannot be written into {}: {e}", dir.display())
@@ -1131,6 +1168,13 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
                     .map(|()| run.join("book"))
                     .map_err(|e| e.to_string())
             };
+            if !claims::Rules::of(&run)?.stored {
+                note = Some(format!(
+                    "{} is judged by today's claims.toml: it has no rules stored \
+                     with it",
+                    run.display()
+                ));
+            }
             (Edition::Own(Own::new(&run, &reference)?), home)
         }
     };
@@ -1152,6 +1196,9 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
             "{}: not empty, and no edition of the book: give a new or empty folder",
             into.display()
         )));
+    }
+    if let Some(note) = note {
+        eprintln!("lab: note: {note}");
     }
     build(edition, &reference, &into)?;
     labkit::error::print(&format!("{}\n", into.join("index.html").display()))?;

@@ -270,10 +270,13 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
     let rows = claims::evaluate_checked(&run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
+    // Which rules judged it, once: those stored with it, or today's.
+    let rules = claims::Rules::of(&run)?;
     labkit::error::print(&if markdown {
-        claims::markdown(&rows, &name, &|_| None)
+        let md = claims::markdown(&rows, &name, &|_| None);
+        format!("{md}\nJudged by {}.\n", rules.describe())
     } else {
-        claims::text(&rows)
+        format!("{}\nJudged by {}.\n", claims::text(&rows), rules.describe())
     })?;
     for line in claims::Busy::of(&run)?.lines() {
         eprintln!("lab: note: {line}");
@@ -400,6 +403,9 @@ fn run_one(
     else {
         return Ok(());
     };
+    // Judged by today's rules from here on, whatever it was judged by
+    // before (a reference made again): they are stored with it.
+    claims::store_rules(&run)?;
     schedule::extend(
         &run,
         &|_| Some((experiment, args.clone())),
@@ -483,6 +489,7 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
             .find(|s| s.folder == folder)
             .map(|s| (s.experiment, s.args.clone()))
     };
+    claims::store_rules(&run)?;
     let extended = schedule::extend(
         &run,
         &step_of,

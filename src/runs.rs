@@ -59,6 +59,19 @@ pub struct Manifest {
     /// ([`experiments_in`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub folders: Option<Vec<String>>,
+    /// The rules its verdicts were judged by, stored in the run folder
+    /// (`crate::claims::store_rules`); none in a run judged before they
+    /// were stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Rules>,
+}
+
+/// The rules a run's verdicts were judged by: the file in the run folder
+/// that holds them, and its SHA-256 (hex), so that a hand edit shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    pub file: String,
+    pub sha256: String,
 }
 
 impl Manifest {
@@ -78,6 +91,17 @@ impl Manifest {
     fn write(&self, run: &Path) -> Result<()> {
         crate::results::write_json(&run.join(MANIFEST), self)
     }
+}
+
+/// Record in `run`'s manifest the rules its verdicts were judged by. A
+/// folder with no manifest (`--out`'s) has nowhere to record them.
+pub fn record_rules(run: &Path, rules: Rules) -> Result<()> {
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    if manifest.rules.as_ref() != Some(&rules) {
+        manifest.rules = Some(rules);
+        manifest.write(run)?;
+    }
+    Ok(())
 }
 
 /// Record in `run`'s manifest that it holds results folder `folder`: a
@@ -138,6 +162,7 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         // What the folder holds already (nothing, unless a lab from before
         // manifests wrote it).
         folders: Some(scan(run)),
+        rules: None,
     });
     let args: Vec<String> = std::env::args().skip(1).collect();
     manifest.command = format!("lab {}", args.join(" "));
@@ -726,6 +751,7 @@ mod tests {
             failed: vec![],
             // Listing nothing: the run is scanned, as an older one is.
             folders: None,
+            rules: None,
         };
         m.write(run).unwrap();
         let staging = run.join(".demo.partial-1");
