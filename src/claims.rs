@@ -566,7 +566,7 @@ fn evaluate_one(
         let why = format!("no {experiment} results in this run");
         return Ok(row(claim, Verdict::NotMeasured(why), "-"));
     };
-    let file = run.join(folder).join(format!("{experiment}.json"));
+    let file = crate::document::file_of(run, folder);
     let figure = published
         .figure(key)
         .map_err(|e| Error::failed(format!("{}: {e}", file.display())))?;

@@ -496,6 +496,9 @@ pub struct Report<T> {
 pub struct Published {
     pub header: Header,
     pub headline: Headline,
+    /// The file as read, which a figure is found in
+    /// ([`crate::document::resolve`]).
+    doc: Document,
 }
 
 impl Published {
@@ -509,14 +512,22 @@ impl Published {
     /// The header and headline of a results file read: an error naming the
     /// file when its header does not read.
     pub fn of(doc: &Document) -> Result<Published> {
-        Ok(Published { header: doc.header()?, headline: doc.headline().clone() })
+        Ok(Published {
+            header: doc.header()?,
+            headline: doc.headline().clone(),
+            doc: doc.clone(),
+        })
     }
 
-    /// The headline figure `key`: `None` when there is none, an error
-    /// naming the field when it is there but does not read or does not
-    /// follow from its rounds ([`Figure::check`]).
+    /// The headline figure `key` (at `/headline/KEY`): `None` when there
+    /// is none, an error naming the field when it is there but does not
+    /// read or does not follow from its rounds ([`Figure::check`]).
     pub fn figure(&self, key: &str) -> std::result::Result<Option<Figure>, String> {
-        figure_of(&self.headline, key)
+        let escaped = key.replace('~', "~0").replace('/', "~1");
+        let Ok(json) = self.doc.at(&format!("/headline/{escaped}")) else {
+            return Ok(None);
+        };
+        checked(json, key).map(Some)
     }
 
     /// Every headline figure, in order, each checked as [`Published::figure`].
@@ -540,11 +551,18 @@ fn figure_of(
     headline: &Headline,
     key: &str,
 ) -> std::result::Result<Option<Figure>, String> {
-    let Some(json) = headline.get(key) else { return Ok(None) };
+    headline.get(key).map(|json| checked(json, key)).transpose()
+}
+
+/// Headline figure `key`, read from `json` and checked.
+fn checked(
+    json: &serde_json::Value,
+    key: &str,
+) -> std::result::Result<Figure, String> {
     let figure: Figure = serde_json::from_value(json.clone())
         .map_err(|e| format!("headline.{key}: {e}"))?;
     figure.check().map_err(|e| format!("headline.{key}.{e}"))?;
-    Ok(Some(figure))
+    Ok(figure)
 }
 
 impl<T> Report<T> {

@@ -596,7 +596,7 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
 /// included, was measured at another time, maybe on another machine: a
 /// figure that combines the two would rest on neither.
 pub fn earlier_result(run: Option<&Path>, experiment: &str) -> Option<PathBuf> {
-    let path = run?.join(experiment).join(format!("{experiment}.json"));
+    let path = crate::document::file_of(run?, experiment);
     path.is_file().then_some(path)
 }
 
