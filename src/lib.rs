@@ -14,6 +14,7 @@ pub mod checkout;
 pub mod claims;
 pub mod class;
 pub mod compare;
+pub mod document;
 pub mod edition;
 pub mod engine;
 pub mod experiments;
@@ -266,10 +267,13 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
     let rows = claims::evaluate_checked(&run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
+    // Which rules judged it, once: those stored with it, or today's.
+    let rules = claims::Rules::of(&run)?;
     labkit::error::print(&if markdown {
-        claims::markdown(&rows, &name, &|_| None)
+        let md = claims::markdown(&rows, &name, &|_| None);
+        format!("{md}\nJudged by {}.\n", rules.describe())
     } else {
-        claims::text(&rows)
+        format!("{}\nJudged by {}.\n", claims::text(&rows), rules.describe())
     })?;
     for line in claims::Busy::of(&run)?.lines() {
         eprintln!("lab: note: {line}");
@@ -343,6 +347,9 @@ fn run_one(plan: plan::Plan) -> labkit::Result<()> {
     let Some((run, _)) = run_once(&plan, &report::Context::alone())? else {
         return Ok(());
     };
+    // Judged by today's rules from here on, whatever it was judged by
+    // before (a reference made again): they are stored with it.
+    claims::store_rules(&run)?;
     schedule::extend(
         &run,
         &|_| Some(plan.clone()),
@@ -411,6 +418,7 @@ fn run_all(all: schedule::AllArgs) -> labkit::Result<()> {
     let step_of = |folder: &str| {
         steps.iter().find(|s| s.folder() == folder).map(|s| s.plan.clone())
     };
+    claims::store_rules(&run)?;
     let extended = schedule::extend(
         &run,
         &step_of,

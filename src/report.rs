@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
+use crate::document::{Document, Written};
 use crate::results::{Header, Settings, check_writable};
 use crate::table::Table;
 use clap::Args;
@@ -401,15 +402,9 @@ pub type Headline = serde_json::Map<String, serde_json::Value>;
 #[derive(Default)]
 pub struct HeadlineBuilder(Headline);
 
-/// A headline key made of free text: `fork + _exit` -> `fork_exit`.
-pub fn slug(text: &str) -> String {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words.join("_")
-}
+/// A headline key made of free text: `fork + _exit` -> `fork_exit` (the
+/// words a pointer compares, [`crate::document::select`]).
+pub use crate::document::slug;
 
 pub fn headline() -> HeadlineBuilder {
     HeadlineBuilder::default()
@@ -505,31 +500,23 @@ pub struct Report<T> {
     pub files: Vec<(String, String)>,
     /// The figures that sum the run up (see [`Figure`]).
     pub headline: Headline,
-    /// Every run the measurement engine made ([`crate::engine`]): one long
-    /// table, warm-ups included.
+    /// The long table: one row per run of a condition (written as the
+    /// file's `observations`, empty until the experiment gives them).
     pub observations: Vec<crate::engine::Observation>,
+    /// The experiment's own results (the file's `data`).
     pub data: T,
 }
 
-#[derive(Serialize)]
-struct Document<'a, T> {
-    #[serde(flatten)]
-    header: &'a Header,
-    headline: &'a Headline,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    observations: &'a [crate::engine::Observation],
-    #[serde(flatten)]
-    data: &'a T,
-}
-
-/// What the runner reads back of any experiment's results file: the header
-/// and the headline (the rest is the experiment's own).
-#[derive(Clone, Debug, Deserialize)]
+/// What the runner reads back of any experiment's results file, of any
+/// version ([`Document`]): the header and the headline (the rest is the
+/// experiment's own).
+#[derive(Clone, Debug)]
 pub struct Published {
-    #[serde(flatten)]
     pub header: Header,
-    #[serde(default)]
     pub headline: Headline,
+    /// The file as read, which a figure is found in
+    /// ([`crate::document::resolve`]).
+    doc: Document,
 }
 
 impl Published {
@@ -537,21 +524,28 @@ impl Published {
     /// experiment), an error when it is there but unreadable.
     pub fn read(dir: &Path, experiment: &str) -> Result<Option<Published>> {
         let path = dir.join(format!("{experiment}.json"));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path.display(), e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+        Document::read(&path)?.map(|doc| Published::of(&doc)).transpose()
     }
 
-    /// The headline figure `key`: `None` when there is none, an error
-    /// naming the field when it is there but does not read or does not
-    /// follow from its rounds ([`Figure::check`]).
+    /// The header and headline of a results file read: an error naming the
+    /// file when its header does not read.
+    pub fn of(doc: &Document) -> Result<Published> {
+        Ok(Published {
+            header: doc.header()?,
+            headline: doc.headline().clone(),
+            doc: doc.clone(),
+        })
+    }
+
+    /// The headline figure `key` (at `/headline/KEY`): `None` when there
+    /// is none, an error naming the field when it is there but does not
+    /// read or does not follow from its rounds ([`Figure::check`]).
     pub fn figure(&self, key: &str) -> std::result::Result<Option<Figure>, String> {
-        figure_of(&self.headline, key)
+        let escaped = key.replace('~', "~0").replace('/', "~1");
+        let Ok(json) = self.doc.at(&format!("/headline/{escaped}")) else {
+            return Ok(None);
+        };
+        checked(json, key).map(Some)
     }
 
     /// Every headline figure, in order, each checked as [`Published::figure`].
@@ -575,11 +569,18 @@ fn figure_of(
     headline: &Headline,
     key: &str,
 ) -> std::result::Result<Option<Figure>, String> {
-    let Some(json) = headline.get(key) else { return Ok(None) };
+    headline.get(key).map(|json| checked(json, key)).transpose()
+}
+
+/// Headline figure `key`, read from `json` and checked.
+fn checked(
+    json: &serde_json::Value,
+    key: &str,
+) -> std::result::Result<Figure, String> {
     let figure: Figure = serde_json::from_value(json.clone())
         .map_err(|e| format!("headline.{key}: {e}"))?;
     figure.check().map_err(|e| format!("headline.{key}.{e}"))?;
-    Ok(Some(figure))
+    Ok(figure)
 }
 
 impl<T> Report<T> {
@@ -615,15 +616,9 @@ impl<T: Serialize> Report<T> {
         header.load = Some(out.load.until_now());
         let out: &Path = out;
         let name = &header.experiment;
-        let doc = Document {
-            header: &header,
-            headline: &self.headline,
-            observations: &self.observations,
-            data: &self.data,
-        };
-        let encode = |e| Error::failed(format!("cannot encode results: {e}"));
-        let mut json = serde_json::to_string_pretty(&doc).map_err(encode)?;
-        json.push('\n');
+        let json =
+            Written::new(&header, &self.headline, &self.observations, &self.data)
+                .to_text()?;
         let md = markdown(&header, &self.tables);
         // Shown first: a folder that cannot take the files (a full disk)
         // still leaves the reader the tables.

@@ -215,6 +215,65 @@ fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     assert!(quoted > 200, "{quoted} figures quoted");
 }
 
+/// Copy run folder `from` to `to`, each results file written in schema 3,
+/// as the lab reads it ([`lab::document::Document`]).
+fn copy_in_schema_3(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap().flatten() {
+        let (path, into) = (entry.path(), to.join(entry.file_name()));
+        let name = entry.file_name().into_string().unwrap();
+        if path.is_dir() {
+            copy_in_schema_3(&path, &into);
+        } else if name.ends_with(".json")
+            && !name.starts_with("then-and-now")
+            && name != "run.json"
+        {
+            let doc = lab::document::Document::read(&path).unwrap().unwrap();
+            assert_eq!(
+                doc.written, None,
+                "{path:?}: the reference is older than schema 3"
+            );
+            std::fs::write(&into, doc.json().to_string()).unwrap();
+        } else {
+            std::fs::copy(&path, &into).unwrap();
+        }
+    }
+}
+
+#[test]
+fn every_pointer_of_the_book_reads_the_same_in_schema_3() {
+    let reference = lab::runs::reference().expect("a reference run in results/");
+    let scratch = labkit::testing::tempdir();
+    let nested = scratch.path().join(reference.file_name().unwrap());
+    copy_in_schema_3(&reference, &nested);
+    let file = nested.join("fork-vs-thread/fork-vs-thread.json");
+    let json = common::read_json(&file);
+    assert_eq!(json["schema"], 3, "written in schema 3");
+    // Every directive that reads a pointer, of every chapter, each a
+    // paragraph of its own: expanded once on each copy.
+    let mut directives = Vec::new();
+    for (_, text) in chapters() {
+        for (open, close) in [
+            ("{{#figure ", "}}"),
+            ("{{#headline ", "}}"),
+            ("{{#rests-on ", "{{/rests-on}}"),
+        ] {
+            for (at, _) in text.match_indices(open) {
+                let end = at + text[at..].find(close).unwrap() + close.len();
+                directives.push(text[at..end].to_string());
+            }
+        }
+    }
+    assert!(directives.len() > 300, "{} directives", directives.len());
+    let text = directives.join("\n\n");
+    let want = lab::book::expand(&text, &reference, None).unwrap();
+    let got = lab::book::expand(&text, &nested, None).unwrap();
+    for (w, g) in want.split("\n\n").zip(got.split("\n\n")) {
+        assert_eq!(w, g, "schema 3 changed what the book quotes");
+    }
+    assert_eq!(want, got);
+}
+
 #[test]
 fn no_chapter_quotes_a_figure_by_its_position() {
     for (name, text) in chapters() {

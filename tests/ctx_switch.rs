@@ -103,7 +103,7 @@ fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("lab: note: running without perf: "), "{stderr}");
-    let saved: Value = labkit::testing::json(&out.stdout);
+    let saved: Value = common::printed_json(&out.stdout);
     assert_eq!(saved["perf"]["used"], false);
     let note = saved["perf"]["note"].as_str().unwrap();
     assert!(note.contains("perf cannot run") && note.contains("ENOENT"), "{note}");

@@ -155,7 +155,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     let done =
         cmd.env("LAB_CHECKOUT", checkout.path()).arg("--json").output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let doc: serde_json::Value = labkit::testing::json(&done.stdout);
+    let doc: serde_json::Value = common::printed_json(&done.stdout);
     let source = doc["switch_cost"]["source"].as_str().unwrap();
     assert!(source.starts_with("measured"), "{source}");
 }

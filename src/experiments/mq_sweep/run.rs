@@ -180,16 +180,21 @@ pub(super) fn switch_cost(args: &Args, run: Option<&Path>) -> Result<SwitchCost>
 /// include waiting for the other CPU to wake), else unpinned, with the pipe
 /// calls' own cost subtracted when that is positive.
 pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
     let unusable = |why: String| {
         Error::failed(format!(
             "{}: no cost of one switch in it: {why}",
             path.display()
         ))
     };
-    let data: ctx_switch::Data =
-        serde_json::from_str(&text).map_err(|e| unusable(e.to_string()))?;
+    // Read as every results file is, of any version the lab reads.
+    let shown = format!("{}: ", path.display());
+    let doc = crate::document::Document::read(path)
+        .map_err(|e| unusable(e.message.replacen(&shown, "", 1)))?
+        .ok_or_else(|| {
+            Error::io(path.display(), std::io::Error::from_raw_os_error(libc::ENOENT))
+        })?;
+    let data: ctx_switch::Data = serde_json::from_value(doc.data().clone())
+        .map_err(|e| unusable(e.to_string()))?;
     let (us, key, pin) = switch_cost_of(&data)
         .ok_or_else(|| unusable("no threads cell with a positive cost".into()))?;
     Ok(SwitchCost {
