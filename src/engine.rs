@@ -2,12 +2,15 @@
 //! setting of its factors, and the engine measures it, the same way for
 //! every experiment.
 //!
-//! - **Order.** Each round runs every condition once, in the order
-//!   [`stats::round_order`] gives: rotated by one each round, a cyclic
-//!   Latin square. The rounds are made a multiple of the number of
-//!   conditions ([`balanced_rounds`]), so that each condition goes first,
-//!   and sits in each place, equally often: slow drift (the clock, the
-//!   caches, another tenant) favours none of them.
+//! - **Order.** Each round runs every condition once. Round `k` takes
+//!   them rotated by `k / 2`, and every odd round in the reverse of the
+//!   round before ([`order`]): for two conditions ABBA, for more a
+//!   reversed rotation. Over any even number of rounds each pair of
+//!   conditions goes in each order equally often, and each condition's
+//!   mean place in the round is the middle; over `2n` rounds each goes
+//!   first equally often. So the rounds are made even
+//!   ([`balanced_rounds`]): slow drift (the clock, the caches, another
+//!   tenant) favours none of them, whatever their number.
 //! - **Warm-up.** The first time a condition runs in an experiment it
 //!   runs once more, first: that run faults in the program's pages and the
 //!   runner's, fills the page cache and wakes the CPU's clock. It is
@@ -80,10 +83,19 @@ impl Observed for f64 {
     }
 }
 
-/// The rounds that put each of `conditions` first equally often: `rounds`
-/// rounded up to a multiple of their number.
+/// The rounds that balance the order of `conditions` ([`order`]): even,
+/// `rounds` rounded up, when there are two or more.
 pub fn balanced_rounds(rounds: usize, conditions: usize) -> usize {
-    if conditions <= 1 { rounds } else { rounds.div_ceil(conditions) * conditions }
+    if conditions <= 1 { rounds } else { rounds + rounds % 2 }
+}
+
+/// The order in which `n` conditions run in round `round` (from 0): the
+/// conditions rotated by `round / 2`, reversed in odd rounds. Two
+/// conditions: AB, BA, BA, AB, AB, BA (ABBA); three: ABC, CBA, BCA, ACB,
+/// CAB, BAC.
+pub fn order(n: usize, round: usize) -> Vec<usize> {
+    let rotated = (0..n).map(|k| (k + round / 2) % n.max(1));
+    if round % 2 == 0 { rotated.collect() } else { rotated.rev().collect() }
 }
 
 /// One experiment's measurements: the rounds it was asked for, the
@@ -144,7 +156,7 @@ impl Engine {
         let mut runs: Vec<Vec<T>> = conditions.iter().map(|_| Vec::new()).collect();
         for round in 0..balanced_rounds(self.rounds, conditions.len()) {
             for (position, k) in
-                stats::round_order(conditions.len(), round).into_iter().enumerate()
+                order(conditions.len(), round).into_iter().enumerate()
             {
                 let t = run(k)?;
                 self.record(setting, conditions[k], Some(round + 1), position, &t);
@@ -459,13 +471,14 @@ mod tests {
         // One warm-up each, then six rounds of two.
         assert_eq!(calls.len(), 2 + 12);
         assert_eq!(runs, vec![vec![0.0; 6], vec![1.0; 6]]);
-        // A second setting: warmed already, no warm-up. Three conditions
-        // and six rounds: balanced as it is.
+        // A second setting: warmed already, no warm-up.
         let s2 = setting([("n", json!(2))]);
         engine.measure(&s2, &["a", "b", "c"], |k| Ok(k as f64)).unwrap();
-        // Four rounds asked, three conditions: six, so each goes first twice.
-        let mut four = Engine::new(4);
-        let runs = four.measure(&s1, &["a", "b", "c"], |k| Ok(k as f64)).unwrap();
+        // Five rounds asked, seventeen conditions: six, not seventeen.
+        let mut five = Engine::new(5);
+        let names: Vec<String> = (0..17).map(|k| format!("c{k}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let runs = five.measure(&s1, &names, |k| Ok(k as f64)).unwrap();
         assert_eq!(runs[0].len(), 6);
         let log = engine.finish();
         assert_eq!(log.len(), 2 + 12 + 1 + 18);
@@ -474,17 +487,60 @@ mod tests {
             warm.iter().map(|o| o.condition.as_str()).collect::<Vec<_>>(),
             ["a", "b", "c"]
         );
-        for (s, n) in [(&s1, 2), (&s2, 3)] {
-            let mut first: BTreeMap<&str, usize> = BTreeMap::new();
-            for o in log.iter().filter(|o| o.setting == *s && o.round.is_some()) {
-                if o.position == 0 {
-                    *first.entry(o.condition.as_str()).or_default() += 1;
+        // Two conditions in six rounds: ABBAAB, each first three times.
+        let firsts: Vec<&str> = log
+            .iter()
+            .filter(|o| o.setting == s1 && o.round.is_some() && o.position == 0)
+            .map(|o| o.condition.as_str())
+            .collect();
+        assert_eq!(firsts, ["a", "b", "b", "a", "a", "b"]);
+        assert_eq!(log[2].metrics, BTreeMap::from([("value".to_string(), 0.0)]));
+    }
+
+    #[test]
+    fn every_even_number_of_rounds_balances_every_pair_and_place() {
+        for n in 2..=9 {
+            for rounds in (2..=2 * n).step_by(2) {
+                let orders: Vec<Vec<usize>> =
+                    (0..rounds).map(|r| order(n, r)).collect();
+                for o in &orders {
+                    let mut sorted = o.clone();
+                    sorted.sort();
+                    assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "{n}: {o:?}");
+                }
+                // Each condition's places sum to the middle's, each round
+                // pair mirroring the other.
+                for c in 0..n {
+                    let places: usize = orders
+                        .iter()
+                        .map(|o| o.iter().position(|k| *k == c).unwrap())
+                        .sum();
+                    assert_eq!(2 * places, rounds * (n - 1), "{n} {rounds}: {c}");
+                }
+                // Each pair goes in each order equally often.
+                for a in 0..n {
+                    for b in a + 1..n {
+                        let before = orders
+                            .iter()
+                            .filter(|o| {
+                                o.iter().position(|k| *k == a)
+                                    < o.iter().position(|k| *k == b)
+                            })
+                            .count();
+                        assert_eq!(2 * before, rounds, "{n} {rounds}: {a} {b}");
+                    }
                 }
             }
-            assert_eq!(first.len(), n, "{first:?}");
-            assert!(first.values().all(|f| *f == 6 / n), "{first:?}");
+            // Over 2n rounds each goes first equally often.
+            let mut first = vec![0; n];
+            for r in 0..2 * n {
+                first[order(n, r)[0]] += 1;
+            }
+            assert!(first.iter().all(|f| *f == 2), "{n}: {first:?}");
         }
-        assert_eq!(log[2].metrics, BTreeMap::from([("value".to_string(), 0.0)]));
+        assert_eq!(balanced_rounds(5, 2), 6);
+        assert_eq!(balanced_rounds(6, 17), 6);
+        assert_eq!(balanced_rounds(3, 1), 3);
     }
 
     #[test]

@@ -12,8 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plan::Plan;
 use crate::engine::{Engine, setting};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Figure, Published, Report};
 use crate::results::Header;
 use crate::table::{Table, col};
@@ -125,7 +125,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
             }),
             col("contains 1.00", |(_, f): &(String, Figure)| {
                 let [lo, hi] = f.interval;
-                if lo <= 1.0 && 1.0 <= hi { "yes".into() } else { "no: noisy".into() }
+                if lo <= 1.0 && 1.0 <= hi {
+                    "yes".into()
+                } else {
+                    "no: noisy".into()
+                }
             }),
         ],
     )

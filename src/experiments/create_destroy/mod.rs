@@ -12,7 +12,6 @@
 mod run;
 mod tables;
 
-
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
 use clap::Parser;

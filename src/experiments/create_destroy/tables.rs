@@ -377,7 +377,11 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
                 "milliseconds (median of rounds, band: min-max)",
             )
             .summaries(Meaning::Process, "fork()", points(|r| &r.fork_ms))
-            .summaries(Meaning::Thread, "pthread_create()", points(|r| &r.thread_ms)),
+            .summaries(
+                Meaning::Thread,
+                "pthread_create()",
+                points(|r| &r.thread_ms),
+            ),
         ));
     }
     charts

@@ -42,10 +42,18 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
         .rounds(16),
 ])
 .headline(&[
-    "threads_same_us", "threads_same_net_us", "threads_cross_us",
-    "threads_cross_net_us", "threads_none_us", "threads_none_net_us",
-    "processes_same_us", "processes_same_net_us", "processes_cross_us",
-    "processes_cross_net_us", "processes_none_us", "processes_none_net_us",
+    "threads_same_us",
+    "threads_same_net_us",
+    "threads_cross_us",
+    "threads_cross_net_us",
+    "threads_none_us",
+    "threads_none_net_us",
+    "processes_same_us",
+    "processes_same_net_us",
+    "processes_cross_us",
+    "processes_cross_net_us",
+    "processes_none_us",
+    "processes_none_net_us",
 ])
 .data::<Data>();
 

@@ -27,8 +27,11 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
 )
 .for_reference(&[Declared::own(&["--vs-c"]).full().rounds(12)])
 .headline(&[
-    "fork_over_thread", "fork_over_thread_at_largest_count", "workers_slope_ratio",
-    "workers_slope_ratio_fork", "workers_slope_ratio_thread",
+    "fork_over_thread",
+    "fork_over_thread_at_largest_count",
+    "workers_slope_ratio",
+    "workers_slope_ratio_fork",
+    "workers_slope_ratio_thread",
 ])
 .data::<Data>();
 
@@ -234,8 +237,10 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     }
     let obs = engine.observations();
     let headline = tables::headline(&grids, obs);
-    let tables = grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect();
-    let charts = grids.iter().filter_map(|g| tables::chart(g, &labels, obs)).collect();
+    let tables =
+        grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect();
+    let charts =
+        grids.iter().filter_map(|g| tables::chart(g, &labels, obs)).collect();
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,

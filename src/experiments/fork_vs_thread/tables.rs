@@ -9,7 +9,12 @@ use crate::table::{Table, col, or_dash, range};
 use super::{Axis, Grid, Setting};
 
 /// `program`'s wall seconds in each round at `s` of grid `g`.
-fn walls(obs: Observations, g: &Grid, s: &Setting, program: &str) -> Option<Vec<f64>> {
+fn walls(
+    obs: Observations,
+    g: &Grid,
+    s: &Setting,
+    program: &str,
+) -> Option<Vec<f64>> {
     obs.rounds(&s.factors(g.name), program, "wall_s")
 }
 
@@ -20,8 +25,11 @@ fn walls(obs: Observations, g: &Grid, s: &Setting, program: &str) -> Option<Vec<
 fn slope_ratio(obs: Observations, g: &Grid, program: &str, k: usize) -> Option<f64> {
     let mut points: Vec<&Setting> = g.settings.iter().collect();
     points.sort_by_key(|s| s.procs);
-    let at = |s: &Setting| Some((f64::from(s.procs), *walls(obs, g, s, program)?.get(k)?));
-    let (first, mid, last) = (points.first()?, points[points.len() / 2], points.last()?);
+    let at = |s: &Setting| {
+        Some((f64::from(s.procs), *walls(obs, g, s, program)?.get(k)?))
+    };
+    let (first, mid, last) =
+        (points.first()?, points[points.len() / 2], points.last()?);
     let ((x0, y0), (x1, y1), (x2, y2)) = (at(first)?, at(mid)?, at(last)?);
     (points.len() >= 3).then(|| ((y2 - y1) / (x2 - x1)) / ((y1 - y0) / (x1 - x0)))
 }
@@ -34,15 +42,20 @@ pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
         grids.iter().flat_map(|g| g.settings.iter().map(move |s| (g, s))).collect();
     let ratios: Vec<Vec<f64>> = points
         .iter()
-        .filter_map(|(g, s)| obs.paired(&s.factors(g.name), "fork", "thread", "wall_s"))
+        .filter_map(|(g, s)| {
+            obs.paired(&s.factors(g.name), "fork", "thread", "wall_s")
+        })
         .collect();
     let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
     // Round k ran every setting: the median of that round's pairs.
     let every: Vec<f64> = (0..rounds)
-        .map(|k| crate::stats::median(&ratios.iter().map(|r| r[k]).collect::<Vec<_>>()))
+        .map(|k| {
+            crate::stats::median(&ratios.iter().map(|r| r[k]).collect::<Vec<_>>())
+        })
         .collect();
     let count = grids.iter().find(|g| g.name == "count");
-    let last = count.and_then(|g| Some((g, g.settings.iter().max_by_key(|s| s.count)?)));
+    let last =
+        count.and_then(|g| Some((g, g.settings.iter().max_by_key(|s| s.count)?)));
     let workers = grids.iter().find(|g| g.name == "workers");
     let bend = |program: &str| -> Option<Vec<f64>> {
         let g = workers?;
@@ -117,7 +130,8 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
     }
     for &p in programs {
         times.push(col(format!("{p} s"), move |s: &Setting| {
-            obs.summary(&s.factors(g.name), p, "wall_s").map_or("-".into(), |w| range(&w, 3))
+            obs.summary(&s.factors(g.name), p, "wall_s")
+                .map_or("-".into(), |w| range(&w, 3))
         }));
     }
     let ratio_note = "Ratios: median over the rounds of one program's time over the \
@@ -130,13 +144,22 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
         return vec![t.noted(format!("{ratio_note} {time_note}"))];
     }
     vec![
-        Table::of(format!("{}: paired ratios of the times", g.title), &g.settings, &ratios)
-            .noted(ratio_note),
-        Table::of(format!("{}: seconds", g.title), &g.settings, &times).noted(time_note),
+        Table::of(
+            format!("{}: paired ratios of the times", g.title),
+            &g.settings,
+            &ratios,
+        )
+        .noted(ratio_note),
+        Table::of(format!("{}: seconds", g.title), &g.settings, &times)
+            .noted(time_note),
     ]
 }
 
-pub(super) fn chart(g: &Grid, programs: &[&str], obs: Observations) -> Option<(String, Chart)> {
+pub(super) fn chart(
+    g: &Grid,
+    programs: &[&str],
+    obs: Observations,
+) -> Option<(String, Chart)> {
     let (x_label, x): (&str, fn(&Setting) -> f64) = match g.axis {
         Axis::Count => ("lines per worker (COUNT, log scale)", |s| s.count as f64),
         Axis::Workers => ("workers (P, log scale)", |s| f64::from(s.procs)),
@@ -157,7 +180,8 @@ pub(super) fn chart(g: &Grid, programs: &[&str], obs: Observations) -> Option<(S
         // A process or a thread; the C original is the second form.
         let meaning =
             if p.starts_with("thread") { Meaning::Thread } else { Meaning::Process };
-        chart = chart.summaries(meaning.form(u8::from(p.ends_with(".c"))), p, points);
+        chart =
+            chart.summaries(meaning.form(u8::from(p.ends_with(".c"))), p, points);
     }
     Some((g.name.to_string(), chart))
 }
@@ -170,7 +194,9 @@ mod tests {
 
     /// Three settings of P, two rounds; fork takes 2, 2-4 and 2 times as
     /// long as thread; the C twins 1 s and 0.5 s.
-    fn measured(with_c: bool) -> (Grid, Vec<&'static str>, Vec<crate::engine::Observation>) {
+    fn measured(
+        with_c: bool,
+    ) -> (Grid, Vec<&'static str>, Vec<crate::engine::Observation>) {
         let walls = [
             (100, [1.0, 2.0], [0.5, 1.0]),
             (200, [2.0, 4.0], [1.0, 1.0]),
@@ -197,9 +223,13 @@ mod tests {
             let wall = [fork, thread, [1.0; 2], [0.5; 2]];
             engine
                 .measure(&s.factors(g.name), &programs, |k| {
-                    let r = if i == 0 { calls[k].saturating_sub(1) } else { calls[k] };
+                    let r =
+                        if i == 0 { calls[k].saturating_sub(1) } else { calls[k] };
                     calls[k] += 1;
-                    Ok(labkit::measure::Usage { wall_s: wall[k][r % 2], ..Default::default() })
+                    Ok(labkit::measure::Usage {
+                        wall_s: wall[k][r % 2],
+                        ..Default::default()
+                    })
                 })
                 .unwrap();
         }
@@ -211,7 +241,10 @@ mod tests {
         let (g, programs, log) = measured(false);
         let t = tables(&g, &programs, Observations(&log));
         assert_eq!(t.len(), 1);
-        assert_eq!(t[0].headers, ["P", "COUNT", "fork/thread", "fork s", "thread s"]);
+        assert_eq!(
+            t[0].headers,
+            ["P", "COUNT", "fork/thread", "fork s", "thread s"]
+        );
         let ratios: Vec<&str> = t[0].rows.iter().map(|r| r[2].as_str()).collect();
         assert_eq!(ratios, ["2.00", "3.00", "2.00"]);
         assert_eq!(t[0].rows[1][3], "3.000 (2.000-4.000)");
@@ -225,7 +258,10 @@ mod tests {
         let h = ["P", "COUNT", "fork/thread", "fork/fork.c", "thread/thread.c"];
         assert_eq!(t[0].headers, h);
         assert_eq!(t[0].rows[0][..2], ["100", "1000"]);
-        assert_eq!(t[1].headers[2..], ["fork s", "thread s", "fork.c s", "thread.c s"]);
+        assert_eq!(
+            t[1].headers[2..],
+            ["fork s", "thread s", "fork.c s", "thread.c s"]
+        );
     }
 
     #[test]
@@ -238,13 +274,19 @@ mod tests {
         // No "count" grid, so no figure at the largest COUNT.
         assert_eq!(value("fork_over_thread_at_largest_count"), None);
         // fork: slopes 1 then 1 (round 1), 2 then -0.5 (round 2).
-        assert_eq!(h["workers_slope_ratio_fork"]["rounds"], serde_json::json!([1.0, -0.5]));
+        assert_eq!(
+            h["workers_slope_ratio_fork"]["rounds"],
+            serde_json::json!([1.0, -0.5])
+        );
         // thread's lower half is flat in round 2: no finite ratio, no figure.
         assert_eq!(value("workers_slope_ratio_thread"), None);
         assert_eq!(value("workers_slope_ratio"), None);
         let (stem, chart) = chart(&g, &programs, obs).unwrap();
         assert_eq!(stem, "workers");
-        assert_eq!(chart.series[0].points, [(100.0, 1.5), (200.0, 3.0), (300.0, 3.0)]);
+        assert_eq!(
+            chart.series[0].points,
+            [(100.0, 1.5), (200.0, 3.0), (300.0, 3.0)]
+        );
         assert_eq!(chart.series[1].label, "thread");
     }
 }

@@ -134,8 +134,12 @@ struct Args {
 
     /// The brokers to sweep: the lab's own (its pools and event loop),
     /// Redis and NATS
-    #[arg(long, value_delimiter = ',', value_enum,
-          default_value = "lab,redis,nats")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "lab,redis,nats"
+    )]
     brokers: Vec<Broker>,
 
     /// Cost of one context switch in microseconds, instead of taking it
@@ -411,7 +415,12 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     for round in 0..rounds {
         for i in round_order(floors, round) {
             bar.set_message(format!("floor-p{}", args.pipeline[i]));
-            let f = run::run_floor(&bins[1], &args, args.pipeline[i], duration.min(1.0))?;
+            let f = run::run_floor(
+                &bins[1],
+                &args,
+                args.pipeline[i],
+                duration.min(1.0),
+            )?;
             floor_runs[i].push(f);
             bar.inc(1);
         }
@@ -444,7 +453,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         };
         let mut r = row(p.0, p.1, runs, switch_cost.us);
         r.server = info;
-        r.above_cpus = cpus > 0 && r.threads as usize > cpus && r.mode != "event-loop";
+        r.above_cpus =
+            cpus > 0 && r.threads as usize > cpus && r.mode != "event-loop";
         r.fraction_of_floor = floor
             .iter()
             .find(|f| f.pipeline == p.1.pipeline && p.1.rate == 0)
@@ -468,7 +478,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let open_loop = match open_loop {
         Some((pipeline, rate, rule, chosen)) => {
             let offer = Offer { pipeline, rate };
-            let pts: Vec<(Point, Offer)> = chosen.into_iter().map(|p| (p, offer)).collect();
+            let pts: Vec<(Point, Offer)> =
+                chosen.into_iter().map(|p| (p, offer)).collect();
             bar.inc_length((pts.len() * rounds) as u64);
             let runs = sweep.rounds(&pts, &bar)?;
             let rows = pts.iter().zip(runs).map(|(p, runs)| make(p, runs)).collect();
@@ -509,7 +520,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     report.files.push(("brokers.md".to_string(), brokers));
     // pipelined.md: the sweep at each --pipeline above 1, the floor, and
     // the open-loop point, for the page on pipelining.
-    let pipelined = crate::report::markdown(&header, &tables::pipelined(&report.data));
+    let pipelined =
+        crate::report::markdown(&header, &tables::pipelined(&report.data));
     report.files.push(("pipelined.md".to_string(), pipelined));
     if let Some(chart) = tables::pipelined_chart(&report.data) {
         report.files.push(("pipelined.svg".to_string(), chart.to_svg()));
@@ -541,10 +553,19 @@ impl Sweep<'_> {
                 let (p, offer) = points[i];
                 bar.set_message(key_of(p, offer));
                 let run = match p {
-                    Point::Pool(t) => run::run_once(&bins[0], &bins[1], Some(t), args, d, offer)?,
-                    Point::EventLoop => run::run_once(&bins[0], &bins[1], None, args, d, offer)?,
+                    Point::Pool(t) => {
+                        run::run_once(&bins[0], &bins[1], Some(t), args, d, offer)?
+                    }
+                    Point::EventLoop => {
+                        run::run_once(&bins[0], &bins[1], None, args, d, offer)?
+                    }
                     Point::Server(s) => {
-                        let inst = &self.installed.iter().find(|(k, _)| *k == s.kind).expect("found").1;
+                        let inst = &self
+                            .installed
+                            .iter()
+                            .find(|(k, _)| *k == s.kind)
+                            .expect("found")
+                            .1;
                         run::run_server(inst, &s, &bins[1], args, d, offer)?
                     }
                 };
@@ -572,7 +593,11 @@ fn key_of(p: Point, offer: Offer) -> String {
 /// The pipeline value the open-loop point runs at: 16 if swept, else the
 /// largest.
 fn open_pipeline(args: &Args) -> u32 {
-    if args.pipeline.contains(&16) { 16 } else { args.pipeline.iter().copied().max().unwrap_or(1) }
+    if args.pipeline.contains(&16) {
+        16
+    } else {
+        args.pipeline.iter().copied().max().unwrap_or(1)
+    }
 }
 
 /// The open-loop point: at the pipeline of [`open_pipeline`], each
@@ -602,7 +627,8 @@ fn open_loop_point(
             best.push((r, p));
         }
     }
-    let slowest = best.iter().map(|(r, _)| r.messages_per_s.median).fold(f64::MAX, f64::min);
+    let slowest =
+        best.iter().map(|(r, _)| r.messages_per_s.median).fold(f64::MAX, f64::min);
     if best.is_empty() || !slowest.is_finite() || slowest < 2.0 {
         return None;
     }
@@ -620,12 +646,14 @@ fn open_loop_point(
 /// out, and installed), and those it lacks.
 fn servers_to_run(args: &Args) -> Result<(Vec<Found>, Vec<Missing>)> {
     let (mut found, mut missing) = (Vec::new(), Vec::new());
-    let asked = [(Broker::Redis, servers::Kind::Redis), (Broker::Nats, servers::Kind::Nats)];
+    let asked =
+        [(Broker::Redis, servers::Kind::Redis), (Broker::Nats, servers::Kind::Nats)];
     let asked = asked.into_iter().filter(|(b, _)| args.brokers.contains(b));
     for (_, kind) in asked {
         match servers::find(kind)? {
             Some(inst) => found.push((kind, inst)),
-            None => missing.push(Missing { program: kind.program(), install: kind.install() }),
+            None => missing
+                .push(Missing { program: kind.program(), install: kind.install() }),
         }
     }
     Ok((found, missing))
@@ -737,7 +765,9 @@ fn headline(data: &Data) -> Headline {
         let rows: Vec<&Row> = data.rows.iter().filter(|r| keep(r)).collect();
         let n = rows.iter().map(|r| r.runs.len()).min()?;
         let best = |k: usize| {
-            rows.iter().map(|r| r.runs[k].load.messages_per_s).fold(f64::MIN, f64::max)
+            rows.iter()
+                .map(|r| r.runs[k].load.messages_per_s)
+                .fold(f64::MIN, f64::max)
         };
         Some((0..n).map(best).collect())
     };
@@ -844,7 +874,8 @@ fn pipelined_headline(
     let ours = |r: &Row| r.mode == "threads" || r.mode == "event-loop";
     for f in &data.floor {
         let n = f.pipeline;
-        let floor: Vec<f64> = f.runs.iter().map(|r| r.floor_messages_per_s).collect();
+        let floor: Vec<f64> =
+            f.runs.iter().map(|r| r.floor_messages_per_s).collect();
         h = h.rounds(
             &format!("floor_messages_per_s_p{n}"),
             &format!("the floor at {n} per write: two loopback hops on the CPUs allowed, no broker"),
@@ -863,14 +894,19 @@ fn pipelined_headline(
         let nats = at(&|r: &Row| r.mode == "nats");
         let pools = at(&|r: &Row| r.mode == "threads");
         let best_pool: Option<Vec<f64>> = {
-            let pools: Vec<&Row> =
-                rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).collect();
+            let pools: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.mode == "threads" && r.pipeline == n)
+                .collect();
             let k = pools.iter().map(|r| r.runs.len()).min();
             k.filter(|_| !pools.is_empty()).map(|k| {
                 (0..k)
                     .filter_map(|i| {
                         pools.iter().max_by(|a, b| {
-                            a.runs[i].load.messages_per_s.total_cmp(&b.runs[i].load.messages_per_s)
+                            a.runs[i]
+                                .load
+                                .messages_per_s
+                                .total_cmp(&b.runs[i].load.messages_per_s)
                         })
                     })
                     .map(|r| f64::from(r.threads))
@@ -880,7 +916,12 @@ fn pipelined_headline(
         let pool_at = |t: u32| {
             rows.iter()
                 .find(|r| r.mode == "threads" && r.threads == t && r.pipeline == n)
-                .map(|r| r.runs.iter().map(|run| run.load.messages_per_s).collect::<Vec<f64>>())
+                .map(|r| {
+                    r.runs
+                        .iter()
+                        .map(|run| run.load.messages_per_s)
+                        .collect::<Vec<f64>>()
+                })
         };
         h = h.paired(
             &format!("ten_over_hundred_p{n}"),
@@ -904,7 +945,10 @@ fn pipelined_headline(
     if let Some(open) = &data.open_loop {
         let p99 = |mode: &dyn Fn(&Row) -> bool| {
             open.rows.iter().find(|r| mode(r)).map(|r| {
-                r.runs.iter().map(|run| run.load.latency.p99_us / 1000.0).collect::<Vec<f64>>()
+                r.runs
+                    .iter()
+                    .map(|run| run.load.latency.p99_us / 1000.0)
+                    .collect::<Vec<f64>>()
             })
         };
         let o = p99(&ours);

@@ -85,8 +85,8 @@ fn run_load(
         .args(["--duration", &duration.to_string()])
         .args(["--rate", &offer.rate.to_string()])
         .args(["--pipeline", &offer.pipeline.to_string()]);
-    let output =
-        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
+    let output = labkit::cleanup::output(&mut cmd)
+        .map_err(|e| Error::io("cannot run load", e))?;
     let said = String::from_utf8_lossy(&output.stderr);
     if !output.status.success() {
         return Err(Error::failed(format!(
@@ -138,8 +138,8 @@ pub(super) fn run_floor(
     cmd.args(["--floor", "--json", "--size", &a.shape.size.to_string()])
         .args(["--pipeline", &pipeline.to_string()])
         .args(["--duration", &duration.to_string()]);
-    let output =
-        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
+    let output = labkit::cleanup::output(&mut cmd)
+        .map_err(|e| Error::io("cannot run load", e))?;
     if !output.status.success() {
         let said = String::from_utf8_lossy(&output.stderr);
         return Err(Error::failed(format!(
@@ -191,7 +191,10 @@ pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
     let doc = crate::document::Document::read(path)
         .map_err(|e| unusable(e.message.replacen(&shown, "", 1)))?
         .ok_or_else(|| {
-            Error::io(path.display(), std::io::Error::from_raw_os_error(libc::ENOENT))
+            Error::io(
+                path.display(),
+                std::io::Error::from_raw_os_error(libc::ENOENT),
+            )
         })?;
     let data: ctx_switch::Data = serde_json::from_value(doc.data().clone())
         .map_err(|e| unusable(e.to_string()))?;

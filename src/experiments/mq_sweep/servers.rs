@@ -91,8 +91,12 @@ impl Setting {
     /// How the tables name it.
     pub(super) fn label(&self) -> String {
         match (self.kind, self.threads, self.reads) {
-            (Kind::Redis, 1, _) => "Redis, io-threads 1 (all in the main thread)".into(),
-            (Kind::Redis, t, true) => format!("Redis, io-threads {t}, reads in them too"),
+            (Kind::Redis, 1, _) => {
+                "Redis, io-threads 1 (all in the main thread)".into()
+            }
+            (Kind::Redis, t, true) => {
+                format!("Redis, io-threads {t}, reads in them too")
+            }
             (Kind::Redis, t, false) => format!("Redis, io-threads {t}, writes only"),
             (Kind::Nats, t, _) => format!("NATS, GOMAXPROCS {t}"),
         }
@@ -143,7 +147,11 @@ pub(super) struct ServerInfo {
 
 impl Installed {
     pub(super) fn info(&self, s: &Setting) -> ServerInfo {
-        ServerInfo { program: self.program, version: self.version.clone(), settings: s.recorded() }
+        ServerInfo {
+            program: self.program,
+            version: self.version.clone(),
+            settings: s.recorded(),
+        }
     }
 }
 
@@ -155,7 +163,8 @@ impl Installed {
 pub(super) fn find(kind: Kind) -> Result<Option<Installed>> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     let path = match std::env::var_os(kind.env()) {
         Some(p) => Some(PathBuf::from(p)).filter(|p| runnable(p)),
@@ -170,7 +179,9 @@ pub(super) fn find(kind: Kind) -> Result<Option<Installed>> {
     };
     let Some(path) = path else { return Ok(None) };
     let out = labkit::cleanup::output(Command::new(&path).arg("--version"))
-        .map_err(|e| Error::io(format!("cannot run {} --version", path.display()), e))?;
+        .map_err(|e| {
+            Error::io(format!("cannot run {} --version", path.display()), e)
+        })?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let version = version_of(&text).ok_or_else(|| {
         Error::failed(format!(
@@ -225,8 +236,9 @@ impl Server {
 
     fn start_once(installed: &Installed, setting: &Setting) -> Result<Server> {
         let what = format!("{} ({})", installed.program, setting.label());
-        let dir = labkit::cleanup::tempdir(&format!("lab-{}-", setting.kind.program()))
-            .map_err(|e| Error::io("cannot make a temporary directory", e))?;
+        let dir =
+            labkit::cleanup::tempdir(&format!("lab-{}-", setting.kind.program()))
+                .map_err(|e| Error::io("cannot make a temporary directory", e))?;
         let port = free_port()?;
         let log = dir.path().join(format!("{}.log", setting.kind.program()));
         let mut cmd = Command::new(&installed.path);
@@ -243,7 +255,8 @@ impl Server {
                     threads = setting.threads,
                     reads = if setting.reads { "yes" } else { "no" },
                 );
-                std::fs::write(&conf, text).map_err(|e| Error::io(conf.display(), e))?;
+                std::fs::write(&conf, text)
+                    .map_err(|e| Error::io(conf.display(), e))?;
                 cmd.arg(&conf);
             }
             Kind::Nats => {
@@ -252,8 +265,11 @@ impl Server {
                     "listen: \"127.0.0.1:{port}\"\nmax_payload: 1048576\nlog_file: \"{}\"\n",
                     log.display()
                 );
-                std::fs::write(&conf, text).map_err(|e| Error::io(conf.display(), e))?;
-                cmd.arg("-c").arg(&conf).env("GOMAXPROCS", setting.threads.to_string());
+                std::fs::write(&conf, text)
+                    .map_err(|e| Error::io(conf.display(), e))?;
+                cmd.arg("-c")
+                    .arg(&conf)
+                    .env("GOMAXPROCS", setting.threads.to_string());
             }
         }
         // Whatever it prints before its log is open goes to the log too.
@@ -263,8 +279,15 @@ impl Server {
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
         let child = labkit::cleanup::spawn(&mut cmd)
             .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
-        let mut server =
-            Server { kind: setting.kind, started: Instant::now(), child: Some(child), port, log, what, _dir: dir };
+        let mut server = Server {
+            kind: setting.kind,
+            started: Instant::now(),
+            child: Some(child),
+            port,
+            log,
+            what,
+            _dir: dir,
+        };
         server.wait_until_it_answers(setting.kind)?;
         Ok(server)
     }
@@ -275,8 +298,9 @@ impl Server {
         let start = Instant::now();
         loop {
             let child = self.child.as_mut().expect("running");
-            if let Some(status) =
-                child.try_wait().map_err(|e| Error::io(format!("{}: wait", self.what), e))?
+            if let Some(status) = child
+                .try_wait()
+                .map_err(|e| Error::io(format!("{}: wait", self.what), e))?
             {
                 self.child = None; // reaped
                 return Err(Error::failed(format!(
@@ -307,8 +331,9 @@ impl Server {
     pub(super) fn stop(mut self) -> Result<Usage> {
         use std::os::unix::process::ExitStatusExt;
         let mut child = self.child.take().expect("running");
-        if let Some(status) =
-            child.try_wait().map_err(|e| Error::io(format!("{}: wait", self.what), e))?
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| Error::io(format!("{}: wait", self.what), e))?
         {
             return Err(Error::failed(format!(
                 "{} had ended during the run ({status}): {}",
@@ -317,16 +342,25 @@ impl Server {
             )));
         }
         let pid = nix::unistd::Pid::from_raw(child.pid());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
-            Error::failed(format!("kill {}: {}", self.what, labkit::error::describe_errno(e)))
-        })?;
-        let (status, ru) =
-            child.wait4().map_err(|e| Error::io(format!("{}: wait", self.what), e))?;
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(
+            |e| {
+                Error::failed(format!(
+                    "kill {}: {}",
+                    self.what,
+                    labkit::error::describe_errno(e)
+                ))
+            },
+        )?;
+        let (status, ru) = child
+            .wait4()
+            .map_err(|e| Error::io(format!("{}: wait", self.what), e))?;
         // nats-server shuts down on SIGTERM and then exits with status 1
         // (its signal handler's os.Exit(1)), having logged "Server Exiting".
-        let nats_done =
-            self.kind == Kind::Nats && status.code() == Some(1) && self.last_words().contains("Exiting");
-        if !(status.success() || status.signal() == Some(libc::SIGTERM) || nats_done) {
+        let nats_done = self.kind == Kind::Nats
+            && status.code() == Some(1)
+            && self.last_words().contains("Exiting");
+        if !(status.success() || status.signal() == Some(libc::SIGTERM) || nats_done)
+        {
             return Err(Error::failed(format!(
                 "{} ended with {status} when stopped: {}",
                 self.what,
@@ -342,7 +376,9 @@ impl Server {
         [&self.log, &console]
             .iter()
             .filter_map(|p| std::fs::read_to_string(p).ok())
-            .filter_map(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+            .filter_map(|t| {
+                t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string)
+            })
             .next()
             .unwrap_or_else(|| "it said nothing".into())
     }
@@ -367,9 +403,13 @@ fn answers(kind: Kind, port: u16) -> bool {
             if s.write_all(b"PING\r\n").is_err() {
                 return false;
             }
-            BufReader::new(&mut s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
+            BufReader::new(&mut s).read_line(&mut line).is_ok()
+                && line.starts_with("+PONG")
         }
-        Kind::Nats => BufReader::new(&mut s).read_line(&mut line).is_ok() && line.starts_with("INFO "),
+        Kind::Nats => {
+            BufReader::new(&mut s).read_line(&mut line).is_ok()
+                && line.starts_with("INFO ")
+        }
     }
 }
 
@@ -379,7 +419,8 @@ mod tests {
 
     #[test]
     fn versions_are_read_from_either_server() {
-        let redis = "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64\n";
+        let redis =
+            "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64\n";
         assert_eq!(version_of(redis).as_deref(), Some("7.0.15"));
         assert_eq!(version_of("nats-server: v2.9.10\n").as_deref(), Some("2.9.10"));
         assert_eq!(version_of("nothing here\n"), None);
@@ -390,7 +431,9 @@ mod tests {
         let r = Setting { kind: Kind::Redis, threads: 2, reads: true };
         assert_eq!(r.key(), "redis-2-reads");
         assert!(r.label().contains("io-threads 2"));
-        assert!(r.recorded().contains(&("io-threads-do-reads".into(), "yes".into())));
+        assert!(
+            r.recorded().contains(&("io-threads-do-reads".into(), "yes".into()))
+        );
         let n = Setting { kind: Kind::Nats, threads: 1, reads: false };
         assert_eq!(n.key(), "nats-1");
         assert_eq!(n.recorded()[0], ("GOMAXPROCS".into(), "1".into()));

@@ -103,17 +103,30 @@ pub(super) fn is_ours(r: &Row) -> bool {
 pub(super) fn brokers(d: &Data) -> Table {
     let mut t = Table::new(
         "Every broker on the same load: the lab's, Redis pub/sub and NATS core",
-        &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg", "vol. sw/msg", "invol. sw/msg"],
+        &[
+            "broker",
+            "msg/s",
+            "p50 ms",
+            "p99 ms",
+            "CPU us/msg",
+            "vol. sw/msg",
+            "invol. sw/msg",
+        ],
     );
     for r in &d.rows {
         let mark = if r.above_cpus { " *" } else { "" };
-        let per_message = |n: u64, run: &Run| n as f64 / run.delivered().max(1) as f64;
+        let per_message =
+            |n: u64, run: &Run| n as f64 / run.delivered().max(1) as f64;
         t.row(vec![
             format!("{}{mark}", r.label),
             with_interval(r, &|run| run.load.messages_per_s, 0),
             with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
             with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
-            with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+            with_interval(
+                r,
+                &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64,
+                2,
+            ),
             with_interval(r, &|run| per_message(run.switches().0, run), 3),
             with_interval(r, &|run| per_message(run.switches().1, run), 3),
         ]);
@@ -148,7 +161,10 @@ pub(super) fn brokers(d: &Data) -> Table {
         }
     ));
     for m in &d.missing {
-        t.note(format!("{} is not installed here: `{}` adds its rows.", m.program, m.install));
+        t.note(format!(
+            "{} is not installed here: `{}` adds its rows.",
+            m.program, m.install
+        ));
     }
     t
 }
@@ -169,7 +185,16 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
                  {}-byte messages, {} s per run",
                 d.senders, d.receivers, d.queues, d.size, d.duration_s
             ),
-            &["broker", "msg/s", "of floor", "p50 ms", "p99 ms", "CPU us/msg", "load us/msg", "sw/msg"],
+            &[
+                "broker",
+                "msg/s",
+                "of floor",
+                "p50 ms",
+                "p99 ms",
+                "CPU us/msg",
+                "load us/msg",
+                "sw/msg",
+            ],
         );
         let per_message = |run: &Run| {
             let (v, i) = run.switches();
@@ -181,7 +206,9 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
                     .runs
                     .iter()
                     .zip(&f.runs)
-                    .map(|(run, f)| run.load.messages_per_s / f.floor_messages_per_s.max(1e-9))
+                    .map(|(run, f)| {
+                        run.load.messages_per_s / f.floor_messages_per_s.max(1e-9)
+                    })
                     .collect();
                 interval_of(&rounds, 2)
             });
@@ -191,14 +218,20 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
                 fraction,
                 with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
                 with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
-                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+                with_interval(
+                    r,
+                    &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64,
+                    2,
+                ),
                 with_interval(r, &|run| run.load.cpu_us_per_message, 2),
                 with_interval(r, &per_message, 3),
             ]);
         }
         if let Some(f) = floor {
-            let rounds: Vec<f64> = f.runs.iter().map(|f| f.floor_messages_per_s).collect();
-            let hop: Vec<f64> = f.runs.iter().map(|f| 2.0 * f.hop_cpu_us_per_message).collect();
+            let rounds: Vec<f64> =
+                f.runs.iter().map(|f| f.floor_messages_per_s).collect();
+            let hop: Vec<f64> =
+                f.runs.iter().map(|f| 2.0 * f.hop_cpu_us_per_message).collect();
             t.row(vec![
                 "floor: the work alone, no broker".into(),
                 interval_of(&rounds, 0),
@@ -224,11 +257,16 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
             crate::stats::interval_note(d.rounds as usize)
         ));
         let pools = |rows: &[Row], n: u32| -> Vec<u32> {
-            rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).map(|r| r.threads).collect()
+            rows.iter()
+                .filter(|r| r.mode == "threads" && r.pipeline == n)
+                .map(|r| r.threads)
+                .collect()
         };
         let (here, all) = (pools(&d.pipelined, n), pools(&d.rows, 1));
         if !all.is_empty() && here != all {
-            let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let list = |v: &[u32]| {
+                v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            };
             t.note(format!(
                 "At {n} per write only {} threads per pool ran (of {} at one per write): \
                  `lab run all` takes one pipelined point per design to stay within its \
@@ -238,7 +276,8 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
             ));
         }
         if let Some(f) = floor {
-            let memcpy: Vec<f64> = f.runs.iter().map(|f| f.memcpy4_ns_per_message).collect();
+            let memcpy: Vec<f64> =
+                f.runs.iter().map(|f| f.memcpy4_ns_per_message).collect();
             t.note(format!(
                 "The four copies alone (memcpy of a message, user space): {} ns per message.",
                 interval_of(&memcpy, 0)
@@ -248,7 +287,10 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
     }
     if let Some(open) = &d.open_loop {
         let mut t = Table::new(
-            format!("Open loop: {} messages/s offered, {} per write", open.rate, open.pipeline),
+            format!(
+                "Open loop: {} messages/s offered, {} per write",
+                open.rate, open.pipeline
+            ),
             &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg"],
         );
         for r in &open.rows {
@@ -257,7 +299,11 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
                 with_interval(r, &|run| run.load.messages_per_s, 0),
                 with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 2),
                 with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 2),
-                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
+                with_interval(
+                    r,
+                    &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64,
+                    2,
+                ),
             ]);
         }
         t.note(format!(
@@ -287,8 +333,11 @@ pub(super) fn pipelined_chart(d: &Data) -> Option<crate::chart::bars::Bars> {
         ),
         None => format!("{n} messages per write"),
     };
-    let mut chart =
-        Bars::new(&title, "messages/s: median, whisker min-max of the rounds", false);
+    let mut chart = Bars::new(
+        &title,
+        "messages/s: median, whisker min-max of the rounds",
+        false,
+    );
     let meaning = |r: &Row| match r.mode {
         "threads" => Meaning::Thread,
         "event-loop" => Meaning::EventLoop,
@@ -352,7 +401,8 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
     if let Some(e) = event {
         let label = "event loop (1 thread)";
         tp = tp.summaries(Meaning::EventLoop, label, flat(&e.messages_per_s));
-        share = share.summaries(Meaning::EventLoop, label, flat(&e.switch_share_pct));
+        share =
+            share.summaries(Meaning::EventLoop, label, flat(&e.switch_share_pct));
     }
     let article_pts = |f: fn(u32) -> Option<f64>| {
         threaded
@@ -402,7 +452,9 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
     // the point both lines share; a line only where some row reads.
     let some_read = d.rows.iter().any(|r| r.reads_in_threads == Some(true));
     let reads = series(&|r| {
-        some_read && r.mode == "redis" && (r.reads_in_threads == Some(true) || r.threads == 1)
+        some_read
+            && r.mode == "redis"
+            && (r.reads_in_threads == Some(true) || r.threads == 1)
     });
     let nats = series(&|r| r.mode == "nats");
     if writes.is_empty() && nats.is_empty() {
@@ -413,7 +465,8 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
         "threads (Redis io-threads, NATS GOMAXPROCS)",
         "messages/s (median, band: min-max)",
     );
-    let xs: Vec<u32> = d.rows.iter().filter(|r| !is_ours(r)).map(|r| r.threads).collect();
+    let xs: Vec<u32> =
+        d.rows.iter().filter(|r| !is_ours(r)).map(|r| r.threads).collect();
     chart.log_x = xs.iter().any(|&x| x != xs[0]);
     for (kind, label, points) in [
         (Meaning::Redis.form(0), "Redis, I/O threads write only", writes),
@@ -424,11 +477,15 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
             chart = chart.summaries(kind, label, points);
         }
     }
-    let best = d.rows.iter().filter(|r| is_ours(r)).max_by(|a, b| {
-        a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
-    });
+    let best =
+        d.rows.iter().filter(|r| is_ours(r)).max_by(|a, b| {
+            a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
+        });
     if let Some(b) = best {
-        chart = chart.guide(b.messages_per_s.median, &format!("the lab broker's best: {}", b.label));
+        chart = chart.guide(
+            b.messages_per_s.median,
+            &format!("the lab broker's best: {}", b.label),
+        );
     }
     Some(("brokers".into(), chart))
 }
@@ -536,10 +593,18 @@ mod tests {
     fn the_headline_pairs_rounds_for_ten_over_hundred() {
         let mut d = data();
         // Round 2: both twice as fast; the paired ratio stays 2.
-        d.rows[0] =
-            row(Point::Pool(10), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
-        d.rows[1] =
-            row(Point::Pool(100), ONE, vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
+        d.rows[0] = row(
+            Point::Pool(10),
+            ONE,
+            vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)],
+            2.0,
+        );
+        d.rows[1] = row(
+            Point::Pool(100),
+            ONE,
+            vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)],
+            2.0,
+        );
         let h = super::super::headline(&d);
         assert_eq!(h["ten_over_hundred"]["value"], 2.0);
         assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);
@@ -549,12 +614,29 @@ mod tests {
     #[test]
     fn the_headline_pairs_each_server_setting_and_the_brokers_by_round() {
         use super::super::servers::{Kind, Setting};
-        let redis = |threads| Point::Server(Setting { kind: Kind::Redis, threads, reads: false });
+        let redis = |threads| {
+            Point::Server(Setting { kind: Kind::Redis, threads, reads: false })
+        };
         let mut d = data();
         // Two rounds; the event loop (2000, 4000) is the lab's best.
-        d.rows[2] = row(Point::EventLoop, ONE, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)], 2.0);
-        d.rows.push(row(redis(1), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)], 2.0));
-        d.rows.push(row(redis(4), ONE, vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)], 2.0));
+        d.rows[2] = row(
+            Point::EventLoop,
+            ONE,
+            vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)],
+            2.0,
+        );
+        d.rows.push(row(
+            redis(1),
+            ONE,
+            vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)],
+            2.0,
+        ));
+        d.rows.push(row(
+            redis(4),
+            ONE,
+            vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)],
+            2.0,
+        ));
         for r in &mut d.rows {
             while r.runs.len() < 2 {
                 r.runs.push(r.runs[0].clone());
@@ -566,7 +648,10 @@ mod tests {
         assert_eq!(h["redis_one_over_four"]["method"], "paired-ratio");
         // The lab's best over Redis's best: 2000/1000 and 4000/2000.
         assert_eq!(h["ours_over_redis"]["value"], 2.0);
-        assert_eq!(h["redis_best_messages_per_s"]["rounds"], serde_json::json!([1000.0, 2000.0]));
+        assert_eq!(
+            h["redis_best_messages_per_s"]["rounds"],
+            serde_json::json!([1000.0, 2000.0])
+        );
         assert!(h.get("nats_one_over_two").is_none(), "no NATS rows, no figure");
         let t = brokers(&d);
         assert_eq!(t.rows.len(), 5);

@@ -52,9 +52,13 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
 ])
 .headline(&[
-    "pipe_buffer_bytes", "one_thread_peak_mb_s", "two_threads_peak_mb_s",
-    "two_threads_peak_block", "two_threads_largest_mb_s",
-    "two_threads_largest_over_peak", "fifo_over_pipe",
+    "pipe_buffer_bytes",
+    "one_thread_peak_mb_s",
+    "two_threads_peak_mb_s",
+    "two_threads_peak_block",
+    "two_threads_largest_mb_s",
+    "two_threads_largest_over_peak",
+    "fifo_over_pipe",
 ])
 .data::<Data>();
 
@@ -394,8 +398,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         let md = crate::report::markdown(&header, &pairs);
         report.files.push(("vs-c.md".to_string(), md));
     }
-    let ladder_md = report.data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
-    report.files.extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
+    let ladder_md =
+        report.data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
+    report
+        .files
+        .extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
     report.publish(&args.common, &out)?;
     // The ladder's tables have their own file; show them too.
     match ladder_md {

@@ -9,7 +9,6 @@
 //! client, the pool's meter and, where they can be counted, wake-ups per
 //! connection.
 
-
 use crate::results::Header;
 use crate::stats::{Summary, round_order};
 use clap::Parser;
@@ -38,9 +37,13 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
 )
 .under_all(Declared::own(&["--quick"]))
 .headline(&[
-    "fork_over_prefork_total_cpu", "thread_over_prethread_total_cpu",
-    "fork_over_prefork", "thread_over_prethread", "fork_us_per_connection",
-    "prefork_us_per_connection", "best_classic_connections_per_s",
+    "fork_over_prefork_total_cpu",
+    "thread_over_prethread_total_cpu",
+    "fork_over_prefork",
+    "thread_over_prethread",
+    "fork_us_per_connection",
+    "prefork_us_per_connection",
+    "best_classic_connections_per_s",
     "best_modern_connections_per_s",
 ])
 .data::<Data>();

@@ -182,10 +182,9 @@ pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
             )
         };
         for (i, r) in d.rss[0].rows.iter().enumerate() {
-            let points = d
-                .rss
-                .iter()
-                .map(|x| (x.touched_bytes as f64 / f64::from(1 << 20), &x.rows[i].us));
+            let points = d.rss.iter().map(|x| {
+                (x.touched_bytes as f64 / f64::from(1 << 20), &x.rows[i].us)
+            });
             c = c.summaries(kind(r.kind), &r.method, points);
         }
         charts.push(("rss".to_string(), c));
@@ -203,7 +202,13 @@ mod tests {
             method: kind.label(),
             kind: Some(kind),
             iterations: 10,
-            us: Summary { n: 2, median: us, min: us * 0.5, max: us * 2.0, ..Summary::default() },
+            us: Summary {
+                n: 2,
+                median: us,
+                min: us * 0.5,
+                max: us * 2.0,
+                ..Summary::default()
+            },
             runs_us: vec![us * 0.5, us, us * 2.0],
         }
     }

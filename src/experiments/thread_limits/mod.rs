@@ -37,8 +37,12 @@ pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     main,
 )
 .headline(&[
-    "threads_at_8m", "std_threads_at_8m", "predicted_at_8m", "threads_at_256k",
-    "threads_at_1m", "ulimit_s_1024_ok",
+    "threads_at_8m",
+    "std_threads_at_8m",
+    "predicted_at_8m",
+    "threads_at_256k",
+    "threads_at_1m",
+    "ulimit_s_1024_ok",
 ])
 .data::<Data>();
 

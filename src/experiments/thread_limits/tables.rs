@@ -247,8 +247,16 @@ pub(super) fn chart(d: &Data) -> Chart {
     chart
         .guide(f64::from(d.max), &format!("cap: at most {} threads (--max)", d.max))
         .limit("address space / stack", series(|r| Some(r.predicted as f64)))
-        .summaries(Meaning::Thread, "pthread_create", spread(|r| counted(&r.pthread)))
-        .summaries(Meaning::Thread.form(1), "std::thread", spread(|r| counted(&r.std)))
+        .summaries(
+            Meaning::Thread,
+            "pthread_create",
+            spread(|r| counted(&r.pthread)),
+        )
+        .summaries(
+            Meaning::Thread.form(1),
+            "std::thread",
+            spread(|r| counted(&r.std)),
+        )
 }
 
 #[cfg(test)]
