@@ -26,7 +26,9 @@ use labkit::limits::size_in;
 use serde::Serialize;
 
 use super::Experiment;
-use crate::engine::{Engine, Observations, Observed, Series, Setting, setting};
+use crate::engine::{
+    Engine, Observations, Observed, Series, Setting, balanced_rounds, setting,
+};
 use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 use crate::results::Header;
@@ -178,6 +180,8 @@ struct Overflow {
 struct Data {
     address_space: u64,
     max: u32,
+    /// The probes' rounds: --rounds, made even so that each API goes
+    /// first equally often.
     rounds: u32,
     /// Table 1: each `stack_size` under RLIMIT_AS, the APIs its conditions.
     stacks: Vec<Row>,
@@ -240,7 +244,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let data = Data {
         address_space: args.address_space,
         max,
-        rounds: args.common.rounds,
+        rounds: balanced_rounds(args.common.rounds as usize, 2) as u32,
         stacks,
         processes,
         series: obs.series(),
