@@ -206,7 +206,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
     let mut engine = Engine::new(args.common.rounds);
-    let settings = args.stacks.len() + 2;
+    // Each stack size, then RLIMIT_AS and (as root) RLIMIT_NPROC.
+    let settings = args.stacks.len() + 1 + usize::from(nobody.is_some());
     engine.progress(settings * engine.runs_for(2), EXPERIMENT.name);
     let mut stacks = Vec::new();
     for &stack in &args.stacks {

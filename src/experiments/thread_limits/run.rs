@@ -142,33 +142,24 @@ pub(super) fn processes(
 ) -> Result<Vec<Row>> {
     let timeout = Duration::from_secs(args.timeout);
     let mut row =
-        |limit: String, user, predicted, command: &dyn Fn() -> Command, limits| {
+        |limit: String, user, predicted, cmd: &dyn Fn() -> Command, limits| {
             let at = setting([("limit", limit.into())]);
             let runs = engine.measure(&at, &KINDS, |k| {
-                let mut cmd = command();
+                let mut cmd = cmd();
                 cmd.args([KINDS[k], "--json", "--max", &max.to_string()]);
                 if KINDS[k] == "threads" {
                     cmd.args(["--stack-size", "64K"]);
                 }
                 count(&mut cmd, limits, timeout)
             })?;
-            Ok::<_, Error>(Row {
-                at,
-                user,
-                predicted,
-                runs: KINDS.into_iter().zip(runs).collect(),
-            })
+            let runs = KINDS.into_iter().zip(runs).collect();
+            Ok::<_, Error>(Row { at, user, predicted, runs })
         };
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
     let limit = format!("RLIMIT_AS = {}", format_size(args.address_space));
-    let mut rows = vec![row(
-        limit,
-        space.runs_as(),
-        None,
-        &|| Command::new(stacklimit),
-        space,
-    )?];
+    let local = || Command::new(stacklimit);
+    let mut rows = vec![row(limit, space.runs_as(), None, &local, space)?];
     let limit = format!("RLIMIT_NPROC = {}", args.nproc);
     if let Some(nobody) = nobody {
         let nproc = Limits { nproc: Some(args.nproc), user: Some(NOBODY), ..space };
@@ -178,10 +169,8 @@ pub(super) fn processes(
         let predicted = Some(args.nproc.saturating_sub(before + 1));
         rows.push(row(limit, user, predicted, &|| nobody.command(), nproc)?);
     } else {
-        let (at, user) = (
-            setting([("limit", limit.into())]),
-            format!("uid {NOBODY} (skipped: needs root)"),
-        );
+        let user = format!("uid {NOBODY} (skipped: needs root)");
+        let at = setting([("limit", limit.into())]);
         rows.push(Row { at, user, predicted: None, runs: Default::default() });
     }
     Ok(rows)
