@@ -83,6 +83,24 @@ impl Observed for f64 {
     }
 }
 
+/// A run of one of several kinds of condition at one setting (a program
+/// and its C twin, or a yardstick tool, each with a report of its own).
+impl Observed for Box<dyn Observed> {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        (**self).metrics()
+    }
+}
+
+/// A program's own report and what its run cost, timed from outside
+/// ([`crate::bins::run_json`]): the metrics of both.
+impl<A: Observed, B: Observed> Observed for (A, B) {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let mut m = self.0.metrics();
+        m.extend(self.1.metrics());
+        m
+    }
+}
+
 /// The rounds that balance the order of `conditions` ([`order`]): even,
 /// `rounds` rounded up, when there are two or more.
 pub fn balanced_rounds(rounds: usize, conditions: usize) -> usize {
@@ -335,8 +353,46 @@ impl Observations<'_> {
     }
 }
 
+/// Two conditions compared at one setting: each round's ratio of one
+/// metric, `condition` over `against`, both measured in that round
+/// ([`Observations::paired`]), summed up. Named by its factors and the
+/// two conditions, so that a book pointer picks it by them:
+/// `/vs_c[against=pthreadcreat-c]/ratio/median`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Paired {
+    #[serde(flatten)]
+    pub setting: Setting,
+    pub condition: String,
+    pub against: String,
+    pub ratio: Summary,
+}
+
+impl Observations<'_> {
+    /// `condition` over `against` in `metric`, paired round by round, at
+    /// every setting where both ran, in the order first measured.
+    pub fn pairs(
+        &self,
+        condition: &str,
+        against: &str,
+        metric: &str,
+    ) -> Vec<Paired> {
+        let pair = |at: &Setting| {
+            let ratios = self.paired(at, condition, against, metric)?;
+            Some(Paired {
+                setting: at.clone(),
+                condition: condition.into(),
+                against: against.into(),
+                ratio: Summary::of(&ratios)?,
+            })
+        };
+        self.settings().into_iter().filter_map(pair).collect()
+    }
+}
+
 /// Where the two parties of a two-party measurement run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Placement {
     /// Both on one CPU: every hand-off is a context switch on that CPU.
@@ -575,6 +631,13 @@ mod tests {
         let json = serde_json::to_value(&series[0]).unwrap();
         assert_eq!(json["placement"], "one-cpu");
         assert_eq!(json["value"]["median"], 9.0);
+        // a over b, paired per round, named by its setting and both.
+        let pairs = obs.pairs("a", "b", "value");
+        assert_eq!(pairs.len(), 1);
+        assert_eq!((pairs[0].ratio.min, pairs[0].ratio.max), (1.5, 2.4));
+        let json = serde_json::to_value(&pairs[0]).unwrap();
+        assert_eq!((&json["n"], &json["against"]), (&json!(1), &json!("b")));
+        assert!(obs.pairs("a", "c", "value").is_empty());
     }
 
     #[test]

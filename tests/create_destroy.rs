@@ -18,20 +18,38 @@ fn create_destroy_smoke_run_writes_results() {
         .stdout(predicate::str::contains("| Processes"));
     let r = common::read_json(dir.path().join("create-destroy.json"));
     assert_eq!(r["experiment"], "create-destroy");
-    let programs = common::strings(&r["article"], "program");
+    let programs = r["programs"].as_array().unwrap();
     assert_eq!(
         programs,
-        ["forkcreat --reap sigchld", "forkcreat --reap wait", "pthreadcreat"]
+        &["forkcreat --reap sigchld", "forkcreat --reap wait", "pthreadcreat"]
     );
-    for row in r["article"].as_array().unwrap() {
+    // Each program's series at table 1's setting: two rounds, even
+    // already, so the engine's order is balanced as asked.
+    let series = r["series"].as_array().unwrap();
+    let find = |f: &dyn Fn(&serde_json::Value) -> bool| {
+        let found: Vec<_> = series.iter().filter(|s| f(s)).collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0]
+    };
+    for program in programs {
+        let row = find(&|s| s["loops"] == "article" && s["condition"] == *program);
         assert_eq!(row["iterations"], 30);
-        assert_eq!(row["runs_us"].as_array().unwrap().len(), 2);
+        assert_eq!(row["us_per_create"]["n"], 2);
         assert!(row["us_per_create"]["median"].as_f64().unwrap() > 0.0, "{row}");
     }
-    let ct = r["creattime"].as_array().unwrap();
-    assert_eq!(ct.len(), 2);
-    assert_eq!(ct[1]["samples"], 5);
-    assert!(ct[1]["ratio"]["median"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["samples"], serde_json::json!([3, 5]));
+    let ct = find(&|s| s["samples"] == 5 && s["condition"] == "creattime");
+    assert!(ct["ratio"]["median"].as_f64().unwrap() > 0.0);
+    // Every run is an observation, exactly once: a warm-up of each program
+    // (the lecture's are table 1's), then each setting's rounds.
+    let obs = r["observations"].as_array().unwrap();
+    let warm = obs.iter().filter(|o| o["round"].is_null()).count();
+    assert_eq!((warm, obs.len()), (3 + 1, 3 + 1 + 3 * 2 + 2 * 2 + 2 * 2));
+    let mut seen = std::collections::BTreeSet::new();
+    for o in obs.iter().filter(|o| !o["round"].is_null()) {
+        let key = (o["setting"].to_string(), o["condition"].to_string());
+        assert!(seen.insert((key, o["round"].as_u64())), "twice: {o}");
+    }
     for file in ["tables.md", "creattime.svg", "create-destroy.svg"] {
         assert!(dir.path().join(file).is_file(), "{file} missing");
     }
@@ -61,8 +79,12 @@ fn create_destroy_pairs_rust_with_c() {
         "{r}"
     );
     assert!(pairs.iter().all(|p| p["ratio"]["median"].as_f64().unwrap() > 0.0));
+    // One round asked is two, so that each pair goes in each order once.
+    assert!(pairs.iter().all(|p| p["ratio"]["n"] == 2), "{r}");
     // creattime.c ran beside creattime, read through the same report.
-    let c = r["creattime_c"].as_array().unwrap();
+    let series = r["series"].as_array().unwrap();
+    let c: Vec<_> =
+        series.iter().filter(|s| s["condition"] == "creattime (C)").collect();
     assert_eq!(c.len(), 1, "{r}");
     assert_eq!(c[0]["samples"], 2);
     assert!(c[0]["thread_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");

@@ -214,9 +214,8 @@ pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
 pub(super) fn switch_cost_of(data: &ctx_switch::Data) -> Option<(f64, &str, Pin)> {
     let usable = |v: f64| (v.is_finite() && v > 0.0).then_some(v);
     [Pin::Same, Pin::None].into_iter().find_map(|pin| {
-        let c =
-            data.cells.iter().find(|c| c.mode == Mode::Threads && c.pin == pin)?;
-        match (usable(c.net_us_per_switch), usable(c.us_per_switch)) {
+        let (raw, net) = data.per_switch(Mode::Threads, pin)?;
+        match (usable(net), usable(raw)) {
             (Some(us), _) => Some((us, "net_us_per_switch", pin)),
             (None, Some(us)) => Some((us, "us_per_switch", pin)),
             _ => None,
@@ -280,39 +279,26 @@ fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::ctx_switch::{Cell, Data, PerfInfo};
-    use crate::stats::Summary;
+    use crate::experiments::ctx_switch::Data;
+
+    /// A mode and placement's net and raw cost per switch.
+    type Cell = (Mode, Pin, f64, f64);
 
     fn cell(mode: Mode, pin: Pin, net: f64, raw: f64) -> Cell {
-        let s = Summary::of(&[2.0 * raw]).unwrap();
-        Cell {
-            mode,
-            pin,
-            iterations: 10,
-            cpus: None,
-            us_per_switch: raw,
-            net_us_per_switch: net,
-            us_per_round_trip: s,
-            pipe_us: s,
-            kernel_switches_per_round_trip: s,
-            counts_hold: true,
-            perf: None,
-            vs_perf: None,
-            runs: Vec::new(),
-        }
+        (mode, pin, net, raw)
     }
 
     fn data(cells: Vec<Cell>) -> Data {
-        Data {
-            iterations: 10,
-            rounds: 1,
-            full: false,
-            perf: PerfInfo { used: false, version: None, note: String::new() },
-            us_per_switch: Default::default(),
-            net_us_per_switch: Default::default(),
-            cells,
-            skipped: Vec::new(),
+        let mut d = Data::default();
+        for (mode, pin, net, raw) in cells {
+            let (mode, pin) = (mode.name().to_string(), pin.name().to_string());
+            d.us_per_switch
+                .entry(mode.clone())
+                .or_default()
+                .insert(pin.clone(), raw);
+            d.net_us_per_switch.entry(mode).or_default().insert(pin, net);
         }
+        d
     }
 
     #[test]
