@@ -7,7 +7,9 @@
 //!   Latin square. The rounds are made a multiple of the number of
 //!   conditions ([`balanced_rounds`]), so that each condition goes first,
 //!   and sits in each place, equally often: slow drift (the clock, the
-//!   caches, another tenant) favours none of them.
+//!   caches, another tenant) favours none of them. A sweep of more
+//!   conditions than rounds may ask for its rounds as they are
+//!   ([`Engine::rounds_as_asked`]).
 //! - **Warm-up.** The first time a condition runs in an experiment it
 //!   runs once more, first: that run faults in the program's pages and the
 //!   runner's, fills the page cache and wakes the CPU's clock. It is
@@ -91,6 +93,9 @@ pub fn balanced_rounds(rounds: usize, conditions: usize) -> usize {
 #[derive(Debug)]
 pub struct Engine {
     rounds: usize,
+    /// Round up to balance the order ([`balanced_rounds`]), or not
+    /// ([`Engine::rounds_as_asked`]).
+    balance: bool,
     warmed: BTreeSet<String>,
     log: Vec<Observation>,
     bar: Option<indicatif::ProgressBar>,
@@ -102,9 +107,29 @@ impl Engine {
     pub fn new(rounds: u32) -> Engine {
         Engine {
             rounds: rounds as usize,
+            balance: true,
             warmed: BTreeSet::new(),
             log: Vec::new(),
             bar: None,
+        }
+    }
+
+    /// The same engine, running the rounds asked even where they are fewer
+    /// than the conditions, which then cannot each go first equally often
+    /// (the order still rotates by one each round): for a sweep of many
+    /// designs in one round (mq-sweep's fifteen brokers), where balancing
+    /// would multiply the run's time by the designs over the rounds.
+    pub fn rounds_as_asked(mut self) -> Engine {
+        self.balance = false;
+        self
+    }
+
+    /// The rounds of a setting of `conditions` conditions.
+    fn rounds_of(&self, conditions: usize) -> usize {
+        if self.balance {
+            balanced_rounds(self.rounds, conditions)
+        } else {
+            self.rounds
         }
     }
 
@@ -116,7 +141,7 @@ impl Engine {
 
     /// The measured runs `conditions` conditions take at one setting.
     pub fn runs_for(&self, conditions: usize) -> usize {
-        balanced_rounds(self.rounds, conditions) * conditions
+        self.rounds_of(conditions) * conditions
     }
 
     /// Measure `conditions` at `setting`: a warm-up run of each condition
@@ -142,7 +167,7 @@ impl Engine {
             self.warmed.insert(conditions[k].to_string());
         }
         let mut runs: Vec<Vec<T>> = conditions.iter().map(|_| Vec::new()).collect();
-        for round in 0..balanced_rounds(self.rounds, conditions.len()) {
+        for round in 0..self.rounds_of(conditions.len()) {
             for (position, k) in
                 stats::round_order(conditions.len(), round).into_iter().enumerate()
             {
@@ -259,6 +284,29 @@ impl<'a> Observations<'a> {
             &self.rounds(at, a, metric)?,
             &self.rounds(at, b, metric)?,
         )
+    }
+
+    /// Each round's best (largest) `metric` among `conditions` at `at`,
+    /// all measured in that round: which of them gave it (its index in
+    /// `conditions`) and its value. `None` without conditions, or when one
+    /// of them has no rounds there.
+    pub fn best(
+        &self,
+        at: &Setting,
+        conditions: &[&str],
+        metric: &str,
+    ) -> Option<Vec<(usize, f64)>> {
+        let rounds: Vec<Vec<f64>> = conditions
+            .iter()
+            .map(|c| self.rounds(at, c, metric))
+            .collect::<Option<_>>()?;
+        let n = rounds.iter().map(Vec::len).min()?;
+        let best = |k: usize| {
+            let i = (0..rounds.len())
+                .max_by(|&a, &b| rounds[a][k].total_cmp(&rounds[b][k]));
+            i.map(|i| (i, rounds[i][k]))
+        };
+        (0..n).map(best).collect()
     }
 
     /// The settings measured, in the order first measured.
@@ -467,6 +515,10 @@ mod tests {
         let mut four = Engine::new(4);
         let runs = four.measure(&s1, &["a", "b", "c"], |k| Ok(k as f64)).unwrap();
         assert_eq!(runs[0].len(), 6);
+        // Unless asked for as they are: four, each first at least once.
+        let mut asked = Engine::new(4).rounds_as_asked();
+        let runs = asked.measure(&s1, &["a", "b", "c"], |k| Ok(k as f64)).unwrap();
+        assert_eq!((runs[0].len(), asked.runs_for(3)), (4, 12));
         let log = engine.finish();
         assert_eq!(log.len(), 2 + 12 + 1 + 18);
         let warm: Vec<_> = log.iter().filter(|o| o.round.is_none()).collect();
@@ -508,6 +560,13 @@ mod tests {
         assert_eq!(obs.rounds(&at, "c", "value"), None);
         assert_eq!(obs.rounds(&at, "a", "wall_s"), None);
         assert_eq!(obs.settings(), vec![&at]);
+        // Each round's best of the two, and which: a both times.
+        assert_eq!(
+            obs.best(&at, &["b", "a"], "value"),
+            Some(vec![(1, 6.0), (1, 12.0)])
+        );
+        assert_eq!(obs.best(&at, &["a", "c"], "value"), None);
+        assert_eq!(obs.best(&at, &[], "value"), None);
         let series = obs.series();
         assert_eq!(series.len(), 2);
         assert_eq!(
