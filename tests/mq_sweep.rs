@@ -116,6 +116,17 @@ fn keys_at(doc: &serde_json::Value, pipeline: u32, rate: u64) -> Vec<&str> {
     keys.filter(|k| *k != "floor").collect()
 }
 
+/// A run's messages: a few thousand sent at least, each received exactly
+/// once (none lost, duplicated or damaged); how many.
+fn exactly_once(m: &serde_json::Value, key: &str) -> f64 {
+    let sent = m["sent"].as_f64().unwrap();
+    assert!(sent >= 1000.0, "{key}: {sent} sent");
+    let counts =
+        ["received", "lost", "duplicated", "corrupt"].map(|c| m[c].as_f64());
+    assert_eq!(counts, [Some(sent), Some(0.0), Some(0.0), Some(0.0)], "{key}");
+    sent
+}
+
 /// A real ctx-switch results file, from a tiny `lab run ctx-switch`, gives
 /// mq-sweep its cost of one switch: threads on one CPU, net of the pipe.
 #[test]
@@ -275,15 +286,7 @@ fn redis_and_nats_take_the_same_load_exactly_once() {
         // in another) and delivered a few thousand messages at least, each
         // exactly once, in every run.
         for m in runs_of(&doc, key) {
-            let sent = m["sent"].as_f64().unwrap();
-            assert!(sent >= 1000.0, "{key}: {sent} sent");
-            let counts =
-                ["received", "lost", "duplicated", "corrupt"].map(|c| m[c].as_f64());
-            assert_eq!(
-                counts,
-                [Some(sent), Some(0.0), Some(0.0), Some(0.0)],
-                "{key}"
-            );
+            exactly_once(m, key);
             // The server's own accounting.
             assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{key}");
         }
@@ -333,16 +336,8 @@ fn every_broker_takes_16_per_write_exactly_once() {
         assert!(runs.len() == 2 || runs.len() == 3, "{key}: {} runs", runs.len());
         for m in runs {
             assert_eq!(m["per_write"], 16.0, "{key}");
-            let sent = m["sent"].as_f64().unwrap();
-            assert!(sent >= 1000.0, "{key}: {sent} sent");
+            let sent = exactly_once(m, key);
             assert_eq!(sent % 16.0, 0.0, "{key}: whole writes of 16");
-            let counts =
-                ["received", "lost", "duplicated", "corrupt"].map(|c| m[c].as_f64());
-            assert_eq!(
-                counts,
-                [Some(sent), Some(0.0), Some(0.0), Some(0.0)],
-                "{key}"
-            );
             assert!(m["load_cpu_us_per_message"].as_f64().unwrap() > 0.0, "{key}");
         }
         assert!(

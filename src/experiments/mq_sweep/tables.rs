@@ -6,7 +6,7 @@ use crate::chart::{Chart, Meaning};
 use crate::engine::Observations;
 use crate::report::{Headline, HeadlineBuilder};
 use crate::stats::Summary;
-use crate::table::{Table, col, range};
+use crate::table::{Column, Table, col, range};
 
 use super::{Data, Design, FLOOR, Offer, article};
 
@@ -289,8 +289,20 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
 }
 
 /// A column of a row's `metric` as median [interval], at `offer`.
-fn cells<'a>(v: View<'a>, offer: Offer, header: &str, metric: &'a str, digits: usize) -> crate::table::Column<'a, Line> {
+fn cells<'a>(v: View<'a>, offer: Offer, header: &str, metric: &'a str, digits: usize) -> Column<'a, Line> {
     col(header, move |(_, key): &Line| v.cell(offer, key, metric, digits))
+}
+
+/// The columns every table of brokers has, at `offer`: the broker, msg/s,
+/// the latencies to `digits`, and the broker's CPU per message.
+fn broker_columns(v: View<'_>, offer: Offer, digits: usize) -> Vec<Column<'_, Line>> {
+    vec![
+        col("broker", |(line, _): &Line| line.clone()),
+        cells(v, offer, "msg/s", "messages_per_s", 0),
+        cells(v, offer, "p50 ms", "p50_ms", digits),
+        cells(v, offer, "p99 ms", "p99_ms", digits),
+        cells(v, offer, "CPU us/msg", "cpu_us_per_message", 2),
+    ]
 }
 
 /// Every broker on the same load: the lab's rows, then Redis's and NATS's,
@@ -298,19 +310,11 @@ fn cells<'a>(v: View<'a>, offer: Offer, header: &str, metric: &'a str, digits: u
 /// switches per message, from its own counters.
 pub(super) fn brokers(d: &Data, obs: Observations) -> Table {
     let (v, at) = (View { d, obs }, one(d));
-    let mut t = Table::of(
-        "Every broker on the same load: the lab's, Redis pub/sub and NATS core",
-        &v.lines(at, true),
-        &[
-            col("broker", |(line, _): &Line| line.clone()),
-            cells(v, at, "msg/s", "messages_per_s", 0),
-            cells(v, at, "p50 ms", "p50_ms", 1),
-            cells(v, at, "p99 ms", "p99_ms", 1),
-            cells(v, at, "CPU us/msg", "cpu_us_per_message", 2),
-            cells(v, at, "vol. sw/msg", "voluntary_per_message", 3),
-            cells(v, at, "invol. sw/msg", "involuntary_per_message", 3),
-        ],
-    );
+    let mut columns = broker_columns(v, at, 1);
+    columns.push(cells(v, at, "vol. sw/msg", "voluntary_per_message", 3));
+    columns.push(cells(v, at, "invol. sw/msg", "involuntary_per_message", 3));
+    let title = "Every broker on the same load: the lab's, Redis pub/sub and NATS core";
+    let mut t = Table::of(title, &v.lines(at, true), &columns);
     let designs = v.designs(at);
     let mut versions: Vec<String> = Vec::new();
     for s in designs.iter().filter_map(|x| x.server.as_ref()) {
@@ -360,6 +364,19 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         if floor {
             lines.push(("floor: the work alone, no broker".into(), FLOOR.into()));
         }
+        let mut columns = broker_columns(v, at, 1);
+        columns.insert(
+            2,
+            col("of floor", move |(_, key): &Line| {
+                if key == FLOOR {
+                    return "1".into();
+                }
+                let of = obs.paired(&at.at(), key, FLOOR, "messages_per_s");
+                of.and_then(|r| Summary::of(&r)).map_or("-".into(), |s| interval(&s, 2))
+            }),
+        );
+        columns.push(cells(v, at, "load us/msg", "load_cpu_us_per_message", 2));
+        columns.push(cells(v, at, "sw/msg", "switches_per_message", 3));
         let mut t = Table::of(
             format!(
                 "{n} messages per write: {} senders, {} receivers, {} queues, \
@@ -367,22 +384,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
                 d.senders, d.receivers, d.queues, d.size, d.duration_s
             ),
             &lines,
-            &[
-                col("broker", |(line, _): &Line| line.clone()),
-                cells(v, at, "msg/s", "messages_per_s", 0),
-                col("of floor", |(_, key): &Line| {
-                    if key == FLOOR {
-                        return "1".into();
-                    }
-                    let of = obs.paired(&at.at(), key, FLOOR, "messages_per_s");
-                    of.and_then(|r| Summary::of(&r)).map_or("-".into(), |s| interval(&s, 2))
-                }),
-                cells(v, at, "p50 ms", "p50_ms", 1),
-                cells(v, at, "p99 ms", "p99_ms", 1),
-                cells(v, at, "CPU us/msg", "cpu_us_per_message", 2),
-                cells(v, at, "load us/msg", "load_cpu_us_per_message", 2),
-                cells(v, at, "sw/msg", "switches_per_message", 3),
-            ],
+            &columns,
         );
         t.note(format!(
             "{}. Each sender \
@@ -425,13 +427,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
             Table::of(
                 format!("Open loop: {} messages/s offered, {} per write", o.rate, o.pipeline),
                 &v.lines(at, false),
-                &[
-                    col("broker", |(line, _): &Line| line.clone()),
-                    cells(v, at, "msg/s", "messages_per_s", 0),
-                    cells(v, at, "p50 ms", "p50_ms", 2),
-                    cells(v, at, "p99 ms", "p99_ms", 2),
-                    cells(v, at, "CPU us/msg", "cpu_us_per_message", 2),
-                ],
+                &broker_columns(v, at, 2),
             )
             .noted(format!(
                 "The rate: {}. Each sender sends on a fixed schedule and stamps each \
