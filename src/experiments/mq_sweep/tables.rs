@@ -501,26 +501,17 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
         tp = tp.summaries(Meaning::EventLoop, label, flat("messages_per_s"));
         share = share.summaries(Meaning::EventLoop, label, flat("switch_share_pct"));
     }
-    // The article's two points: 800 and 600 msg/s, 10% and 30% switching.
-    let article_pts = |pick: fn(u32) -> Option<f64>| {
-        pools.iter().filter_map(|x| Some((f64::from(x.threads), pick(x.threads)?))).collect::<Vec<_>>()
-    };
-    let a_tp = article_pts(|t| match t {
-        100 => Some(600.0),
-        10 => Some(800.0),
-        _ => None,
-    });
-    let a_sh = article_pts(|t| match t {
-        100 => Some(30.0),
-        10 => Some(10.0),
-        _ => None,
-    });
     (tp.log_x, share.log_x, tp.log_y) = (xs.len() > 1, xs.len() > 1, true);
-    if !a_tp.is_empty() {
-        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", a_tp);
-    }
-    if !a_sh.is_empty() {
-        share = share.series(Meaning::Article, "2006 article (1 CPU)", a_sh);
+    // The article's two points, where they were swept: 800 and 600 msg/s,
+    // 10% and 30% switching, at 10 and 100 threads per pool.
+    let then: Vec<_> = [(10.0, 800.0, 10.0), (100.0, 600.0, 30.0)]
+        .into_iter()
+        .filter(|p| xs.contains(&p.0))
+        .collect();
+    if !then.is_empty() {
+        let article = |y: fn(&(f64, f64, f64)) -> f64| then.iter().map(|p| (p.0, y(p))).collect();
+        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.1));
+        share = share.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.2));
     }
     let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
     out.extend(brokers_chart(v));
