@@ -138,6 +138,11 @@ impl Engine {
         }
     }
 
+    /// The rounds of a setting of `conditions` conditions.
+    fn rounds_of(&self, conditions: usize) -> usize {
+        balanced_rounds(self.rounds, conditions)
+    }
+
     /// Show progress: `runs` measured runs in all (warm-ups are not
     /// counted), under `name`.
     pub fn progress(&mut self, runs: usize, name: &str) {
@@ -146,7 +151,7 @@ impl Engine {
 
     /// The measured runs `conditions` conditions take at one setting.
     pub fn runs_for(&self, conditions: usize) -> usize {
-        balanced_rounds(self.rounds, conditions) * conditions
+        self.rounds_of(conditions) * conditions
     }
 
     /// Measure `conditions` at `setting`: a warm-up run of each condition
@@ -172,7 +177,7 @@ impl Engine {
             self.warmed.insert(conditions[k].to_string());
         }
         let mut runs: Vec<Vec<T>> = conditions.iter().map(|_| Vec::new()).collect();
-        for round in 0..balanced_rounds(self.rounds, conditions.len()) {
+        for round in 0..self.rounds_of(conditions.len()) {
             for (position, k) in
                 order(conditions.len(), round).into_iter().enumerate()
             {
@@ -289,6 +294,29 @@ impl<'a> Observations<'a> {
             &self.rounds(at, a, metric)?,
             &self.rounds(at, b, metric)?,
         )
+    }
+
+    /// Each round's best (largest) `metric` among `conditions` at `at`,
+    /// all measured in that round: which of them gave it (its index in
+    /// `conditions`) and its value. `None` without conditions, or when one
+    /// of them has no rounds there.
+    pub fn best(
+        &self,
+        at: &Setting,
+        conditions: &[&str],
+        metric: &str,
+    ) -> Option<Vec<(usize, f64)>> {
+        let rounds: Vec<Vec<f64>> = conditions
+            .iter()
+            .map(|c| self.rounds(at, c, metric))
+            .collect::<Option<_>>()?;
+        let n = rounds.iter().map(Vec::len).min()?;
+        let best = |k: usize| {
+            let i = (0..rounds.len())
+                .max_by(|&a, &b| rounds[a][k].total_cmp(&rounds[b][k]));
+            i.map(|i| (i, rounds[i][k]))
+        };
+        (0..n).map(best).collect()
     }
 
     /// The settings measured, in the order first measured.
@@ -620,6 +648,13 @@ mod tests {
         assert_eq!(obs.rounds(&at, "c", "value"), None);
         assert_eq!(obs.rounds(&at, "a", "wall_s"), None);
         assert_eq!(obs.settings(), vec![&at]);
+        // Each round's best of the two, and which: a both times.
+        assert_eq!(
+            obs.best(&at, &["b", "a"], "value"),
+            Some(vec![(1, 6.0), (1, 12.0)])
+        );
+        assert_eq!(obs.best(&at, &["a", "c"], "value"), None);
+        assert_eq!(obs.best(&at, &[], "value"), None);
         let series = obs.series();
         assert_eq!(series.len(), 2);
         assert_eq!(

@@ -260,7 +260,7 @@ mod tests {
              --nats-gomaxprocs 2 --variant cpu0 --cpus 0"
         );
         let mq = step(&steps, "mq-sweep");
-        assert_eq!((mq.common.rounds, mq.common.cpus.is_none()), (3, true));
+        assert_eq!((mq.common.rounds, mq.common.cpus.is_none()), (2, true));
         // Confined by --cpus: no one-CPU runs of its own.
         let cpus = crate::report::parse_allowed_cpus("0").unwrap();
         let confined = plan(&AllArgs { cpus: Some(cpus), rounds: None });

@@ -181,18 +181,42 @@ fn spawn_methods_smoke_run_writes_results() {
     let dir = labkit::testing::tempdir();
     let args = ["--rounds", "1", "--budget", "0.002", "--rss", "0,8M"];
     let r = common::run_json("spawn-methods", &args, dir.path());
-    let methods = r["methods"].as_array().unwrap();
+    let series = r["series"].as_array().unwrap();
+    let part = |name: &'static str| series.iter().filter(move |s| s["part"] == name);
+    // Every method, each a condition: eleven of them, in one round asked,
+    // made two so that each pair goes in each order once.
+    let methods: Vec<_> = part("methods").collect();
     assert_eq!(methods.len(), 11, "{r}");
-    assert!(methods.iter().all(|m| m["us"]["median"].as_f64().unwrap() > 0.0));
-    let rss = r["rss"].as_array().unwrap();
-    assert_eq!(rss[1]["touched_bytes"], 8 << 20);
+    for m in &methods {
+        assert!(m["us"]["median"].as_f64().unwrap() > 0.0, "{m}");
+        assert_eq!(m["us"]["n"], 2, "{m}");
+    }
+    // A warm-up of each method, the first time it runs: eleven in all.
+    let obs = r["observations"].as_array().unwrap();
+    assert_eq!(obs.iter().filter(|o| o["round"].is_null()).count(), 11);
+    assert_eq!(r["rss"], serde_json::json!([0, 8 << 20]));
     // The touched region really was resident while the children forked.
-    let (small, big) = (
-        rss[0]["vm_rss_kib"].as_u64().unwrap(),
-        rss[1]["vm_rss_kib"].as_u64().unwrap(),
-    );
-    assert!(big >= small + 7 * 1024, "{small} KiB then {big} KiB");
-    assert!(r["placement"].as_array().unwrap().len() >= 2);
+    let vm_rss = |bytes: u64| {
+        let fork = part("rss")
+            .find(|s| s["touched_bytes"] == bytes && s["condition"] == "fork-wait");
+        fork.unwrap()["vm_rss_kib"]["median"].as_f64().unwrap()
+    };
+    let (small, big) = (vm_rss(0), vm_rss(8 << 20));
+    assert!(big >= small + 7.0 * 1024.0, "{small} KiB then {big} KiB");
+    // The pool's hand-off at each placement: unpinned and on one CPU, and
+    // with two CPUs on two.
+    let placements: Vec<&str> = r["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect();
+    assert!(placements.len() >= 2 && placements[..2] == ["unpinned", "one-cpu"]);
+    for p in placements {
+        let pool = part("placement")
+            .find(|s| s["placement"] == p && s["condition"] == "pool");
+        assert!(pool.is_some(), "no pool hand-off at {p}");
+    }
     for file in ["tables.md", "spawn-methods.svg", "rss.svg", "placement.svg"] {
         assert!(dir.path().join(file).is_file(), "{file} missing");
     }
