@@ -43,8 +43,20 @@ pub struct Claim {
     #[serde(default)]
     pub one_cpu: bool,
     pub holds: Option<[f64; 2]>,
+    /// Why `holds` ends where it does, each end citing the article's
+    /// words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<[String; 2]>,
     pub depends: Option<[f64; 2]>,
     pub depends_on: Option<String>,
+    /// Why `depends` ends where it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_why: Option<[String; 2]>,
+    /// `KEY`: another headline figure of the same results, shown beside
+    /// the verdict and not judged (the Rust pair beside the article's C
+    /// programs, the other placement beside the article's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 /// The fewest rounds a verdict rests on: with fewer, the interval of a
@@ -382,6 +394,7 @@ impl Row {
             judged_on: judged_on.into(),
             results: String::new(),
             busy: None,
+            beside: None,
         }
     }
 }
@@ -416,6 +429,10 @@ pub struct Row {
     /// or that was busy elsewhere ([`Busy::mark`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<String>,
+    /// The figure the claim shows beside its verdict ([`Claim::beside`]),
+    /// in words, from the same results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 /// What made a run busy: the results folders measured while other
@@ -584,7 +601,25 @@ fn evaluate_one(
     let look = look_of(&published.header.settings);
     let verdict = claim.verdict_on(&figure, folder, look);
     let (interval, coverage) = figure.decision(look);
+    let beside = match &claim.beside {
+        Some(key) => published
+            .figure(key)
+            .map_err(|e| Error::failed(format!("{}: {e}", file.display())))?
+            .map(|f| {
+                let [lo, hi] = f.interval;
+                format!(
+                    "{}: {} (interval {} to {}, {})",
+                    f.label,
+                    show(f.value, &f.unit),
+                    show(lo, &f.unit),
+                    show(hi, &f.unit),
+                    f.basis()
+                )
+            }),
+        None => None,
+    };
     Ok(Row {
+        beside,
         verdict,
         today: Some(figure.value),
         interval: Some(interval),
@@ -644,6 +679,27 @@ impl Claim {
             parts.push(format!("depends {}", range_text(d, unit)));
         }
         parts.push("otherwise no longer holds".into());
+        parts.join("; ")
+    }
+
+    /// Why each end of the rule's ranges is where it is, in the article's
+    /// words: "5x: '5 to 10 times'; 10x: ...". Empty for a claim without
+    /// reasons (a run's stored rules from before they had them).
+    pub fn bounds(&self, unit: &str) -> String {
+        let mut parts = Vec::new();
+        for (range, why) in
+            [(self.holds, &self.why), (self.depends, &self.depends_why)]
+        {
+            let (Some(range), Some(why)) = (range, why) else { continue };
+            for (end, why) in range.iter().zip(why) {
+                let end = if end.is_infinite() {
+                    "no upper end".into()
+                } else {
+                    show(*end, unit)
+                };
+                parts.push(format!("{end}: {why}"));
+            }
+        }
         parts.join("; ")
     }
 }
@@ -729,6 +785,10 @@ pub fn markdown(
         md.push_str(&format!("- Then: {} ({})\n", r.claim.then, r.claim.setting));
         if r.claim.cannot.is_none() {
             md.push_str(&format!("- Rule: {}\n", r.claim.rule(&r.unit)));
+            let bounds = r.claim.bounds(&r.unit);
+            if !bounds.is_empty() {
+                md.push_str(&format!("- Its ends: {bounds}\n"));
+            }
         }
         if let Some(today) = r.today_text() {
             md.push_str(&format!("- Today: {today}: {}\n", r.label));
@@ -736,6 +796,9 @@ pub fn markdown(
                 "- Settings: {}, from `{}`\n",
                 r.judged_on, r.results
             ));
+            if let Some(beside) = &r.beside {
+                md.push_str(&format!("- Beside it, not judged: {beside}\n"));
+            }
         }
         if let Some(link) = chapter(&r.claim) {
             md.push_str(&format!("- In the book: {link}\n"));
@@ -1032,6 +1095,63 @@ mod tests {
         }
     }
 
+    /// Every finite outer end of a rule (the lowest above zero, the
+    /// highest) has "no longer holds" just past it, and every end of a
+    /// range has its reason in the article's words: a claim of a
+    /// magnitude is judged at both ends.
+    #[test]
+    fn every_rule_has_both_ends_where_it_states_a_magnitude_and_says_why() {
+        for c in all().iter().filter(|c| c.cannot.is_none()) {
+            let ranges = [c.holds, c.depends];
+            let ends: Vec<f64> =
+                ranges.iter().flatten().flatten().copied().collect();
+            let low = ends.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = ends.iter().copied().fold(0.0, f64::max);
+            if low > 0.0 {
+                let below = low * 0.95;
+                assert_eq!(
+                    c.judge([below, below], ""),
+                    Verdict::NoLongerHolds,
+                    "{}",
+                    c.id
+                );
+            }
+            if high.is_finite() && high > 0.0 {
+                let above = high * 1.05;
+                assert_eq!(
+                    c.judge([above, above], ""),
+                    Verdict::NoLongerHolds,
+                    "{}",
+                    c.id
+                );
+            }
+            for (range, why, name) in [
+                (c.holds, &c.why, "why"),
+                (c.depends, &c.depends_why, "depends_why"),
+            ] {
+                if range.is_some() {
+                    let why = why
+                        .as_ref()
+                        .unwrap_or_else(|| panic!("{}: no {name}", c.id));
+                    assert!(
+                        why.iter().all(|w| !w.trim().is_empty()),
+                        "{}: {name}",
+                        c.id
+                    );
+                }
+            }
+            assert!(!c.bounds("").is_empty(), "{}", c.id);
+        }
+        // The ends the article's words give: "about 0.18 ms", "5 to 10
+        // times", "tens of times", "ten or a hundred times".
+        let rule = |id: &str| all().into_iter().find(|c| c.id == id).unwrap().holds;
+        assert_eq!(rule("process-cost"), Some([120.0, 270.0]));
+        assert_eq!(rule("create-ratio"), Some([5.0, 10.0]));
+        assert_eq!(rule("lecture-ratio"), Some([20.0, 100.0]));
+        assert_eq!(rule("ten-or-a-hundred"), Some([10.0, 100.0]));
+        assert_eq!(rule("pipe-peak-700"), Some([350.0, 1400.0]));
+    }
+
     #[test]
     fn an_interval_touching_a_boundary_from_outside_is_too_close() {
         let c = all().into_iter().find(|c| c.id == "create-ratio").unwrap();
@@ -1044,6 +1164,8 @@ mod tests {
             )
         );
         assert_eq!(c.judge([5.0, 7.0], "x"), Verdict::Holds);
+        // Past its high end, "5 to 10 times" no longer holds.
+        assert_eq!(c.judge([11.0, 12.0], "x"), Verdict::NoLongerHolds);
         assert!(matches!(c.judge([2.5, 4.0], "x"), Verdict::DependsOn(_)));
         assert_eq!(c.judge([1.0, 1.5], "x"), Verdict::NoLongerHolds);
         // A wide interval over a whole range is no verdict either.

@@ -1369,7 +1369,7 @@ mod tests {
     fn a_missing_folder_is_measured_by_the_reference_plans_command() {
         assert_eq!(
             command_for("fork-vs-thread/cpu0"),
-            "lab run fork-vs-thread --variant cpu0 --cpus 0"
+            "lab run fork-vs-thread --vs-c --variant cpu0 --cpus 0"
         );
         assert!(!command_for("fork-vs-thread/cpu0").contains("--reference"));
         assert_eq!(command_for("no-such/x"), "lab run no-such");

@@ -98,7 +98,7 @@ pub fn plan(all: &AllArgs) -> Vec<Step> {
     for e in experiments::every() {
         steps.push(with_all(e.under_all.plan(e)));
         if all.cpus.is_none() && wants_one_cpu(e.name) {
-            let one = e.one_cpu_under_all.unwrap_or(e.under_all).plan(e);
+            let one = e.one_cpu_under_all.unwrap_or(e.one_cpu).plan(e);
             steps.push(with_all(one.confined(&[0], "cpu0")));
         }
     }
@@ -115,9 +115,8 @@ pub fn reference_plan() -> Vec<Step> {
         for (k, declared) in e.reference.iter().enumerate() {
             steps.push(Step { plan: declared.plan(e).as_reference() });
             if k == 0 && wants_one_cpu(e.name) {
-                let plan = experiments::Declared::DEFAULT.plan(e);
-                steps
-                    .push(Step { plan: plan.confined(&[0], "cpu0").as_reference() });
+                let plan = e.one_cpu.plan(e).confined(&[0], "cpu0");
+                steps.push(Step { plan: plan.as_reference() });
             }
         }
     }
@@ -302,7 +301,7 @@ mod tests {
         );
         assert_eq!(
             step(&steps, "fork-vs-thread/cpu0").command(),
-            "lab run fork-vs-thread --variant cpu0 --cpus 0 --reference"
+            "lab run fork-vs-thread --vs-c --variant cpu0 --cpus 0 --reference"
         );
     }
 

@@ -538,6 +538,16 @@ pub fn check_claims(schemas: &Schemas, claims: &[Claim], toml: &str) -> Vec<Stri
                 claim.id
             ));
         }
+        // A figure shown beside it is a key of the same experiment.
+        if let (Some(key), Some((experiment, _))) =
+            (&claim.beside, claim.figure_ref())
+            && let Err(e) = schemas.key(experiment, key)
+        {
+            problems.push(format!(
+                "claims.toml: claim {}: beside = \"{key}\": {e}",
+                claim.id
+            ));
+        }
     }
     problems
 }
@@ -843,8 +853,11 @@ mod tests {
             figure: Some(figure.into()),
             one_cpu: false,
             holds: Some([1.0, f64::INFINITY]),
+            why: None,
             depends: None,
             depends_on: None,
+            depends_why: None,
+            beside: None,
         };
         let toml = "[[claim]]\nid = \"a\"\nfigure = \"demo/fork_us\"\n\n[[claim]]\nid = \"b\"\nfigure = \"demo/fork_ms\"\n";
         let problems = check_claims(

@@ -28,6 +28,9 @@ pub struct Experiment {
     /// Its one-CPU run under `lab run all`, when that is not `under_all`:
     /// what its one-CPU claims need, at the rounds their verdicts need.
     pub one_cpu_under_all: Option<Declared>,
+    /// Its one-CPU run in the reference, and under `lab run all` unless
+    /// `one_cpu_under_all` says otherwise: added where a claim asks for one.
+    pub one_cpu: Declared,
     /// Its runs in the reference (`lab reference`): the first makes `NAME`,
     /// any other a sub-run (its variant). A one-CPU run is added by itself
     /// where a claim asks for one.
@@ -120,6 +123,7 @@ impl Experiment {
             run,
             under_all: Declared::DEFAULT,
             one_cpu_under_all: None,
+            one_cpu: Declared::DEFAULT,
             reference: &[Declared::DEFAULT],
             headline: &[],
             data: None,
@@ -131,7 +135,14 @@ impl Experiment {
         Experiment { under_all, ..self }
     }
 
-    /// Its one-CPU run under `lab run all`.
+    /// Its one-CPU run, in the reference and under `lab run all`, when a
+    /// claim asks for one and it is not the experiment's defaults.
+    pub const fn one_cpu(self, declared: Declared) -> Self {
+        Experiment { one_cpu: declared, ..self }
+    }
+
+    /// Its one-CPU run under `lab run all`, when it is lighter than
+    /// [`Experiment::one_cpu`].
     pub const fn one_cpu_under_all(self, declared: Declared) -> Self {
         Experiment { one_cpu_under_all: Some(declared), ..self }
     }

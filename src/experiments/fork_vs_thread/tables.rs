@@ -3,7 +3,7 @@
 
 use crate::chart::{Chart, Meaning};
 use crate::engine::Observations;
-use crate::report::Headline;
+use crate::report::{Headline, HeadlineBuilder};
 use crate::table::{Table, col, or_dash, range};
 
 use super::{Axis, Grid, Setting};
@@ -34,17 +34,35 @@ fn slope_ratio(obs: Observations, g: &Grid, program: &str, k: usize) -> Option<f
     (points.len() >= 3).then(|| ((y2 - y1) / (x2 - x1)) / ((y1 - y0) / (x1 - x0)))
 }
 
-/// The figures the claims are judged on: fork's time over thread's across
-/// every setting and at the largest COUNT, paired per round, and how
-/// straight time grows with P.
+/// The figures the claims are judged on, for the Rust pair (`fork`,
+/// `thread`: today's way to write the programs) and, when they ran, for
+/// the article's own C programs (`fork.c`, `thread.c`, keys ending in
+/// `_c`): fork's time over thread's across every setting and at the
+/// largest COUNT, paired per round, and how straight time grows with P.
 pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
+    let mut h = crate::report::headline();
+    for (fork, thread, suffix) in
+        [("fork", "thread", ""), ("fork.c", "thread.c", "_c")]
+    {
+        h = pair(h, grids, obs, [fork, thread], suffix);
+    }
+    h.build()
+}
+
+/// [`headline`]'s figures for one pair of programs, its keys ending in
+/// `suffix`.
+fn pair(
+    h: HeadlineBuilder,
+    grids: &[Grid],
+    obs: Observations,
+    [fork, thread]: [&str; 2],
+    suffix: &str,
+) -> HeadlineBuilder {
     let points: Vec<(&Grid, &Setting)> =
         grids.iter().flat_map(|g| g.settings.iter().map(move |s| (g, s))).collect();
     let ratios: Vec<Vec<f64>> = points
         .iter()
-        .filter_map(|(g, s)| {
-            obs.paired(&s.factors(g.name), "fork", "thread", "wall_s")
-        })
+        .filter_map(|(g, s)| obs.paired(&s.factors(g.name), fork, thread, "wall_s"))
         .collect();
     let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
     // Round k ran every setting: the median of that round's pairs.
@@ -62,48 +80,51 @@ pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
         (0..rounds).map(|k| slope_ratio(obs, g, program, k)).collect()
     };
     // The program further from a straight line, in each round.
-    let worse = bend("fork").zip(bend("thread")).map(|(f, t)| {
+    let worse = bend(fork).zip(bend(thread)).map(|(f, t)| {
         f.into_iter()
             .zip(t)
             .map(|(f, t)| if f.ln().abs() >= t.ln().abs() { f } else { t })
             .collect::<Vec<f64>>()
     });
-    crate::report::headline()
-        .rounds(
-            "fork_over_thread",
-            "fork's time over thread's: each round's median over every setting",
-            (rounds > 0).then_some(every),
-            "x",
-        )
-        .paired(
-            "fork_over_thread_at_largest_count",
-            &format!(
-                "fork's time over thread's at P = 255, COUNT = {}",
-                last.map_or(0, |(_, s)| s.count)
-            ),
-            last.and_then(|(g, s)| walls(obs, g, s, "fork")),
-            last.and_then(|(g, s)| walls(obs, g, s, "thread")),
-        )
-        .rounds(
-            "workers_slope_ratio",
-            "time against P: the upper half's slope over the lower half's, the \
-             program further from 1",
-            worse,
-            "x",
-        )
-        .rounds(
-            "workers_slope_ratio_fork",
-            "fork: the upper half's slope over the lower half's",
-            bend("fork"),
-            "x",
-        )
-        .rounds(
-            "workers_slope_ratio_thread",
-            "thread: the upper half's slope over the lower half's",
-            bend("thread"),
-            "x",
-        )
-        .build()
+    let key = |k: &str| format!("{k}{suffix}");
+    h.rounds(
+        &key("fork_over_thread"),
+        &format!(
+            "{fork}'s time over {thread}'s: each round's median over every setting"
+        ),
+        (rounds > 0).then_some(every),
+        "x",
+    )
+    .paired(
+        &key("fork_over_thread_at_largest_count"),
+        &format!(
+            "{fork}'s time over {thread}'s at P = 255, COUNT = {}",
+            last.map_or(0, |(_, s)| s.count)
+        ),
+        last.and_then(|(g, s)| walls(obs, g, s, fork)),
+        last.and_then(|(g, s)| walls(obs, g, s, thread)),
+    )
+    .rounds(
+        &key("workers_slope_ratio"),
+        &format!(
+            "{fork} and {thread}, time against P: the upper half's slope over the \
+             lower half's, the program further from 1"
+        ),
+        worse,
+        "x",
+    )
+    .rounds(
+        &key("workers_slope_ratio_fork"),
+        &format!("{fork}: the upper half's slope over the lower half's"),
+        bend(fork),
+        "x",
+    )
+    .rounds(
+        &key("workers_slope_ratio_thread"),
+        &format!("{thread}: the upper half's slope over the lower half's"),
+        bend(thread),
+        "x",
+    )
 }
 
 /// The grid's table: the setting, the paired ratios the chapter quotes and
