@@ -356,28 +356,45 @@ impl Observations<'_> {
     /// Every condition at every setting, in the order first measured, with
     /// each metric its rounds have.
     pub fn series(&self) -> Vec<Series> {
-        let mut out: Vec<Series> = Vec::new();
-        for o in self.0.iter().filter(|o| o.round.is_some()) {
-            if out
-                .iter()
-                .any(|s| s.setting == o.setting && s.condition == o.condition)
-            {
-                continue;
-            }
-            let metrics = o
-                .metrics
-                .keys()
-                .filter_map(|m| {
-                    Some((m.clone(), self.summary(&o.setting, &o.condition, m)?))
-                })
-                .collect();
-            out.push(Series {
-                setting: o.setting.clone(),
-                condition: o.condition.clone(),
-                metrics,
+        // Each (setting, condition) once, in the order first measured, with
+        // its rounds' metrics gathered in one pass over the observations.
+        type Rounds = BTreeMap<String, Vec<(usize, f64)>>;
+        let mut order: Vec<(&Setting, &str)> = Vec::new();
+        let mut found: Vec<Rounds> = Vec::new();
+        let mut index: std::collections::HashMap<(String, &str), usize> =
+            std::collections::HashMap::new();
+        for o in self.0 {
+            let Some(round) = o.round else { continue };
+            let key = (
+                serde_json::to_string(&o.setting).unwrap_or_default(),
+                o.condition.as_str(),
+            );
+            let k = *index.entry(key).or_insert_with(|| {
+                order.push((&o.setting, o.condition.as_str()));
+                found.push(Rounds::new());
+                order.len() - 1
             });
+            for (m, v) in &o.metrics {
+                found[k].entry(m.clone()).or_default().push((round, *v));
+            }
         }
-        out
+        order
+            .into_iter()
+            .zip(found)
+            .map(|((setting, condition), metrics)| Series {
+                setting: setting.clone(),
+                condition: condition.to_string(),
+                metrics: metrics
+                    .into_iter()
+                    .filter_map(|(m, mut rounds)| {
+                        rounds.sort_by_key(|(round, _)| *round);
+                        let v: Vec<f64> =
+                            rounds.into_iter().map(|(_, v)| v).collect();
+                        Some((m, Summary::of(&v)?))
+                    })
+                    .collect(),
+            })
+            .collect()
     }
 }
 
