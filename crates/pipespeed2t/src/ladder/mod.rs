@@ -288,6 +288,7 @@ pub fn run(o: &Options) -> Result<LadderReport> {
             mb_per_s: total as f64 / elapsed_s / MB,
             pipe_size: Some(pipe_bytes),
             verified,
+            cpus: None,
         },
         method: o.method.name().into(),
         check: match (verified, o.check) {
