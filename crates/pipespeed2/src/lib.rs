@@ -36,7 +36,7 @@ pub const MB: f64 = 1e6;
 /// What a run did, printed as one line or as one JSON object. The C
 /// references (`c/pipespeed2.c`, `pipespeed2t.c`) print the same object
 /// with `--json`, and the runner reads both as this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     /// `pipespeed2`, `pipespeed2t`, or the C twin's `pipespeed2.c`, ...
     pub program: String,
