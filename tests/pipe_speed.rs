@@ -110,11 +110,14 @@ fn a_tiny_run_writes_parseable_results() {
         }
     }
     // The copy limit at each block, in the same rounds as the unpinned.
-    let limits = series(&saved, "grid", "condition", "copylimit");
-    check_blocks(&limits, "copylimit");
+    let copies = series(&saved, "grid", "condition", "copylimit");
+    check_blocks(&copies, "copylimit");
     assert!(
-        limits.iter().all(|c| c["memcpy_mb_per_s"]["min"].as_f64().unwrap() > 0.0)
+        copies.iter().all(|c| c["memcpy_mb_per_s"]["min"].as_f64().unwrap() > 0.0)
     );
+    let limits = saved["copy_limit"].as_array().unwrap();
+    assert_eq!(limits.len(), 2);
+    assert!(limits.iter().all(|c| c["mb_per_s"].as_f64().unwrap() > 0.0));
     check_rounds(&saved, 2);
     assert!(saved["vs_c"].as_array().unwrap().is_empty());
 

@@ -213,6 +213,12 @@ struct Placed {
 }
 
 #[derive(Serialize)]
+struct CopyLimit {
+    block_bytes: u64,
+    mb_per_s: f64,
+}
+
+#[derive(Serialize)]
 struct PipeFacts {
     /// `F_GETPIPE_SZ` of a new pipe, as pipespeed2 reported it.
     default_buffer_bytes: u64,
@@ -232,6 +238,9 @@ struct Data {
     loadavg_before: String,
     loadavg_after: String,
     pipe: PipeFacts,
+    /// The copy limit at each block: the faster of the medians of memcpy and
+    /// the vector loop (copylimit's series), each copying every byte twice.
+    copy_limit: Vec<CopyLimit>,
     variants: Vec<Variant>,
     /// Each condition at each setting (`part`: grid, ladder or vs-c;
     /// `block_bytes`, `count`, `placement`; the vs-c `pair`): its MB/s,
@@ -341,6 +350,13 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         loadavg_before,
         loadavg_after: loadavg(),
         pipe: facts,
+        copy_limit: blocks
+            .iter()
+            .filter_map(|&block_bytes| {
+                let mb_per_s = tables::limit(obs, block_bytes)?;
+                Some(CopyLimit { block_bytes, mb_per_s })
+            })
+            .collect(),
         variants,
         series: obs.series(),
         vs_c,

@@ -39,7 +39,7 @@ fn rate(
 
 /// The copy limit at `block`: the faster of the medians of memcpy and the
 /// vector loop, both copying each byte twice.
-fn limit(obs: Observations, block: u64) -> Option<f64> {
+pub(super) fn limit(obs: Observations, block: u64) -> Option<f64> {
     let at = grid(block, "unpinned");
     let m = |metric| obs.summary(&at, COPY, metric).map(|s| s.median);
     Some(m("memcpy_mb_per_s")?.max(m("vector_loop_mb_per_s")?))

@@ -71,6 +71,7 @@ fn data(engine: Engine, pinned: bool) -> (Data, Vec<Observation>) {
             max_buffer_bytes: Some(1 << 20),
             article_buffer_bytes: 4096,
         },
+        copy_limit: Vec::new(),
         variants: keys
             .map(|k| Variant::new((k, k), Path::new("x"), &[], vec![]))
             .into(),
