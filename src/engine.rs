@@ -144,9 +144,13 @@ impl Engine {
     }
 
     /// Show progress: `runs` measured runs in all (warm-ups are not
-    /// counted), under `name`.
+    /// counted), under `name`; a bar already shown (an earlier part of the
+    /// experiment) is cleared.
     pub fn progress(&mut self, runs: usize, name: &str) {
-        self.bar = Some(crate::progress::bar(runs as u64, name));
+        let bar = crate::progress::bar(runs as u64, name);
+        if let Some(done) = self.bar.replace(bar) {
+            done.finish_and_clear();
+        }
     }
 
     /// The measured runs `conditions` conditions take at one setting.

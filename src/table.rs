@@ -54,17 +54,24 @@ impl Table {
     /// (numbers right-aligned), then the notes.
     pub fn render(&self) -> String {
         let cols = self.headers.len();
+        // A `|` in a cell (rounds in clusters: `864-1190 (7) | 7500-8038
+        // (8)`) would end the cell: Markdown's escape keeps it.
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|cell| cell.replace('|', "\\|")).collect())
+            .collect();
         // At least 3 wide: a Markdown rule needs `--:` or `:--`.
         let mut width: Vec<usize> =
             self.headers.iter().map(|h| h.chars().count().max(3)).collect();
-        for row in &self.rows {
+        for row in &rows {
             for (w, cell) in width.iter_mut().zip(row) {
                 *w = (*w).max(cell.chars().count());
             }
         }
         let numeric: Vec<bool> = (0..cols)
             .map(|c| {
-                self.rows.iter().all(|r| {
+                rows.iter().all(|r| {
                     r.get(c).is_none_or(|cell| {
                         cell.starts_with(|ch: char| {
                             ch.is_ascii_digit() || ch == '-' || ch == '.'
@@ -98,7 +105,7 @@ impl Table {
             })
             .collect();
         out.push_str(&format!("| {} |\n", rule.join(" | ")));
-        for row in &self.rows {
+        for row in &rows {
             out.push_str(&line(row));
         }
         for note in &self.notes {
@@ -216,6 +223,9 @@ mod tests {
         assert_eq!(t.headers, ["n", "s"]);
         assert_eq!(t.rows, [["1", "0.50"], ["2", "0.25"]]);
         assert_eq!(t.notes, ["a note"]);
+        let mut split = Table::new("", &["rounds"]);
+        split.row(vec!["1-2 (3) | 8-9 (3)".into()]);
+        assert_eq!(split.render().lines().last(), Some("| 1-2 (3) \\| 8-9 (3) |"));
         let mut narrow = Table::new("", &["P"]);
         narrow.row(vec!["3".into()]);
         assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");
