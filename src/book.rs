@@ -10,7 +10,7 @@
 //!   `{{#figure create-destroy /headline/fork_us/value 0}}`. A null value
 //!   (a figure the run could not give) prints as `-`. The path is a JSON
 //!   pointer whose steps into an array name the element by its setting,
-//!   never by its position: `/variants[key=pipespeed2t]/points[block_bytes=4096]/mb_per_s/median`
+//!   never by its position: `/series[condition=pipe,block_bytes=4096]/mb_per_s/median`
 //!   ([`select`]), so a run with one more point quotes the same figures.
 //!   Its first step says where it starts in the results file, of any
 //!   version ([`crate::document::resolve`]): a top-level key (`/headline/...`)
