@@ -255,8 +255,8 @@ mod tests {
         // Its one-CPU claims' points only, at the rounds a verdict needs.
         assert_eq!(
             step(&steps, "mq-sweep/cpu0").command(),
-            "lab run mq-sweep --threads 10,100 --pipeline 1 --redis-io-threads 1 \
-             --nats-gomaxprocs 2 --variant cpu0 --cpus 0"
+            "lab run mq-sweep --threads 10,100 --no-event-loop --pipeline 1 \
+             --brokers lab --variant cpu0 --cpus 0"
         );
         let mq = step(&steps, "mq-sweep");
         assert_eq!((mq.common.rounds, mq.common.cpus.is_none()), (2, true));

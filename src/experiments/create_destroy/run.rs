@@ -160,17 +160,57 @@ pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
 }
 // ANCHOR_END: run_loop
 
-/// One run of creattime (or creattime.c) at `samples`.
+/// The create calls of each kind a round of creattime times at every
+/// sample count: one run of 20 or 255 calls is moved by a slow call or
+/// two, so a round runs the program until it has timed this many.
+pub(super) const CREATTIME_CALLS: u64 = 510;
+
+/// creattime (or creattime.c) at `samples`, run `times` times in a row
+/// and pooled: each kind's create calls summed over the runs and averaged
+/// over its successes, the zombies each run counted averaged over the
+/// runs, and the usage summed. Each run forks and keeps `samples`
+/// children as the article's did; the repeats give every sample count as
+/// many timed calls ([`CREATTIME_CALLS`]), so that their averages are
+/// equally precise.
 pub(super) fn run_creattime(
     path: &Path,
     samples: u64,
+    times: u64,
 ) -> Result<(creattime::Report, Usage)> {
-    let mut cmd = Command::new(path);
-    cmd.args([samples.to_string(), "--json".into()]);
     let what = format!("{} {samples}", path.display());
-    let (r, cost): (creattime::Report, _) = run_json(cmd, &what)?;
-    match (r.fork.average_ms, r.thread.average_ms) {
-        (Some(_), Some(_)) => Ok((r, cost)),
+    let mut pooled = creattime::Report { samples, ..Default::default() };
+    let mut usage = Usage::default();
+    let mut zombies = 0;
+    for _ in 0..times.max(1) {
+        let mut cmd = Command::new(path);
+        cmd.args([samples.to_string(), "--json".into()]);
+        let (r, cost): (creattime::Report, Usage) = run_json(cmd, &what)?;
+        for (sum, one) in
+            [(&mut pooled.fork, &r.fork), (&mut pooled.thread, &r.thread)]
+        {
+            sum.successes += one.successes;
+            sum.failures += one.failures;
+            sum.total_ms += one.total_ms;
+            sum.first_error =
+                sum.first_error.take().or_else(|| one.first_error.clone());
+        }
+        zombies += r.zombies_before_reaping;
+        (pooled.reaped, pooled.joined) =
+            (pooled.reaped + r.reaped, pooled.joined + r.joined);
+        usage.wall_s += cost.wall_s;
+        usage.user_s += cost.user_s;
+        usage.sys_s += cost.sys_s;
+        usage.max_rss_kib = usage.max_rss_kib.max(cost.max_rss_kib);
+        usage.voluntary_switches += cost.voluntary_switches;
+        usage.involuntary_switches += cost.involuntary_switches;
+    }
+    pooled.zombies_before_reaping = (zombies + times.max(1) / 2) / times.max(1);
+    for kind in [&mut pooled.fork, &mut pooled.thread] {
+        kind.average_ms =
+            (kind.successes > 0).then(|| kind.total_ms / kind.successes as f64);
+    }
+    match (pooled.fork.average_ms, pooled.thread.average_ms) {
+        (Some(_), Some(_)) => Ok((pooled, usage)),
         _ => Err(Error::failed(format!("{what}: no fork or no thread was created"))),
     }
 }

@@ -83,7 +83,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     for &s in &d.samples {
         h = h.paired(
             &format!("creattime_ratio_{s}"),
-            &format!("creattime: fork() over pthread_create() at {s} samples, one run's pair"),
+            &format!("creattime: fork() over pthread_create() at {s} samples, each round's pair"),
             ct(s, "fork_ms"),
             ct(s, "thread_ms"),
         );
@@ -265,6 +265,7 @@ fn creattime_vs_c_table(d: &Data, obs: Observations) -> Table {
         .samples
         .first()
         .and_then(|&s| obs.summary(&samples(s), CREATTIME, "ratio"));
+    let least = d.samples.iter().copied().min().unwrap_or(1).max(1);
     Table::of(
         "5. creattime against creattime.c, run back to back in each round",
         &d.samples,
@@ -280,8 +281,12 @@ fn creattime_vs_c_table(d: &Data, obs: Observations) -> Table {
     )
     .noted(format!(
         "Both time the same two calls, fork() and pthread_create(), one sample at a \
-         time; medians of {} rounds' averages. creattime.c is built with {}.",
+         time; medians of {} rounds' averages. A round runs the program at each count until it has timed {} calls of \
+         each kind ({least} samples: {} runs), so every count's average rests on \
+         as many calls. creattime.c is built with {}.",
         rounds.map_or(0, |s| s.n),
+        super::run::CREATTIME_CALLS,
+        super::run::CREATTIME_CALLS.div_ceil(least),
         crate::bins::C_FLAGS.join(" ")
     ))
 }
