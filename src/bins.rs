@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn c_builds_are_cached_rebuilt_when_changed_and_fail_in_one_line() {
-        labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
+        labtest::require!(labtest::have_tool("cc"), "no C compiler (cc)");
         let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();
         let source = dir.path().join("hello.c");
         let out_dir = dir.path().join("c");
@@ -274,7 +274,7 @@ mod tests {
     #[test]
     fn a_failed_cargo_build_is_one_line_naming_the_packages() {
         let Some(cargo) = std::env::var_os("CARGO") else {
-            labkit::testing::skipped("not run by cargo (no $CARGO)");
+            labtest::skipped("not run by cargo (no $CARGO)");
             return;
         };
         let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();

@@ -192,7 +192,7 @@ fn copy_with_an_extra_point(from: &Path, to: &Path) {
 #[test]
 fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     let reference = lab::runs::reference().expect("a reference run in results/");
-    let scratch = labkit::testing::tempdir();
+    let scratch = labtest::tempdir();
     // Under the reference's own name, which the then-and-now page gives.
     let grown = scratch.path().join(reference.file_name().unwrap());
     std::fs::create_dir(&grown).unwrap();
@@ -852,7 +852,7 @@ fn the_books_cheap_commands_run_as_written() {
         }
     }
     for tool in &missing {
-        labkit::testing::skipped(&format!(
+        labtest::skipped(&format!(
             "the book's commands that start with {tool}: no {tool} here"
         ));
     }
@@ -870,7 +870,7 @@ fn the_books_cheap_commands_run_as_written() {
 /// for a program and for `lab run`.
 #[test]
 fn parse_only_checks_the_flags_and_runs_nothing() {
-    let scratch = labkit::testing::tempdir();
+    let scratch = labtest::tempdir();
     let log = scratch.path().join("f.log");
     let out = scratch.path().join("out");
     let run = |cmd: &mut std::process::Command| {
@@ -900,7 +900,7 @@ fn parse_only_checks_the_flags_and_runs_nothing() {
 /// A scratch checkout for `lab book`: the real book and reference linked
 /// in, and runs of its own.
 fn edition_checkout() -> labkit::cleanup::TempDir {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for part in ["book", "results"] {
         std::os::unix::fs::symlink(root.join(part), dir.path().join(part)).unwrap();
@@ -1033,7 +1033,7 @@ fn value_of(run: &Path, attr: &str) -> String {
 
 #[test]
 fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lacks() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = edition_checkout();
     // A real quick run, on one CPU as the chapter's figures are.
     let one_cpu = ["--rounds", "3", "--cpus", "0", "--variant", "cpu0"];
@@ -1093,12 +1093,12 @@ fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lack
 
 #[test]
 fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = edition_checkout();
     // fork and thread each wait the same before the real program: the
     // processes take as long as the threads, so printing-same holds,
     // where the book's reference says it no longer does.
-    let bins = labkit::testing::tempdir();
+    let bins = labtest::tempdir();
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
         let real = common::bin_dir().join(name);
@@ -1156,9 +1156,9 @@ fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
 
 #[test]
 fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = edition_checkout();
-    let class = labkit::testing::tempdir();
+    let class = labtest::tempdir();
     let mut runs = Vec::new();
     for i in 0..2 {
         let run =
@@ -1220,7 +1220,7 @@ fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
 #[test]
 fn lab_book_refuses_a_place_it_may_not_write_with_one_line() {
     let checkout = edition_checkout();
-    let full = labkit::testing::tempdir();
+    let full = labtest::tempdir();
     std::fs::write(full.path().join("notes.txt"), "mine\n").unwrap();
     let reference = lab::book::reference_for(&checkout.path().join("book")).unwrap();
     let cases: [(Vec<String>, &str); 5] = [
@@ -1240,7 +1240,7 @@ fn lab_book_refuses_a_place_it_may_not_write_with_one_line() {
         (vec!["--bogus".into()], "unexpected argument"),
     ];
     for (args, says) in cases {
-        let line = labkit::testing::usage_error(
+        let line = labtest::usage_error(
             "lab",
             common::lab_std()
                 .env("LAB_CHECKOUT", checkout.path())

@@ -7,8 +7,8 @@ use predicates::prelude::*;
 
 #[test]
 fn create_destroy_smoke_run_writes_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args = ["--rounds", "2", "--iterations", "30", "--samples", "3,5"];
     common::lab_run("create-destroy", &args, dir.path())
         .args(["--lecture-iterations", "20"])
@@ -39,9 +39,9 @@ fn create_destroy_smoke_run_writes_results() {
 
 #[test]
 fn create_destroy_pairs_rust_with_c() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    labtest::require!(labtest::have_tool("cc"), "no C compiler (cc)");
+    let dir = labtest::tempdir();
     let args = ["--rounds", "1", "--iterations", "20", "--lecture-iterations", "5"];
     let args = [&args[..], &["--samples", "2", "--vs-c"]].concat();
     let r = common::run_json("create-destroy", &args, dir.path());
@@ -77,12 +77,12 @@ fn run_c<T: serde::de::DeserializeOwned>(
     args: &[&str],
 ) -> T {
     let out = std::process::Command::new(path).args(args).output().unwrap();
-    labkit::testing::report(&out)
+    labtest::report(&out)
 }
 
 #[test]
 fn forkcreat_c_prints_forkcreats_report() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let Some(c) = common::c_program("forkcreat") else { return };
     for (mode, reap) in
         [("wait", forkcreat::Reap::Wait), ("sigchld", forkcreat::Reap::Sigchld)]
@@ -114,7 +114,7 @@ fn pthreadcreat_c_prints_pthreadcreats_report() {
 
 #[test]
 fn creattime_c_prints_creattimes_report_and_reaps_everything() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let Some(c) = common::c_program("creattime") else { return };
     let r: creattime::Report = run_c(&c, &["6", "--json"]);
     assert_eq!(r.samples, 6);
@@ -132,11 +132,11 @@ fn creattime_c_prints_creattimes_report_and_reaps_everything() {
 
 #[test]
 fn creattime_c_reports_failed_forks_in_the_same_json() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
+    let _serial = labtest::serial();
+    labtest::require!(labtest::is_root(), "needs root to run as nobody");
     let Some(c) = common::c_program("creattime") else { return };
     // nobody may have one process (itself): every fork fails with EAGAIN.
-    let Some(copy) = labkit::testing::copy_for_nobody(&c) else { return };
+    let Some(copy) = labtest::copy_for_nobody(&c) else { return };
     let mut cmd = copy.command();
     cmd.args(["3", "--json"]);
     let limits = labkit::limited::Limits {
@@ -146,7 +146,7 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
     };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    let r: creattime::Report = labkit::testing::json(&out.stdout);
+    let r: creattime::Report = labtest::json(&out.stdout);
     assert_eq!((r.fork.failures, r.fork.successes), (3, 0), "{r:?}");
     assert_eq!(r.fork.average_ms, None);
     let err = r.fork.first_error.unwrap();
@@ -155,8 +155,8 @@ fn creattime_c_reports_failed_forks_in_the_same_json() {
 
 #[test]
 fn spawn_methods_smoke_run_writes_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args = ["--rounds", "1", "--budget", "0.002", "--rss", "0,8M"];
     let r = common::run_json("spawn-methods", &args, dir.path());
     let methods = r["methods"].as_array().unwrap();
@@ -179,11 +179,11 @@ fn spawn_methods_smoke_run_writes_results() {
 #[test]
 fn spawn_methods_refuses_more_rss_than_the_memory_available() {
     let available = spawn_methods::mem_available().unwrap();
-    labkit::require!(
+    labtest::require!(
         available < 64 << 30,
         "64 GiB or more available: nothing to refuse"
     );
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let out = dir.path().to_str().unwrap();
     let args = ["run", "spawn-methods", "--rss", "0,64G", "--out", out];
     let err = common::lab_refuses(&args);

@@ -26,7 +26,7 @@ fn perf_works() -> bool {
 /// `lab run ctx-switch ARGS --json --out DIR`: the printed JSON, checked to
 /// be the saved one, read as the experiment's own results type.
 fn run(args: &[&str]) -> Data {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let printed = run_json("ctx-switch", args, dir.path());
     assert_eq!(printed["experiment"], "ctx-switch");
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
@@ -38,7 +38,7 @@ fn run(args: &[&str]) -> Data {
 
 #[test]
 fn a_tiny_run_gives_a_per_switch_cost_for_every_mode_and_placement() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let saved = run(&["--rounds", "2", "-n", "300", "--no-perf"]);
     assert_eq!((saved.iterations, saved.rounds), (300, 2));
     assert!(!saved.perf.used);
@@ -76,8 +76,8 @@ fn a_tiny_run_gives_a_per_switch_cost_for_every_mode_and_placement() {
 
 #[test]
 fn perf_runs_beside_it_in_the_same_mode_and_placement() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(perf_works(), "`perf bench sched pipe` does not run here");
+    let _serial = labtest::serial();
+    labtest::require!(perf_works(), "`perf bench sched pipe` does not run here");
     let saved = run(&["--rounds", "1", "-n", "10000"]);
     assert!(saved.perf.used, "{:?}", saved.perf);
     for cell in &saved.cells {
@@ -94,16 +94,16 @@ fn perf_runs_beside_it_in_the_same_mode_and_placement() {
 
 #[test]
 fn a_missing_default_perf_is_a_note_and_a_named_one_an_error() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // No `perf` on the PATH: the default falls back, with a note.
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = ["--rounds", "1", "-n", "50", "--json"];
     let mut cmd = lab_run("ctx-switch", &args, dir.path());
     let out = cmd.env("PATH", "/nonexistent").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("lab: note: running without perf: "), "{stderr}");
-    let saved: Value = labkit::testing::json(&out.stdout);
+    let saved: Value = labtest::json(&out.stdout);
     assert_eq!(saved["perf"]["used"], false);
     let note = saved["perf"]["note"].as_str().unwrap();
     assert!(note.contains("perf cannot run") && note.contains("ENOENT"), "{note}");

@@ -70,7 +70,7 @@ fn every_binary_starts_under_a_16_kib_stack_limit() {
 
 #[test]
 fn fork_and_thread_run_under_a_16_kib_stack_limit() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // thread's workers get glibc's default stack: the 16 KiB limit itself.
     for (name, flag) in [("fork", "--procs"), ("thread", "--threads")] {
         let out = limited(name, TINY_STACK)
@@ -85,8 +85,8 @@ fn fork_and_thread_run_under_a_16_kib_stack_limit() {
 
 #[test]
 fn thread_with_the_smallest_stack_it_accepts_works() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let log = dir.path().join("log");
     let out = plain("thread")
         .args(["--threads", "4", "--count", "50", "--stack-size", "16K", "--log"])
@@ -124,8 +124,8 @@ fn pipespeed2t_names_the_size_it_could_not_allocate() {
 
 #[test]
 fn a_full_stdout_or_log_names_which_one_failed() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let log = dir.path().join("log");
     let full = || std::fs::File::options().write(true).open("/dev/full").unwrap();
     for (name, flag, what) in
@@ -168,7 +168,7 @@ fn the_examples_fail_with_a_line_when_stdout_is_full() {
     for name in ["fork_wait", "thread_join"] {
         let path = common::bin_dir().join("examples").join(name);
         if !path.is_file() {
-            labkit::testing::skipped(&format!(
+            labtest::skipped(&format!(
                 "{} is not built (cargo test builds it)",
                 path.display()
             ));
@@ -231,7 +231,7 @@ fn an_out_on_a_full_disk_leaves_nothing_and_still_prints_the_tables() {
     // A disk that is full for this run: files larger than 2 KiB fail with
     // EFBIG (RLIMIT_FSIZE, SIGXFSZ ignored), as a full disk fails with
     // ENOSPC. The programs' own small reports and logs still fit.
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let out_dir = dir.path().join("new/out");
     let mut cmd = plain("lab");
     cmd.args(["run", "fork-vs-thread", "--procs", "2", "--counts", "3"]);
@@ -270,7 +270,7 @@ fn an_out_on_a_full_disk_leaves_nothing_and_still_prints_the_tables() {
 fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
     // A distribution's wrapper for another kernel: several lines, the last
     // a bare package name.
-    let bin = labkit::testing::tempdir();
+    let bin = labtest::tempdir();
     let perf = bin.path().join("perf");
     std::fs::write(
         &perf,
@@ -283,7 +283,7 @@ fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
     Command::new("chmod").arg("+x").arg(&perf).status().unwrap();
     let path =
         format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap());
-    let out_dir = labkit::testing::tempdir();
+    let out_dir = labtest::tempdir();
     let out = plain("lab")
         .env("PATH", path)
         .args(["run", "ctx-switch", "--modes", "threads", "--pins", "none"])
@@ -293,7 +293,7 @@ fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let saved: serde_json::Value = labkit::testing::json(&out.stdout);
+    let saved: serde_json::Value = labtest::json(&out.stdout);
     let note = saved["perf"]["note"].as_str().unwrap();
     assert_eq!(
         note,
@@ -306,8 +306,8 @@ fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
 
 #[test]
 fn spawn_methods_says_why_exec_failed() {
-    let _serial = labkit::testing::serial();
-    let out_dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let out_dir = labtest::tempdir();
     let run = |exec: &std::path::Path| {
         plain("lab")
             .args(["run", "spawn-methods", "--exec"])
@@ -317,7 +317,7 @@ fn spawn_methods_says_why_exec_failed() {
             .output()
             .unwrap()
     };
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let script = dir.path().join("fails");
     std::fs::write(&script, "#!/bin/sh\necho 'no, not today' >&2\nexit 3\n")
         .unwrap();
@@ -339,8 +339,8 @@ fn spawn_methods_says_why_exec_failed() {
 
 #[test]
 fn ctx_switch_perf_given_must_run_and_cpu_pairs_are_separated() {
-    let _serial = labkit::testing::serial();
-    let out_dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let out_dir = labtest::tempdir();
     let out = plain("lab")
         .args(["run", "ctx-switch", "--perf", "/nonexistent/perf", "--out"])
         .arg(out_dir.path())

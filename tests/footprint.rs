@@ -7,8 +7,8 @@ use footprint::Footprint;
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args: Vec<&str> =
         "--rounds 2 --workers 2,5 --touch 256K --cow-workers 3".split(' ').collect();
     let saved = run_json("footprint", &args, dir.path());

@@ -7,8 +7,8 @@ use predicates::prelude::*;
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args = ["--procs", "3", "--counts", "5,20", "--rounds", "2"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
 
@@ -52,8 +52,8 @@ fn a_tiny_run_writes_parseable_results() {
 
 #[test]
 fn the_table_is_printed_by_default() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args = ["--procs", "2,4", "--counts", "3", "--rounds", "1"];
     lab_run("fork-vs-thread", &args, dir.path())
         .assert()
@@ -65,7 +65,7 @@ fn the_table_is_printed_by_default() {
 
 #[test]
 fn an_unwritable_results_directory_fails_before_measuring() {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let file = dir.path().join("file");
     std::fs::write(&file, "").unwrap();
     let sub = file.join("sub");
@@ -77,10 +77,10 @@ fn an_unwritable_results_directory_fails_before_measuring() {
 
 #[test]
 fn a_failing_program_fails_the_experiment_with_its_reason() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // A program that cannot run its setting: fork under a tiny process limit
     // would need another user, so use a bad binary directory instead.
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     std::fs::write(
         dir.path().join("fork"),
         "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n",
@@ -95,7 +95,7 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
         )
         .unwrap();
     }
-    let out = labkit::testing::tempdir();
+    let out = labtest::tempdir();
     let args = ["--procs", "2", "--counts", "1", "--rounds", "1"];
     let mut cmd = lab_run("fork-vs-thread", &args, out.path());
     let err = lab_fails(cmd.env("LAB_BIN_DIR", dir.path()));
@@ -104,9 +104,9 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
 
 #[test]
 fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    labtest::require!(labtest::have_tool("cc"), "no C compiler (cc)");
+    let dir = labtest::tempdir();
     let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
     let row = &saved["grids"][0]["rows"][0];
@@ -122,10 +122,10 @@ fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
 
 #[test]
 fn fork_c_and_thread_c_print_the_rust_programs_report() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     for name in ["fork", "thread"] {
         let Some(c) = common::c_program(name) else { return };
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let log = dir.path().join("log");
         let out = std::process::Command::new(&c)
             .args(["3", "4"])
@@ -137,7 +137,7 @@ fn fork_c_and_thread_c_print_the_rust_programs_report() {
         // The workers' lines, then the report instead of "Okay".
         let stdout = String::from_utf8(out.stdout).unwrap();
         let (lines, last) = stdout.trim_end().rsplit_once('\n').unwrap();
-        let r: labkit::cli::Report = labkit::testing::json(last.as_bytes());
+        let r: labkit::cli::Report = labtest::json(last.as_bytes());
         assert_eq!((r.workers, r.count, r.lines), (3, 4, 12), "{name}: {r:?}");
         assert!(r.elapsed_s > 0.0, "{name}: {r:?}");
         assert_eq!(lines.lines().count(), 12, "{name}: {stdout}");

@@ -19,7 +19,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use labkit::children;
-use labkit::testing::{become_subreaper, no_child_left};
+use labtest::{become_subreaper, no_child_left};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -165,7 +165,7 @@ macro_rules! interrupt_tests {
     ($interrupt:ident: $($name:ident: $($case:expr),+;)+) => {$(
         #[test]
         fn $name() {
-            let _serial = labkit::testing::serial();
+            let _serial = labtest::serial();
             $($interrupt(&$case);)+
         }
     )+};
@@ -205,7 +205,7 @@ struct LabCase {
     /// The program blocks the signals itself, to take them on a thread of
     /// its own (the broker), so its blocked set is not checked.
     blocks_signals_itself: bool,
-    /// Its last line on stderr ([`labkit::testing::shape`]: `#` a number,
+    /// Its last line on stderr ([`labtest::shape`]: `#` a number,
     /// `*` any text), where `{tmp}` is the TMPDIR it was given.
     says: &'static str,
 }
@@ -217,8 +217,8 @@ fn interrupt_lab(case: &LabCase) {
     let LabCase { experiment, args, marker, grandchildren, sig, .. } = *case;
     let (to_group, own_out) = (case.to_group, case.own_out);
     become_subreaper();
-    let tmp = labkit::testing::tempdir();
-    let out = labkit::testing::tempdir();
+    let tmp = labtest::tempdir();
+    let out = labtest::tempdir();
     let earlier = if own_out {
         out.path().join("earlier.json")
     } else {
@@ -290,7 +290,7 @@ fn interrupt_lab(case: &LabCase) {
     assert_eq!(status.code(), Some(128 + sig), "{stderr}");
     let says = case.says.replace("{tmp}", &tmp.path().display().to_string());
     let line = one_line(&stderr);
-    assert!(labkit::testing::shape(line, &says), "{line:?} is not {says:?}");
+    assert!(labtest::shape(line, &says), "{line:?} is not {says:?}");
 }
 
 /// fork-vs-thread with 3 workers that print for a long while.
@@ -417,8 +417,8 @@ fn start_killed(
     Vec<i32>,
     [labkit::cleanup::TempDir; 2],
 ) {
-    let tmp = labkit::testing::tempdir();
-    let checkout = labkit::testing::tempdir();
+    let tmp = labtest::tempdir();
+    let checkout = labtest::tempdir();
     let earlier =
         checkout.path().join("runs/2000-01-01-000000-earlier/fork-vs-thread");
     std::fs::create_dir_all(&earlier).unwrap();
@@ -463,7 +463,7 @@ fn leftovers(tmp: &Path, checkout: &Path) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
     for case in &KILLED {
         let (mut lab, stderr, tree, [tmp, checkout]) = start_killed(case);
@@ -497,7 +497,7 @@ fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
         assert_eq!(tmp_left, Vec::<String>::new(), "{what}: {stderr}");
         let line = stderr.lines().last().unwrap_or("");
         assert!(
-            labkit::testing::shape(
+            labtest::shape(
                 line,
                 "lab: the runner died without cleaning up (killed?); its guard \
                  stopped # program group* and removed *"
@@ -509,9 +509,9 @@ fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
 
 #[test]
 fn lab_reaps_its_guard_on_every_way_out() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     // --help, a usage error, a failure, a success: the guard is reaped
     // by lab itself, never handed to this subreaper.
     for (args, code) in [
@@ -534,7 +534,7 @@ fn lab_reaps_its_guard_on_every_way_out() {
 
 #[test]
 fn the_next_run_removes_what_a_run_killed_with_its_guard_left() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
     let case = &KILLED[0];
     let (mut lab, stderr, tree, [tmp, checkout]) = start_killed(case);
@@ -594,7 +594,7 @@ fn the_next_run_removes_what_a_run_killed_with_its_guard_left() {
     let err = String::from_utf8_lossy(&out.stderr);
     let first = err.lines().next().unwrap_or("");
     assert!(
-        labkit::testing::shape(
+        labtest::shape(
             first,
             "lab: removed what dead runs left behind: */runs/*/.fork-vs-thread.\
              partial-#, */runs/*, {tmp}/lab-fork-vs-thread-*"
@@ -628,7 +628,7 @@ struct Case {
     /// Stopped (SIGSTOP) around the signal, so that it is caught mid-run
     /// however fast it is.
     freeze: bool,
-    /// Its stderr, where each `#` is a number ([`labkit::testing::shape`]).
+    /// Its stderr, where each `#` is a number ([`labtest::shape`]).
     says: &'static str,
 }
 
@@ -657,11 +657,7 @@ fn interrupt_program(case: &Case) {
     let stderr = stderr.join().unwrap();
     assert_nothing_left(&kids, &[pid]);
     assert_eq!(status.code(), Some(128 + case.sig), "{}: {stderr}", case.program);
-    assert!(
-        labkit::testing::shape(&stderr, case.says),
-        "{stderr:?} is not {:?}",
-        case.says
-    );
+    assert!(labtest::shape(&stderr, case.says), "{stderr:?} is not {:?}", case.says);
 }
 
 /// fork, with SIGTERM to its pid; the group test changes the signal.
@@ -734,7 +730,7 @@ interrupt_tests! {
 
 #[test]
 fn children_of_a_parent_killed_outright_die_with_it() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
     let path = common::bin_dir().join("fork");
     let args = ["--procs", "3", "--count", "100000000", "--log", "/dev/null"];
@@ -764,7 +760,7 @@ fn children_of_a_parent_killed_outright_die_with_it() {
 
 #[test]
 fn a_footprint_worker_killed_mid_run_is_named_and_the_rest_reaped() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
     let path = common::bin_dir().join("footprint");
     let args = ["--kind", "procs", "--workers", "4", "--touch", "64M"];

@@ -52,10 +52,8 @@ fn bad_usage_exits_2() {
     );
     // The conflict names both flags.
     let full = ["run", "fork-vs-thread", "--full", "--procs", "4", "--counts", "1"];
-    let err = labkit::testing::usage_error(
-        "lab run fork-vs-thread",
-        common::lab_std().args(full),
-    );
+    let err =
+        labtest::usage_error("lab run fork-vs-thread", common::lab_std().args(full));
     assert!(err.contains("'--full'") && err.contains("'--procs"), "{err}");
 }
 

@@ -8,7 +8,7 @@ use mq::load::LoadReport;
 
 #[test]
 fn tiny_sweep_writes_parsable_results() {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [
         &["--threads", "1,3", "--rounds", "1", "--duration", "0.2"][..],
         &["--senders", "4", "--receivers", "3", "--queues", "2", "--size", "64"],
@@ -73,8 +73,8 @@ fn tiny_sweep_writes_parsable_results() {
 /// mq-sweep its cost of one switch: threads on one CPU, net of the pipe.
 #[test]
 fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let ctx = dir.path().join("ctx-switch");
     let args = ["--rounds", "1", "-n", "500", "--no-perf", "--pins", "same"];
     let args = [&args[..], &["--modes", "threads"]].concat();
@@ -132,10 +132,10 @@ fn bad_sweep_flags_exit_2() {
 
 #[test]
 fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // A checkout whose reference has ctx-switch results: a run of mq-sweep
     // alone must not read them (another run, maybe another machine).
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     let reference = lab::runs::reference().expect("a reference run in results/");
     let theirs = checkout.path().join("results/2026-01-01-ref/ctx-switch");
     std::fs::create_dir_all(&theirs).unwrap();
@@ -144,7 +144,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
         theirs.join("ctx-switch.json"),
     )
     .unwrap();
-    let out = labkit::testing::tempdir();
+    let out = labtest::tempdir();
     let args = [
         &["--threads", "1", "--no-event-loop", "--rounds", "1", "--duration", "0.2"]
             [..],
@@ -155,7 +155,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     let done =
         cmd.env("LAB_CHECKOUT", checkout.path()).arg("--json").output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let doc: serde_json::Value = labkit::testing::json(&done.stdout);
+    let doc: serde_json::Value = labtest::json(&done.stdout);
     let source = doc["switch_cost"]["source"].as_str().unwrap();
     assert!(source.starts_with("measured"), "{source}");
 }
@@ -165,7 +165,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
 /// Is `program` (redis-server, nats-server) installed where mq-sweep looks
 /// for it: on PATH or in the system's sbin folders?
 fn installed(program: &str) -> bool {
-    labkit::testing::have_tool(program)
+    labtest::have_tool(program)
         || ["/usr/local/sbin", "/usr/sbin", "/sbin"]
             .iter()
             .any(|d| std::path::Path::new(d).join(program).is_file())
@@ -175,7 +175,7 @@ fn installed(program: &str) -> bool {
 /// installed (under CI=true, which installs both servers, a skip fails).
 macro_rules! need {
     ($program:literal) => {
-        labkit::require!(
+        labtest::require!(
             installed($program),
             "needs {} (apt-get install {})",
             $program,
@@ -204,7 +204,7 @@ const TINY_LOAD: &[&str] = &[
 fn redis_and_nats_take_the_same_load_exactly_once() {
     need!("redis-server");
     need!("nats-server");
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [
         TINY_LOAD,
         &[
@@ -262,7 +262,7 @@ fn redis_and_nats_take_the_same_load_exactly_once() {
 fn every_broker_takes_16_per_write_exactly_once() {
     need!("redis-server");
     need!("nats-server");
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [
         TINY_LOAD,
         &["--brokers", "lab,redis,nats", "--threads", "2", "--pipeline", "16"],
@@ -324,7 +324,7 @@ fn every_broker_takes_16_per_write_exactly_once() {
 #[test]
 fn a_missing_server_gives_a_row_that_says_how_to_install_it() {
     need!("nats-server");
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [
         TINY_LOAD,
         &["--brokers", "redis,nats", "--nats-gomaxprocs", "1", "--duration", "0.2"],
@@ -365,8 +365,8 @@ fn a_missing_server_gives_a_row_that_says_how_to_install_it() {
 fn lab_on_redis(
     seconds: &str,
 ) -> (std::process::Child, i32, labkit::cleanup::TempDir, labkit::cleanup::TempDir) {
-    let tmp = labkit::testing::tempdir();
-    let out = labkit::testing::tempdir();
+    let tmp = labtest::tempdir();
+    let out = labtest::tempdir();
     let args = [
         TINY_LOAD,
         &["--brokers", "redis", "--redis-io-threads", "1", "--duration", seconds],

@@ -25,8 +25,8 @@ const TINY: &[&str] = &["--blocks", "1,65537", "--count", "5", "--rounds", "2"];
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args = [TINY, &["--ladder-blocks", "4095,65537"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert_eq!(saved["experiment"], "pipe-speed");
@@ -116,8 +116,8 @@ fn keys(v: &serde_json::Value) -> BTreeSet<String> {
 /// object its Rust twin prints, and the runner's type reads it.
 #[test]
 fn the_c_twins_print_the_rust_programs_report() {
-    labkit::require!(
-        labkit::testing::have_tool("cc"),
+    labtest::require!(
+        labtest::have_tool("cc"),
         "no C compiler (cc) for the C references"
     );
     for (name, mode) in [("pipespeed2", "single thread"), ("pipespeed2t", "threads")]
@@ -127,7 +127,7 @@ fn the_c_twins_print_the_rust_programs_report() {
             .args(["100", "4097", "--json"])
             .output()
             .unwrap();
-        let report: pipespeed2::Report = labkit::testing::report(&out);
+        let report: pipespeed2::Report = labtest::report(&out);
         assert_eq!(report.program, format!("{name}.c"));
         assert_eq!(
             (report.transport.as_str(), report.mode.as_str()),
@@ -138,8 +138,8 @@ fn the_c_twins_print_the_rust_programs_report() {
         assert!(report.verified && report.pipe_size.unwrap() >= 4097);
         let rust = program(name).args(["100", "4097", "--json"]).output().unwrap();
         assert_eq!(
-            keys(&labkit::testing::json(&out.stdout)),
-            keys(&labkit::testing::json(&rust.stdout)),
+            keys(&labtest::json(&out.stdout)),
+            keys(&labtest::json(&rust.stdout)),
             "{name}: the same fields"
         );
         // Without --json, the Rust program's line.
@@ -156,12 +156,12 @@ fn the_c_twins_print_the_rust_programs_report() {
 
 #[test]
 fn vs_c_pairs_both_programs_with_c_on_one_cpu_and_unpinned() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(
-        labkit::testing::have_tool("cc"),
+    let _serial = labtest::serial();
+    labtest::require!(
+        labtest::have_tool("cc"),
         "no C compiler (cc) for the C references"
     );
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [TINY, &["--vs-c", "--no-ladder"]].concat();
     let saved = run_json("pipe-speed", &args, dir.path());
     assert!(saved["ladder"].is_null());
@@ -227,7 +227,7 @@ fn bad_options_exit_2() {
         ],
     );
     // The conflict names both flags.
-    let err = labkit::testing::usage_error(
+    let err = labtest::usage_error(
         "lab run pipe-speed",
         common::lab_std().args(["run", "pipe-speed", "--full", "--blocks", "64"]),
     );

@@ -23,7 +23,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A scratch git checkout with one commit, for `LAB_CHECKOUT`.
 fn scratch_checkout() -> labkit::cleanup::TempDir {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     git(dir.path(), &["init", "-q"]);
     std::fs::write(dir.path().join("README"), "scratch\n").unwrap();
     git(dir.path(), &["add", "README"]);
@@ -54,7 +54,7 @@ fn entries(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = Path::new(env!("CARGO_MANIFEST_DIR"));
     let before = git(checkout, &["status", "--porcelain"]);
     let out = lab().args(["run", "fork-vs-thread"]).args(TINY).output().unwrap();
@@ -80,8 +80,8 @@ fn a_plain_run_writes_a_new_run_folder_and_leaves_git_status_clean() {
 
 #[test]
 fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
-    let _serial = labkit::testing::serial();
-    let checkout = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let checkout = labtest::tempdir();
     let start = || {
         common::lab_std()
             .env("LAB_CHECKOUT", checkout.path())
@@ -118,10 +118,10 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
 
 #[test]
 fn a_failed_run_leaves_no_run_folder() {
-    let _serial = labkit::testing::serial();
-    let checkout = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let checkout = labtest::tempdir();
     // Programs that fail at once, in place of the real ones.
-    let bins = labkit::testing::tempdir();
+    let bins = labtest::tempdir();
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
         std::fs::write(&path, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
@@ -140,7 +140,7 @@ fn a_failed_run_leaves_no_run_folder() {
 
 #[test]
 fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = scratch_checkout();
     let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
     std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
@@ -218,7 +218,7 @@ fn results(
 
 #[test]
 fn compare_puts_figures_side_by_side_and_names_what_differs() {
-    let root = labkit::testing::tempdir();
+    let root = labtest::tempdir();
     let (a, b) =
         (root.path().join("2026-01-01-a"), root.path().join("2026-01-01-b"));
     results(
@@ -322,7 +322,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
 
 #[test]
 fn compare_without_runs_says_what_is_missing() {
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -345,8 +345,8 @@ fn manifest(run: &Path, ended: bool) {
 
 #[test]
 fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
-    let checkout = labkit::testing::tempdir();
-    let stranger = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
+    let stranger = labtest::tempdir();
     std::fs::write(stranger.path().join("notes.txt"), "mine").unwrap();
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
@@ -433,7 +433,7 @@ fn verdicts_say_how_far_the_checkout_has_moved_on_from_the_reference() {
 
 #[test]
 fn the_latest_run_is_the_newest_finished_one() {
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     let runs = checkout.path().join("runs");
     let finished = runs.join("2026-01-01-000000-done");
     manifest(&finished, true);
@@ -478,10 +478,10 @@ fn the_latest_run_is_the_newest_finished_one() {
 
 #[test]
 fn cpus_confines_the_programs_and_is_recorded() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // Stand-ins that record the CPUs they may use, then run the real
     // program: what `--cpus` gave the runner's children.
-    let bins = labkit::testing::tempdir();
+    let bins = labtest::tempdir();
     let record = bins.path().join("cpus.txt");
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
@@ -494,7 +494,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
         std::fs::write(&path, script).unwrap();
         Std::new("chmod").arg("+x").arg(&path).status().unwrap();
     }
-    let out_dir = labkit::testing::tempdir();
+    let out_dir = labtest::tempdir();
     let args = ["--cpus", "0", "--json"];
     let mut cmd = common::lab_run("fork-vs-thread", &args, out_dir.path());
     let out = cmd.env("LAB_BIN_DIR", bins.path()).args(TINY).output().unwrap();
@@ -504,7 +504,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
     for line in seen.lines() {
         assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
     }
-    let json: serde_json::Value = labkit::testing::json(&out.stdout);
+    let json: serde_json::Value = labtest::json(&out.stdout);
     assert_eq!(json["settings"]["cpus"], "0");
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);
@@ -597,7 +597,7 @@ fn the_reference_judges_every_claim_from_clean_commits() {
 /// was started in: here another repository, whose commit it must not take.
 #[test]
 fn the_recorded_commit_is_the_checkouts_from_another_directory() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = scratch_checkout();
     let elsewhere = scratch_checkout();
     std::fs::write(elsewhere.path().join("other"), "a second commit\n").unwrap();
@@ -630,7 +630,7 @@ fn the_recorded_commit_is_the_checkouts_from_another_directory() {
 
 /// A run folder holding one tiny create-destroy of 3 rounds, judged.
 fn judged_run() -> (labkit::cleanup::TempDir, std::path::PathBuf) {
-    let run = labkit::testing::tempdir();
+    let run = labtest::tempdir();
     let dir = run.path().join("create-destroy");
     let args = ["--rounds", "3", "--iterations", "30", "--samples", "3,5"];
     let out = common::lab_run("create-destroy", &args, &dir)
@@ -708,7 +708,7 @@ fn verdicts_refuse_a_hand_edited_verdict() {
 /// from an older lab (figures without rounds or interval) and a truncated
 /// copy.
 fn class_folder() -> labkit::cleanup::TempDir {
-    let class = labkit::testing::tempdir();
+    let class = labtest::tempdir();
     let at = |name: &str| class.path().join(name);
     for (name, kernel, ratio) in
         [("ann", "6.1.0", 2.0), ("bob", "6.8.0", 1.0), ("cat", "6.8.0", 3.0)]
@@ -824,7 +824,7 @@ fn a_class_is_never_written_beside_a_reference_and_a_folder_of_no_runs_is_refuse
     // A folder none of whose sub-folders is known to be a run (one whose
     // manifest cannot be read is not known to be one) is no class: it is
     // refused as not a lab run, exit 2.
-    let none = labkit::testing::tempdir();
+    let none = labtest::tempdir();
     std::fs::create_dir_all(none.path().join("odd/run.json")).unwrap();
     std::fs::create_dir_all(none.path().join("plain")).unwrap();
     let line = common::lab_refuses(&["compare", none.path().to_str().unwrap()]);
@@ -872,7 +872,7 @@ fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 
 #[test]
 fn no_command_writes_under_results_or_into_a_tracked_file() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let checkout = scratch_lab();
     let root = checkout.path();
     let reference = root.join("results/2026-01-01-ref");
@@ -880,7 +880,7 @@ fn no_command_writes_under_results_or_into_a_tracked_file() {
         (git(root, &["status", "--porcelain"]), tree(&root.join("results")));
     assert_eq!(before.0, "", "the scratch checkout starts clean");
     // A link elsewhere that leads into results/.
-    let elsewhere = labkit::testing::tempdir();
+    let elsewhere = labtest::tempdir();
     std::os::unix::fs::symlink(root.join("results"), elsewhere.path().join("link"))
         .unwrap();
     let link = elsewhere.path().join("link/new").display().to_string();
@@ -927,7 +927,7 @@ fn no_command_writes_under_results_or_into_a_tracked_file() {
     for (cwd, args) in &cases {
         let mut cmd = common::lab_std();
         cmd.env("LAB_CHECKOUT", root).current_dir(cwd).args(args);
-        let line = labkit::testing::usage_error("lab", &mut cmd);
+        let line = labtest::usage_error("lab", &mut cmd);
         assert!(
             line.contains("results") || line.contains("git"),
             "{args:?}: {line}"
@@ -937,17 +937,15 @@ fn no_command_writes_under_results_or_into_a_tracked_file() {
     std::os::unix::fs::symlink(root.join("results"), root.join("runs")).unwrap();
     let mut cmd = common::lab_std();
     cmd.env("LAB_CHECKOUT", root).args(["run", "fork-vs-thread"]).args(TINY);
-    let line = labkit::testing::usage_error("lab", &mut cmd);
+    let line = labtest::usage_error("lab", &mut cmd);
     assert!(line.contains("holds only the reference run"), "{line}");
     std::fs::remove_file(root.join("runs")).unwrap();
     std::fs::write(root.join("runs"), "not a folder").unwrap();
-    let line = labkit::testing::usage_error("lab", &mut cmd);
+    let line = labtest::usage_error("lab", &mut cmd);
     assert!(line.contains("is not a folder"), "{line}");
     let mut cmd = common::lab_std();
-    let line = labkit::testing::usage_error(
-        "lab",
-        cmd.env("LAB_CHECKOUT", root).arg("compare"),
-    );
+    let line =
+        labtest::usage_error("lab", cmd.env("LAB_CHECKOUT", root).arg("compare"));
     assert!(line.contains("is not a folder"), "{line}");
     std::fs::remove_file(root.join("runs")).unwrap();
     // A class folder that is results/ itself: compared, not written into.
@@ -975,7 +973,7 @@ fn no_command_writes_under_results_or_into_a_tracked_file() {
 
 #[test]
 fn the_lab_names_every_run_it_passes_over() {
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     let runs = checkout.path().join("runs");
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
@@ -1076,7 +1074,7 @@ fn the_lab_names_every_run_it_passes_over() {
 
 #[test]
 fn busy_is_shown_wherever_a_verdict_is() {
-    let checkout = labkit::testing::tempdir();
+    let checkout = labtest::tempdir();
     let run = checkout.path().join("runs/2026-01-01-000000-busy");
     manifest(&run, true);
     results(&run, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
@@ -1148,14 +1146,14 @@ fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
 #[test]
 fn a_run_cut_short_while_adding_rounds_is_never_finished() {
     use std::io::BufRead;
-    let _serial = labkit::testing::serial();
-    let checkout = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let checkout = labtest::tempdir();
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
     // fork over thread: far below 0.8 in the first round, far above 1.25
     // in the next two, so printing-same is too close to call at 3 rounds
     // and the run adds rounds, in which the programs wait.
-    let bins = labkit::testing::tempdir();
+    let bins = labtest::tempdir();
     slow_program(bins.path(), "fork", "0", "0.6");
     slow_program(bins.path(), "thread", "0.3", "0.3");
     let mut lab = common::lab_std()
@@ -1210,8 +1208,8 @@ fn lab_in(checkout: &Path) -> assert_cmd::Command {
 
 #[test]
 fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
-    let _serial = labkit::testing::serial();
-    let tree = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let tree = labtest::tempdir();
     std::fs::write(tree.path().join("Cargo.toml"), "[workspace]\n").unwrap();
     std::fs::write(tree.path().join("claims.toml"), "").unwrap();
     let release = tree.path().join("target/release");
@@ -1230,13 +1228,13 @@ fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
     assert!(
         target.starts_with(std::fs::canonicalize(tree.path()).unwrap().join("runs"))
     );
-    labkit::testing::help_mentions(release.join("lab"), &["LAB_CHECKOUT"]);
+    labtest::help_mentions(release.join("lab"), &["LAB_CHECKOUT"]);
     // With no tree around it, it says so, and how to name one.
-    let alone = labkit::testing::tempdir();
+    let alone = labtest::tempdir();
     std::fs::copy(env!("CARGO_BIN_EXE_lab"), alone.path().join("lab")).unwrap();
     let mut cmd = Std::new(alone.path().join("lab"));
     cmd.env_remove("LAB_CHECKOUT").env_remove("CARGO_MANIFEST_DIR").arg("compare");
-    let line = labkit::testing::usage_error("lab", &mut cmd);
+    let line = labtest::usage_error("lab", &mut cmd);
     assert!(
         line.contains("cannot find the lab's checkout")
             && line.contains("LAB_CHECKOUT"),
@@ -1246,7 +1244,7 @@ fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
 
 #[test]
 fn lab_test_tells_a_suite_cut_short_from_a_finished_one() {
-    let fake = labkit::testing::tempdir();
+    let fake = labtest::tempdir();
     let cargo = |name: &str, body: &str| {
         let path = fake.path().join(name);
         std::fs::write(

@@ -43,7 +43,7 @@ impl Drop for Server {
 fn start(design: &str, args: &[&str]) -> Option<Server> {
     let mut cmd = Command::new(common::bin_dir().join("server"));
     cmd.args(["--design", design, "--json"]).args(args);
-    let (mut child, stdout, addr) = labkit::testing::start_server(&mut cmd);
+    let (mut child, stdout, addr) = labtest::start_server(&mut cmd);
     if addr.is_empty() {
         let mut err = String::new();
         child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
@@ -52,7 +52,7 @@ fn start(design: &str, args: &[&str]) -> Option<Server> {
             design == "io-uring" && err.contains("io-uring"),
             "{design} did not start: {status} {err}"
         );
-        labkit::testing::skipped(&format!("{design}: {}", err.trim()));
+        labtest::skipped(&format!("{design}: {}", err.trim()));
         return None;
     }
     Some(Server { child, addr, stdout })
@@ -76,7 +76,7 @@ impl Server {
         self.stdout.read_to_string(&mut rest).unwrap();
         let status = self.child.wait().unwrap();
         assert!(status.success(), "{signal}: {status}");
-        labkit::testing::json(rest.lines().last().unwrap_or("").as_bytes())
+        labtest::json(rest.lines().last().unwrap_or("").as_bytes())
     }
 }
 
@@ -98,7 +98,7 @@ fn client(
         "client printed nothing: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (labkit::testing::json(&out.stdout), out.status.code())
+    (labtest::json(&out.stdout), out.status.code())
 }
 
 fn threads_of(pid: i32) -> usize {
@@ -292,7 +292,7 @@ fn the_client_counts_short_and_wrong_replies_as_errors() {
 
 #[test]
 fn bad_flags_exit_2() {
-    use labkit::testing::{usage_error, usage_errors};
+    use labtest::{usage_error, usage_errors};
     let server = common::bin_dir().join("server");
     usage_errors(
         &server,
@@ -328,7 +328,7 @@ fn bad_flags_exit_2() {
 
 #[test]
 fn tiny_run_writes_the_table_and_the_verdict() {
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let args = [
         "--designs",
         "fork,prefork,prefork-mutex,thread,prethread-mutex,epoll",

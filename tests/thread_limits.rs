@@ -7,8 +7,8 @@ use common::run_json;
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {
-    let _serial = labkit::testing::serial();
-    let dir = labkit::testing::tempdir();
+    let _serial = labtest::serial();
+    let dir = labtest::tempdir();
     let args: Vec<&str> =
         "--rounds 2 --as 512M --stacks 8M,1M --max 200 --threads 100 --nproc 16"
             .split(' ')

@@ -27,7 +27,7 @@ pub fn lab() -> Command {
     Command::from_std(lab_std())
 }
 
-/// [`lab`] as a `std::process::Command`, for `labkit::testing`'s checks.
+/// [`lab`] as a `std::process::Command`, for `labtest`'s checks.
 pub fn lab_std() -> std::process::Command {
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lab"));
     cmd.env("LAB_BIN_DIR", bin_dir());
@@ -42,11 +42,11 @@ pub fn lab_run(experiment: &str, args: &[&str], dir: &std::path::Path) -> Comman
 }
 
 /// `lab ...` (`cmd`, made by [`lab`] or [`lab_run`]), which must fail
-/// ([`labkit::testing::failed`]): exit status 1, nothing on stdout, one
+/// ([`labtest::failed`]): exit status 1, nothing on stdout, one
 /// line `lab: ...`, which is returned.
 pub fn lab_fails(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
-    let line = labkit::testing::failed("lab", &out);
+    let line = labtest::failed("lab", &out);
     assert!(out.stdout.is_empty(), "stdout: {out:?}");
     line
 }
@@ -61,7 +61,7 @@ pub fn run_json(
 ) -> serde_json::Value {
     let out = lab_run(experiment, args, dir).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let printed: serde_json::Value = labkit::testing::json(&out.stdout);
+    let printed: serde_json::Value = labtest::json(&out.stdout);
     let saved = read_json(dir.join(format!("{experiment}.json")));
     assert_eq!(printed, saved, "the printed JSON is the saved one");
     saved
@@ -72,7 +72,7 @@ pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
     let path = path.as_ref();
     let bytes =
         std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    labkit::testing::json(&bytes)
+    labtest::json(&bytes)
 }
 
 /// The string `key` of each element of the JSON array `list`:
@@ -91,9 +91,9 @@ pub fn strings<'a>(
 /// Is there a C compiler for the `--vs-c` runs? Says why a test skips if
 /// not.
 pub fn have_cc() -> bool {
-    let found = labkit::testing::have_tool("cc");
+    let found = labtest::have_tool("cc");
     if !found {
-        labkit::testing::skipped("no C compiler (cc) for the C references");
+        labtest::skipped("no C compiler (cc) for the C references");
     }
     found
 }
@@ -119,7 +119,7 @@ pub fn c_program(program: &str) -> Option<PathBuf> {
 
 /// `lab run EXPERIMENT ARGS` for each of `cases`, flags it cannot parse:
 /// refused as every program refuses them, in one line `lab run EXPERIMENT:
-/// ...; see 'lab run EXPERIMENT --help'` ([`labkit::testing::usage_errors`]).
+/// ...; see 'lab run EXPERIMENT --help'` ([`labtest::usage_errors`]).
 pub fn bad_flags_exit_2(experiment: &str, cases: &[&[&str]]) {
     let name = format!("lab run {experiment}");
     let command = || {
@@ -127,11 +127,11 @@ pub fn bad_flags_exit_2(experiment: &str, cases: &[&[&str]]) {
         cmd.args(["run", experiment]);
         cmd
     };
-    labkit::testing::usage_errors_as(&name, command, cases);
+    labtest::usage_errors_as(&name, command, cases);
 }
 
-/// `lab ARGS`, refused once parsed ([`labkit::testing::usage_error`]): exit
+/// `lab ARGS`, refused once parsed ([`labtest::usage_error`]): exit
 /// 2, nothing on stdout, one line `lab: ...`, which is returned.
 pub fn lab_refuses(args: &[&str]) -> String {
-    labkit::testing::usage_error("lab", lab_std().args(args))
+    labtest::usage_error("lab", lab_std().args(args))
 }

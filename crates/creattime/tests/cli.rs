@@ -4,7 +4,7 @@
 use assert_cmd::Command;
 use creattime::Report;
 use labkit::limited::{Limits, NOBODY};
-use labkit::testing::json;
+use labtest::json;
 use predicates::prelude::*;
 
 fn creattime() -> Command {
@@ -13,7 +13,7 @@ fn creattime() -> Command {
 
 #[test]
 fn prints_the_original_layout() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let lines = [
         "Fork failures: 0 (success: 20)",
         "Average fork time: # msecs",
@@ -26,14 +26,16 @@ fn prints_the_original_layout() {
         "Zombies before reaping: # of 20 children (reaped 20, joined 20 threads)",
     ];
     let pattern = format!("{}\n", lines.join("\n"));
-    creattime().arg("20").assert().success().stdout(predicate::function(
-        move |out: &str| labkit::testing::shape(out, &pattern),
-    ));
+    creattime()
+        .arg("20")
+        .assert()
+        .success()
+        .stdout(predicate::function(move |out: &str| labtest::shape(out, &pattern)));
 }
 
 #[test]
 fn children_pile_up_as_zombies_then_all_are_reaped() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let out = creattime().args(["64", "--json"]).assert().success();
     let r: Report = json(&out.get_output().stdout);
     assert_eq!((r.fork.successes, r.thread.successes), (64, 64), "{r:?}");
@@ -44,16 +46,16 @@ fn children_pile_up_as_zombies_then_all_are_reaped() {
 
 #[test]
 fn fork_failures_are_counted_and_exit_1() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
+    let _serial = labtest::serial();
+    labtest::require!(labtest::is_root(), "needs root to run as nobody");
     // nobody may own one process, itself: every fork fails with EAGAIN.
     let creattime = assert_cmd::cargo::cargo_bin("creattime");
-    let Some(copy) = labkit::testing::copy_for_nobody(creattime) else { return };
+    let Some(copy) = labtest::copy_for_nobody(creattime) else { return };
     let mut cmd = copy.command();
     cmd.args(["5", "--json"]);
     let limits = Limits { nproc: Some(1), user: Some(NOBODY), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-    let err = labkit::testing::failed("creattime", &out);
+    let err = labtest::failed("creattime", &out);
     let r: Report = json(&out.stdout);
     assert_eq!((r.fork.failures, r.fork.average_ms), (5, None), "{r:?}");
     assert!(err.contains("5 of 5 fork calls failed"), "{err}");
@@ -69,7 +71,7 @@ fn thread_failures_are_counted_and_exit_1() {
     cmd.args(["3", "--stack-size", "1G", "--json"]);
     let limits = Limits { address_space: Some(64 << 20), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-    let err = labkit::testing::failed("creattime", &out);
+    let err = labtest::failed("creattime", &out);
     let r: Report = json(&out.stdout);
     assert_eq!((r.thread.failures, r.thread.successes), (3, 0), "{r:?}");
     assert!(err.contains("3 of 3 pthread_create calls failed"), "{err}");
@@ -77,7 +79,7 @@ fn thread_failures_are_counted_and_exit_1() {
 
 #[test]
 fn bad_usage_exits_2() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_creattime"),
         &[&[], &["0"], &["ten"], &["5", "--stack-size", "1K"]],
     );

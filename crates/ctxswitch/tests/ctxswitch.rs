@@ -2,7 +2,7 @@
 
 use assert_cmd::Command;
 use ctxswitch::{Mode, Pin, Report};
-use labkit::testing::{usage_error, usage_errors};
+use labtest::{usage_error, usage_errors};
 use serde_json::Value;
 
 fn ctxswitch() -> Command {
@@ -20,7 +20,7 @@ fn allowed_cpus() -> Vec<usize> {
 fn json(args: &[&str]) -> Value {
     let out = ctxswitch().args(args).arg("--json").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let v: Value = labkit::testing::json(&out.stdout);
+    let v: Value = labtest::json(&out.stdout);
     match out.status.code() {
         Some(0) => assert_eq!(v["switches"]["holds"], true, "{args:?}: {v}"),
         Some(1) => assert_eq!(v["switches"]["holds"], false, "{args:?}: {stderr}"),
@@ -36,7 +36,7 @@ fn json(args: &[&str]) -> Value {
 fn report(args: &[&str]) -> Report {
     let out = ctxswitch().args(args).arg("--json").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let r: Report = labkit::testing::json(&out.stdout);
+    let r: Report = labtest::json(&out.stdout);
     match out.status.code() {
         Some(0) => assert!(r.switches.holds, "{args:?}: {r:?}"),
         Some(1) => assert!(!r.switches.holds, "{args:?}: {stderr}"),
@@ -47,12 +47,12 @@ fn report(args: &[&str]) -> Report {
 
 #[test]
 fn the_figures_add_up_in_every_mode_and_placement() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let mut pins = vec![Pin::Same, Pin::None];
     if allowed_cpus().len() >= 2 {
         pins.push(Pin::Cross);
     } else {
-        labkit::testing::skipped("--pin cross: this test may run on one CPU only");
+        labtest::skipped("--pin cross: this test may run on one CPU only");
     }
     for mode in [Mode::Threads, Mode::Processes] {
         for &pin in &pins {
@@ -77,7 +77,7 @@ fn the_figures_add_up_in_every_mode_and_placement() {
 
 #[test]
 fn the_tasks_run_where_they_were_pinned() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let cpus = allowed_cpus();
     let last = *cpus.last().unwrap();
     for mode in ["threads", "processes"] {
@@ -128,7 +128,7 @@ fn impossible_placements_exit_2() {
     }
     let taskset = std::process::Command::new("taskset").arg("-V").output();
     if !taskset.is_ok_and(|o| o.status.success()) {
-        labkit::testing::skipped("the one-CPU case: no taskset");
+        labtest::skipped("the one-CPU case: no taskset");
         return;
     }
     let cpu = allowed_cpus()[0].to_string();
@@ -160,7 +160,7 @@ fn bad_flags_exit_2_with_usage() {
 
 #[test]
 fn help_documents_every_flag_and_default() {
-    labkit::testing::help_mentions(
+    labtest::help_mentions(
         env!("CARGO_BIN_EXE_ctxswitch"),
         &[
             "--mode",
@@ -180,7 +180,7 @@ fn help_documents_every_flag_and_default() {
 
 #[test]
 fn a_killed_child_is_reported_not_waited_for_forever() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // Long enough (seconds) that the child is still bouncing when killed.
     let mut parent = std::process::Command::new(env!("CARGO_BIN_EXE_ctxswitch"))
         .args(["-m", "processes", "-p", "none", "-n", "500000"])
@@ -207,7 +207,7 @@ fn a_killed_child_is_reported_not_waited_for_forever() {
     assert_eq!(unsafe { libc::kill(child, libc::SIGKILL) }, 0);
     let out = parent.wait_with_output().unwrap();
     assert_eq!(
-        labkit::testing::failed("ctxswitch", &out),
+        labtest::failed("ctxswitch", &out),
         format!("ctxswitch: task B: child {child}: was killed by SIGKILL")
     );
 }

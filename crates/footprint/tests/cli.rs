@@ -7,7 +7,7 @@ use footprint::{Footprint, Kind, Snapshot};
 /// `footprint ARGS --json`: its report, as its own type.
 fn footprint(args: &[&str]) -> Footprint {
     let mut cmd = Command::cargo_bin("footprint").unwrap();
-    labkit::testing::report(&cmd.args(args).arg("--json").output().unwrap())
+    labtest::report(&cmd.args(args).arg("--json").output().unwrap())
 }
 
 /// `during - before` of one figure, all workers together, KiB.
@@ -17,7 +17,7 @@ fn delta(v: &Footprint, field: fn(&Snapshot) -> u64) -> i64 {
 
 #[test]
 fn idle_threads_reserve_stacks_and_use_little() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let v = footprint(&["--kind", "threads", "--workers", "6"]);
     assert_eq!((v.workers, v.kind), (6, Kind::Threads));
     // Each thread reserves a whole stack (glibc's default: this process's
@@ -30,7 +30,7 @@ fn idle_threads_reserve_stacks_and_use_little() {
 
 #[test]
 fn written_pages_are_copied_for_processes_only() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // 1 MiB filled by the parent, then written by every worker.
     let procs = footprint(&["--kind", "procs", "--workers", "4", "--touch", "1M"]);
     assert!(delta(&procs, |s| s.pss_anon_kib) >= 4 * 1000, "{procs:?}");
@@ -41,8 +41,8 @@ fn written_pages_are_copied_for_processes_only() {
 
 #[test]
 fn bad_flags_exit_2() {
-    let _serial = labkit::testing::serial();
-    labkit::testing::usage_errors(
+    let _serial = labtest::serial();
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_footprint"),
         &[
             &["--workers", "0"],

@@ -6,13 +6,13 @@ use std::process::Command;
 
 use labkit::limited::{Limits, NOBODY};
 use labkit::lines::{check_log, payload};
-use labkit::testing::{become_subreaper, no_child_left};
+use labtest::{become_subreaper, no_child_left};
 
 #[test]
 fn children_are_reaped() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     become_subreaper();
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let status = Command::new(env!("CARGO_BIN_EXE_fork"))
         .args(["-p", "40", "-c", "5", "--log"])
         .arg(dir.path().join("log"))
@@ -25,34 +25,33 @@ fn children_are_reaped() {
 
 #[test]
 fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
     // with a limit of 12 processes for that user.
-    labkit::require!(labkit::testing::is_root(), "needs root to run as nobody");
+    labtest::require!(labtest::is_root(), "needs root to run as nobody");
     let busy = Command::new("pgrep").args(["-u", "65534"]).output().unwrap();
     if !busy.stdout.is_empty() {
-        labkit::testing::skipped(
+        labtest::skipped(
             "uid 65534 already runs processes, the limit would be shared",
         );
         return;
     }
     become_subreaper();
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o777),
     )
     .unwrap();
     let log = dir.path().join("log");
-    let Some(fork) = labkit::testing::copy_for_nobody(env!("CARGO_BIN_EXE_fork"))
-    else {
+    let Some(fork) = labtest::copy_for_nobody(env!("CARGO_BIN_EXE_fork")) else {
         return;
     };
     let mut cmd = fork.command();
     cmd.args(["-p", "50", "-c", "20", "--log"]).arg(&log);
     let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-    let (created, stderr) = labkit::testing::created_before_failing("fork", &out);
+    let (created, stderr) = labtest::created_before_failing("fork", &out);
     assert!((1..50).contains(&created), "{stderr}");
     assert!(
         stderr.ends_with(&format!(

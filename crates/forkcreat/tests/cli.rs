@@ -3,7 +3,7 @@
 use assert_cmd::Command;
 use forkcreat::{Reap, Report};
 use labkit::limited::{Limits, NOBODY};
-use labkit::testing::json;
+use labtest::json;
 use predicates::prelude::*;
 
 fn forkcreat() -> Command {
@@ -14,12 +14,12 @@ fn forkcreat() -> Command {
 /// (`RLIMIT_NPROC` does not bind root), from a copy nobody can reach.
 /// `None` when not root, or when no such copy can be made.
 fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Output> {
-    if !labkit::testing::is_root() {
-        labkit::testing::skipped("needs root to run as nobody");
+    if !labtest::is_root() {
+        labtest::skipped("needs root to run as nobody");
         return None;
     }
     let forkcreat = assert_cmd::cargo::cargo_bin("forkcreat");
-    let copy = labkit::testing::copy_for_nobody(forkcreat)?;
+    let copy = labtest::copy_for_nobody(forkcreat)?;
     let mut cmd = copy.command();
     cmd.args(args);
     let limits =
@@ -29,7 +29,7 @@ fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Outpu
 
 #[test]
 fn both_reap_modes_create_reap_and_leave_nothing() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     for (mode, reap) in [("wait", Reap::Wait), ("sigchld", Reap::Sigchld)] {
         let out = forkcreat()
             .args(["--iterations", "300", "--reap", mode, "--json"])
@@ -49,14 +49,14 @@ fn both_reap_modes_create_reap_and_leave_nothing() {
 
 #[test]
 fn text_report_has_the_article_counts() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     forkcreat()
         .args(["-n", "20"])
         .assert()
         .success()
         .stdout(predicate::function(|out: &str| {
             let want = "created: 20, failed: 0, reaped: 20\n20 create+destroy in # s: # us each\n";
-            labkit::testing::shape(out, want)
+            labtest::shape(out, want)
         }));
     forkcreat()
         .args(["-n", "20", "--reap", "sigchld"])
@@ -67,10 +67,10 @@ fn text_report_has_the_article_counts() {
 
 #[test]
 fn fork_failures_under_rlimit_nproc_are_counted_and_exit_1() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // One process allowed for the uid: forkcreat itself, so every fork fails.
     let Some(out) = as_nobody_with_nproc(1, &["-n", "10", "--json"]) else { return };
-    let err = labkit::testing::failed("forkcreat", &out);
+    let err = labtest::failed("forkcreat", &out);
     let r: Report = json(&out.stdout);
     assert_eq!((r.created, r.failed), (0, 10), "{r:?}");
     assert!(
@@ -82,7 +82,7 @@ fn fork_failures_under_rlimit_nproc_are_counted_and_exit_1() {
 
 #[test]
 fn sigchld_mode_under_a_small_limit_loses_nothing() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // A few processes allowed: zombies pile up until the handler reaps
     // them, so some forks may fail; whatever happens, the counts add up
     // and every child is reaped.
@@ -107,11 +107,11 @@ fn sigchld_mode_under_a_small_limit_loses_nothing() {
 
 #[test]
 fn bad_flags_exit_2() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_forkcreat"),
         &[&["-n", "0"], &["--reap", "never"], &["-n", "x"], &["--bogus"]],
     );
-    labkit::testing::help_mentions(
+    labtest::help_mentions(
         env!("CARGO_BIN_EXE_forkcreat"),
         &["[default: 100000]", "[default: wait]"],
     );

@@ -309,7 +309,7 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
         assert_eq!((mode(&dir), mode(copy.program())), (0o755, 0o755));
         // As nobody when root can become it; as this user otherwise.
-        let user = crate::testing::is_root().then_some(NOBODY);
+        let user = nix::unistd::Uid::effective().is_root().then_some(NOBODY);
         let limits = Limits { user, ..Limits::default() };
         let mut cmd = copy.command();
         let done =

@@ -254,7 +254,7 @@ fn out_of_descriptors(mode: &[&str]) {
             }
         });
     }
-    let (mut child, out, addr) = labkit::testing::start_server(&mut cmd);
+    let (mut child, out, addr) = labtest::start_server(&mut cmd);
     // Its stderr, line by line, as it comes.
     let (tx, rx) = std::sync::mpsc::channel();
     let stderr = BufReader::new(child.stderr.take().unwrap());
@@ -316,7 +316,7 @@ fn sigint_stops_the_event_loop() {
 
 #[test]
 fn bad_flags_exit_2() {
-    use labkit::testing::{usage_error, usage_errors};
+    use labtest::{usage_error, usage_errors};
     usage_errors(
         env!("CARGO_BIN_EXE_broker"),
         &[
@@ -355,7 +355,7 @@ fn a_broker_out_of_address_space_names_the_thread_and_stops_the_rest() {
         .args(["--readers", "500", "--json"])
         .output()
         .unwrap();
-    let err = labkit::testing::failed("broker", &out);
+    let err = labtest::failed("broker", &out);
     assert!(err.starts_with("broker: cannot start reader "), "{err}");
     assert!(err.contains(" of 500: "), "{err}");
     assert!(err.contains("; stopped the "), "{err}");

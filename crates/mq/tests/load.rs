@@ -116,8 +116,8 @@ fn load_must_end(addr: &str) -> (Option<i32>, String, Option<LoadReport>) {
     let hang = Duration::from_secs(120);
     let out = labkit::limited::run(&mut cmd, Limits::default(), hang).unwrap();
     assert!(!out.timed_out, "load hung: {}", out.stderr);
-    let report = (!out.stdout.is_empty())
-        .then(|| labkit::testing::json(out.stdout.as_bytes()));
+    let report =
+        (!out.stdout.is_empty()).then(|| labtest::json(out.stdout.as_bytes()));
     (out.status.code(), out.stderr, report)
 }
 
@@ -160,7 +160,7 @@ fn a_broker_killed_mid_run_fails_the_load_cleanly() {
     }
     b.child.kill().unwrap();
     b.child.wait().unwrap();
-    let err = labkit::testing::failed("load", &load.wait_with_output().unwrap());
+    let err = labtest::failed("load", &load.wait_with_output().unwrap());
     assert!(!err.contains("panicked"), "{err}");
 }
 
@@ -181,20 +181,17 @@ fn a_rate_caps_what_the_senders_offer() {
 #[test]
 fn a_thread_that_cannot_start_is_reported_and_the_rest_joined() {
     // RLIMIT_NPROC counts threads, but not for root: run as nobody.
-    labkit::require!(
-        labkit::testing::is_root(),
-        "needs root to run the broker as nobody"
-    );
+    labtest::require!(labtest::is_root(), "needs root to run the broker as nobody");
     // nobody must be able to reach the binary: a copy in an open directory.
     let broker = env!("CARGO_BIN_EXE_broker");
-    let Some(copy) = labkit::testing::copy_for_nobody(broker) else { return };
+    let Some(copy) = labtest::copy_for_nobody(broker) else { return };
     let limits = Limits { nproc: Some(30), user: Some(NOBODY), ..Limits::default() };
     let mut cmd = copy.command();
     let out = labkit::limited::apply(&mut cmd, limits)
         .args(["--readers", "100"])
         .output()
         .unwrap();
-    let err = labkit::testing::failed("broker", &out);
+    let err = labtest::failed("broker", &out);
     assert!(err.starts_with("broker: cannot start reader "), "{err}");
     assert!(err.contains(" of 100: ") && err.contains("EAGAIN"), "{err}");
     assert!(err.contains("; stopped the "), "{err}");

@@ -17,7 +17,7 @@ fn pipespeed2() -> Command {
 
 /// `pipespeed2 ARGS --json`, which must succeed: its report.
 fn report(args: &[&str]) -> Value {
-    labkit::testing::report(&pipespeed2().args(args).arg("--json").output().unwrap())
+    labtest::report(&pipespeed2().args(args).arg("--json").output().unwrap())
 }
 
 #[test]
@@ -50,7 +50,7 @@ fn a_mebibyte_and_one_needs_a_bigger_pipe_than_unprivileged_users_get() {
         .output()
         .unwrap();
     if out.status.success() {
-        let v: Value = labkit::testing::json(&out.stdout);
+        let v: Value = labtest::json(&out.stdout);
         assert_eq!(v["bytes"], 3 * 1_048_577);
         assert!(v["pipe_size"].as_u64().unwrap() >= 2 << 20);
     } else {
@@ -85,17 +85,14 @@ fn the_kernel_rounds_a_pipe_size_up() {
 
 #[test]
 fn unprivileged_users_are_told_the_pipe_max_size() {
-    labkit::require!(
-        labkit::testing::is_root(),
-        "needs root to run pipespeed2 as nobody"
-    );
+    labtest::require!(labtest::is_root(), "needs root to run pipespeed2 as nobody");
     let max: u64 = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .unwrap()
         .trim()
         .parse()
         .unwrap();
     let pipespeed2 = assert_cmd::cargo::cargo_bin("pipespeed2");
-    let Some(copy) = labkit::testing::copy_for_nobody(pipespeed2) else { return };
+    let Some(copy) = labtest::copy_for_nobody(pipespeed2) else { return };
     let mut cmd = copy.command();
     cmd.args(["1", "1", "--pipe-size", &(max * 2).to_string()]);
     let nobody = Limits { user: Some(NOBODY), ..Limits::default() };
@@ -110,7 +107,7 @@ fn unprivileged_users_are_told_the_pipe_max_size() {
 
 #[test]
 fn bad_usage_exits_2() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_pipespeed2"),
         &[
             &[],
@@ -127,7 +124,7 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn help_documents_every_flag_and_default() {
-    labkit::testing::help_mentions(
+    labtest::help_mentions(
         env!("CARGO_BIN_EXE_pipespeed2"),
         &["--pipe-size", "--json", "default: the kernel's", "Exit status"],
     );
@@ -139,7 +136,7 @@ fn the_human_line_names_the_rate_and_the_buffer() {
         |out: &str| {
             let want = "100 x 64 bytes = 6400 bytes in # s: # MB/s \
                         (pipe, single thread, pipe buffer # bytes)\n";
-            labkit::testing::shape(out, want)
+            labtest::shape(out, want)
         },
     ));
 }

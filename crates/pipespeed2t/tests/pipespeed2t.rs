@@ -28,7 +28,7 @@ where
         "{what}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    labkit::testing::json(&out.stdout)
+    labtest::json(&out.stdout)
 }
 
 const TRANSPORTS: [(&str, &[&str]); 6] = [
@@ -73,7 +73,7 @@ fn threads_move_odd_blocks_byte_for_byte() {
 
 #[test]
 fn processes_move_odd_blocks_byte_for_byte() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     check(&["--processes"]);
 }
 
@@ -85,7 +85,7 @@ fn a_bigger_pipe_is_granted_and_reported() {
 
 #[test]
 fn a_reader_that_goes_away_gives_the_writer_epipe() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     for mode in [&[][..], &["--processes"], &["--socketpair"], &["--fifo"]] {
         let out = pipespeed2t()
             .args(["100000", "4096", "--reader-stops-after", "1"])
@@ -94,7 +94,7 @@ fn a_reader_that_goes_away_gives_the_writer_epipe() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.signal(), None, "{mode:?} killed: {stderr}");
-        let err = labkit::testing::failed("pipespeed2t", &out);
+        let err = labtest::failed("pipespeed2t", &out);
         assert!(
             err.contains("went away") && err.contains("write: "),
             "{mode:?}: {err}"
@@ -127,7 +127,7 @@ fn a_short_stream_is_a_failure_not_a_rate() {
 
 #[test]
 fn the_fifo_directory_is_removed() {
-    let tmp = labkit::testing::tempdir();
+    let tmp = labtest::tempdir();
     pipespeed2t()
         .env("TMPDIR", tmp.path())
         .args(["100", "1000", "--fifo"])
@@ -140,7 +140,7 @@ fn the_fifo_directory_is_removed() {
 #[test]
 fn bad_usage_exits_2() {
     let bin = env!("CARGO_BIN_EXE_pipespeed2t");
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         bin,
         &[
             &[],
@@ -164,13 +164,13 @@ fn bad_usage_exits_2() {
     // A ring larger than half the available memory, refused once parsed.
     let mut cmd = std::process::Command::new(bin);
     cmd.args(["10", "1G", "--method", "write", "--ring", "1000000"]);
-    let err = labkit::testing::usage_error("pipespeed2t", &mut cmd);
+    let err = labtest::usage_error("pipespeed2t", &mut cmd);
     assert!(err.contains("more than half of the"), "{err}");
 }
 
 #[test]
 fn help_documents_every_flag() {
-    labkit::testing::help_mentions(
+    labtest::help_mentions(
         env!("CARGO_BIN_EXE_pipespeed2t"),
         &[
             "--fifo",
@@ -309,14 +309,14 @@ fn copylimit_reports_what_it_copied() {
             .args(["--iterations", "5", "--json"])
             .output()
             .unwrap();
-        let r: pipespeed2t::copy::CopyReport = labkit::testing::report(&out);
+        let r: pipespeed2t::copy::CopyReport = labtest::report(&out);
         assert_eq!((r.block_bytes, r.copies, r.iterations), (4097, copies, 5));
         assert_eq!((r.ring_slots, r.slot_bytes), (slots, stride));
         assert_eq!(r.mb_per_s, r.memcpy_mb_per_s.max(r.vector_loop_mb_per_s));
     }
     let mut bad = std::process::Command::new(env!("CARGO_BIN_EXE_copylimit"));
     bad.args(["64", "--copies", "3"]);
-    let err = labkit::testing::usage_error("copylimit", &mut bad);
+    let err = labtest::usage_error("copylimit", &mut bad);
     let hint = "; see 'copylimit --help'";
     assert!(err.contains("--copies") && err.ends_with(hint), "{err}");
 }

@@ -2,7 +2,7 @@
 
 use assert_cmd::Command;
 use labkit::limited::Limits;
-use labkit::testing::json;
+use labtest::json;
 use predicates::prelude::*;
 use pthreadcreat::{Api, Report};
 
@@ -26,7 +26,7 @@ fn creates_and_joins_every_thread() {
     pthreadcreat().args(["-n", "7"]).assert().success().stdout(
         predicate::function(|out: &str| {
             let want = "created: 7, failed: 0, joined: 7\n7 create+destroy in # s: # us each\n";
-            labkit::testing::shape(out, want)
+            labtest::shape(out, want)
         }),
     );
 }
@@ -42,7 +42,7 @@ fn thread_create_failure_under_rlimit_as_is_counted_and_exits_1() {
         cmd.args(["-n", "5", "--stack-size", "1G", "--json", "--api", api]);
         let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
         let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-        let err = labkit::testing::failed("pthreadcreat", &out);
+        let err = labtest::failed("pthreadcreat", &out);
         let r: Report = json(&out.stdout);
         assert_eq!((r.created, r.failed), (0, 5), "{r:?}");
         assert!(
@@ -55,7 +55,7 @@ fn thread_create_failure_under_rlimit_as_is_counted_and_exits_1() {
 
 #[test]
 fn bad_flags_exit_2() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_pthreadcreat"),
         &[
             &["-n", "0"],
@@ -64,7 +64,7 @@ fn bad_flags_exit_2() {
             &["--api", "go"],
         ],
     );
-    labkit::testing::help_mentions(
+    labtest::help_mentions(
         env!("CARGO_BIN_EXE_pthreadcreat"),
         &["[default: 100000]", "RLIMIT_STACK"],
     );

@@ -3,7 +3,7 @@
 //! runner in the workspace's `tests/server_designs.rs`; this crate's own
 //! integration tests also make Cargo build both binaries for them.)
 
-use labkit::testing::usage_errors;
+use labtest::usage_errors;
 
 #[test]
 fn bad_usage_is_one_line_and_exit_2() {
@@ -29,7 +29,7 @@ fn prefork_select_refuses_a_listener_beyond_fd_setsize() {
     // SAFETY: getrlimit fills in the rlimit on this frame.
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
     let hard = lim.rlim_max;
-    labkit::require!(hard > setsize, "RLIMIT_NOFILE's hard limit is 1024 or less");
+    labtest::require!(hard > setsize, "RLIMIT_NOFILE's hard limit is 1024 or less");
     let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("server"));
     cmd.args(["--design", "prefork-select", "--pool", "1"]);
     // SAFETY: between fork and exec the closure only calls setrlimit and
@@ -51,6 +51,6 @@ fn prefork_select_refuses_a_listener_beyond_fd_setsize() {
             Ok(())
         })
     };
-    let err = labkit::testing::failed("server", &cmd.output().unwrap());
+    let err = labtest::failed("server", &cmd.output().unwrap());
     assert!(err.contains("takes only descriptors below 1024"), "{err}");
 }

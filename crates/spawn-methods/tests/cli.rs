@@ -4,7 +4,7 @@
 
 use assert_cmd::Command;
 use labkit::limited::Limits;
-use labkit::testing::{json, usage_error};
+use labtest::{json, usage_error};
 use predicates::prelude::*;
 use spawn_methods::{Method, Report};
 
@@ -14,7 +14,7 @@ fn spawn_methods() -> Command {
 
 #[test]
 fn methods_run_in_the_order_given() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let out = spawn_methods()
         .args(["--method", "pool,fork-wait", "--method", "posix-spawn"])
         .args(["--iterations", "4,5,3", "--cpus", "0", "--json"])
@@ -34,7 +34,7 @@ fn methods_run_in_the_order_given() {
 
 #[test]
 fn a_budget_calibrates_and_rss_is_resident() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let out = spawn_methods()
         .args(["--method", "vfork", "--budget", "0.001", "--rss", "8M", "--json"])
         .assert()
@@ -54,7 +54,7 @@ fn a_budget_calibrates_and_rss_is_resident() {
 #[test]
 fn rss_above_the_memory_available_is_refused() {
     let available = spawn_methods::mem_available().unwrap();
-    labkit::require!(
+    labtest::require!(
         available < 64 << 30,
         "64 GiB or more available: nothing to refuse"
     );
@@ -72,7 +72,7 @@ fn limited_in_address_space_it_fails_in_one_line() {
     cmd.args(["--method", "fork-wait", "--iterations", "3", "--rss", "512M"]);
     let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();
-    let err = labkit::testing::failed("spawn-methods", &out);
+    let err = labtest::failed("spawn-methods", &out);
     assert!(
         err.contains("cannot map 512M to touch: Cannot allocate memory"),
         "{err}"
@@ -82,7 +82,7 @@ fn limited_in_address_space_it_fails_in_one_line() {
 #[test]
 fn bad_usage_exits_2() {
     let bin = env!("CARGO_BIN_EXE_spawn-methods");
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         bin,
         &[
             &["--method", "bogus"],
@@ -113,7 +113,7 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn sigint_stops_a_loop_with_every_child_reaped_and_exit_130() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let bin = assert_cmd::cargo::cargo_bin("spawn-methods");
     let child = std::process::Command::new(bin)
         .args(["--method", "fork-wait", "--iterations", "100000000"])

@@ -20,12 +20,12 @@ fn probe_with(mut cmd: Command, args: &[&str], limits: Limits) -> Outcome {
 /// The probe's report, as its own type.
 fn json(done: &Outcome) -> Count {
     assert_eq!(done.ended(), "exit 0", "{}", done.stderr);
-    labkit::testing::json(done.stdout.as_bytes())
+    labtest::json(done.stdout.as_bytes())
 }
 
 #[test]
 fn threads_stop_at_the_cap_and_are_all_joined() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let v = json(&probe(&["threads", "--max", "50", "--json"], Limits::default()));
     assert_eq!(v.created, 50);
     assert_eq!(v.stopped_by, None);
@@ -34,7 +34,7 @@ fn threads_stop_at_the_cap_and_are_all_joined() {
 
 #[test]
 fn an_address_space_limit_stops_threads_near_space_over_stack() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     // 512 MiB / 8 MiB = 64: the article's arithmetic, minus what the
     // program itself maps.
     let limits = Limits { address_space: Some(512 << 20), ..Limits::default() };
@@ -56,7 +56,7 @@ fn an_address_space_limit_stops_threads_near_space_over_stack() {
 
 #[test]
 fn the_default_stack_follows_rlimit_stack() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let limits = Limits {
         address_space: Some(512 << 20),
         stack: Some(1 << 20),
@@ -69,7 +69,7 @@ fn the_default_stack_follows_rlimit_stack() {
 
 #[test]
 fn forks_are_not_bound_by_the_address_space_limit() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
     let v = json(&probe(&["forks", "--max", "40", "--json"], limits));
     assert_eq!(v.created, 40);
@@ -78,13 +78,10 @@ fn forks_are_not_bound_by_the_address_space_limit() {
 
 #[test]
 fn nproc_limits_an_unprivileged_user() {
-    let _serial = labkit::testing::serial();
-    labkit::require!(
-        labkit::testing::is_root(),
-        "needs root to run the probe as nobody"
-    );
+    let _serial = labtest::serial();
+    labtest::require!(labtest::is_root(), "needs root to run the probe as nobody");
     let stacklimit = env!("CARGO_BIN_EXE_stacklimit");
-    let Some(copy) = labkit::testing::copy_for_nobody(stacklimit) else { return };
+    let Some(copy) = labtest::copy_for_nobody(stacklimit) else { return };
     let limits = Limits { nproc: Some(12), user: Some(NOBODY), ..Limits::default() };
     let probe = |args: &[&str]| probe_with(copy.command(), args, limits);
     let v = json(&probe(&["forks", "--max", "100", "--json"]));
@@ -97,7 +94,7 @@ fn nproc_limits_an_unprivileged_user() {
 
 #[test]
 fn overflows_die_in_the_documented_way() {
-    let _serial = labkit::testing::serial();
+    let _serial = labtest::serial();
     let seg = probe(&["overflow", "--stack-size", "64K"], Limits::default());
     assert_eq!(seg.ended(), "SIGSEGV", "{}", seg.stderr);
     let std = probe(&["overflow", "--api", "std"], Limits::default());
@@ -107,7 +104,7 @@ fn overflows_die_in_the_documented_way() {
 
 #[test]
 fn bad_flags_exit_2() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         env!("CARGO_BIN_EXE_stacklimit"),
         &[
             &["threads", "--max", "0"],
@@ -118,7 +115,7 @@ fn bad_flags_exit_2() {
         ],
     );
     // No subcommand: one line that names the choices, exit 2.
-    let line = labkit::testing::usage_error(
+    let line = labtest::usage_error(
         "stacklimit",
         &mut std::process::Command::new(env!("CARGO_BIN_EXE_stacklimit")),
     );

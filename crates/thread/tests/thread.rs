@@ -4,7 +4,7 @@ use std::process::Command as Std;
 
 use labkit::limited::Limits;
 use labkit::lines::{check_log, payload};
-use labkit::testing::{created_before_failing, worker_lines_whole};
+use labtest::{created_before_failing, worker_lines_whole};
 
 const THREAD: &str = env!("CARGO_BIN_EXE_thread");
 
@@ -38,7 +38,7 @@ fn long_lines_from_many_threads_are_never_torn() {
 fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
     // The article's 32-bit machine: 3 GiB of address space, 8 MiB stacks,
     // at most 384 threads. The C program died with a segfault at 500.
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let log = dir.path().join("log");
     let out = limited(GIB3, &["-t", "1000", "-c", "10", "--stack-size", "8M"], &log);
     let (created, stderr) = created_before_failing("thread", &out);
@@ -60,7 +60,7 @@ fn thread_creation_failing_under_a_3_gib_address_space_is_reported() {
 fn default_stack_follows_ulimit_s_like_pthread_create() {
     // `ulimit -s 1024` (RLIMIT_STACK = 1 MiB) was the article's fix; the
     // default stack follows it, so 1000 threads fit in 3 GiB again.
-    let dir = labkit::testing::tempdir();
+    let dir = labtest::tempdir();
     let log = dir.path().join("log");
     let out = limited(
         Limits { stack: Some(1 << 20), ..GIB3 },
@@ -82,12 +82,12 @@ fn default_stack_follows_ulimit_s_like_pthread_create() {
 
 #[test]
 fn a_log_that_cannot_be_opened_fails_before_any_thread() {
-    labkit::testing::log_cannot_be_opened(THREAD);
+    labtest::log_cannot_be_opened(THREAD);
 }
 
 #[test]
 fn bad_flags_exit_2_with_usage() {
-    labkit::testing::usage_errors(
+    labtest::usage_errors(
         THREAD,
         &[
             &["--threads", "0"],

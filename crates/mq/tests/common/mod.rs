@@ -48,8 +48,7 @@ impl Drop for Broker {
 
 pub fn broker(args: &[&str]) -> Broker {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_broker"));
-    let (child, out, addr) =
-        labkit::testing::start_server(cmd.args(args).arg("--json"));
+    let (child, out, addr) = labtest::start_server(cmd.args(args).arg("--json"));
     assert!(addr.starts_with("127.0.0.1:"), "first line: {addr:?}");
     Broker { child, out, addr }
 }
@@ -70,7 +69,7 @@ pub fn stop(mut b: Broker, signal: &str) -> (Stats, String) {
     }
     let status = b.child.wait().unwrap();
     assert!(status.success(), "broker: {status}; stderr: {err}");
-    let stats = labkit::testing::json(rest.lines().last().unwrap_or("").as_bytes());
+    let stats = labtest::json(rest.lines().last().unwrap_or("").as_bytes());
     (stats, err)
 }
 
@@ -86,8 +85,7 @@ pub fn load(
         cmd.args(["--duration", "0.3"]);
     }
     let out = cmd.args(args).output().unwrap();
-    let report =
-        (!out.stdout.is_empty()).then(|| labkit::testing::json(&out.stdout));
+    let report = (!out.stdout.is_empty()).then(|| labtest::json(&out.stdout));
     (out, report)
 }
 

@@ -1,4 +1,6 @@
-//! What the lab's tests share: a skip that says why, is counted, and fails
+//! What the lab's tests share, a crate of its own so that `labkit` holds
+//! only what the programs need at run time; every crate of the workspace
+//! takes it as a dev-dependency. A skip that says why, is counted, and fails
 //! under CI unless it was expected; the checks a skip rests on (root, a
 //! tool on `PATH`); a program's JSON output, parsed into its type (the
 //! report of a run that succeeded); and the checks several programs' tests
@@ -42,12 +44,12 @@ pub fn skipped(reason: &str) {
 }
 
 /// Skip the calling test with a reason unless `$cond` holds:
-/// `labkit::require!(have_cc(), "no C compiler (cc)");`
+/// `labtest::require!(have_tool("cc"), "no C compiler (cc)");`
 #[macro_export]
 macro_rules! require {
     ($cond:expr, $($why:tt)+) => {
         if !$cond {
-            $crate::testing::skipped(&format!($($why)+));
+            $crate::skipped(&format!($($why)+));
             return;
         }
     };
@@ -55,7 +57,7 @@ macro_rules! require {
 
 /// Run the calling test alone among those of its test binary that call
 /// this too: tests that fork, count children or take the CPUs hold it for
-/// their whole run (`let _serial = labkit::testing::serial();`). A test
+/// their whole run (`let _serial = labtest::serial();`). A test
 /// that panicked while holding it does not block the others.
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -115,27 +117,27 @@ fn after<'t>(text: &'t str, pattern: &str) -> Option<&'t str> {
 
 /// A test's scratch directory, `<tmp>/test-XXXXXX` (honouring `TMPDIR`),
 /// removed when dropped: the lab's one temporary-directory type
-/// ([`crate::cleanup::TempDir`]), under a name the lab's sweep of dead
+/// ([`labkit::cleanup::TempDir`]), under a name the lab's sweep of dead
 /// runs' directories never judges.
-pub fn tempdir() -> crate::cleanup::TempDir {
-    crate::cleanup::tempdir("test-").expect("cannot create a temporary directory")
+pub fn tempdir() -> labkit::cleanup::TempDir {
+    labkit::cleanup::tempdir("test-").expect("cannot create a temporary directory")
 }
 
-/// Is this test running as root (needed to become [`crate::limited::NOBODY`]
+/// Is this test running as root (needed to become [`labkit::limited::NOBODY`]
 /// or to raise a limit)?
 pub fn is_root() -> bool {
     nix::unistd::Uid::effective().is_root()
 }
 
-/// `program` copied where [`crate::limited::NOBODY`] can run it
-/// ([`crate::limited::copy_for`]: a checkout in root's 0700 home is closed
+/// `program` copied where [`labkit::limited::NOBODY`] can run it
+/// ([`labkit::limited::copy_for`]: a checkout in root's 0700 home is closed
 /// to nobody), for a test that runs it as nobody: start it with
-/// [`crate::limited::Copied::command`]. `None` when no such copy can be
+/// [`labkit::limited::Copied::command`]. `None` when no such copy can be
 /// made: the test is [`skipped`] with the one line that says why.
 pub fn copy_for_nobody(
     program: impl AsRef<std::path::Path>,
-) -> Option<crate::limited::Copied> {
-    match crate::limited::copy_for(crate::limited::NOBODY, program.as_ref()) {
+) -> Option<labkit::limited::Copied> {
+    match labkit::limited::copy_for(labkit::limited::NOBODY, program.as_ref()) {
         Ok(copy) => Some(copy),
         Err(refused) => {
             skipped(&refused.message);
@@ -175,7 +177,7 @@ pub fn report<T: serde::de::DeserializeOwned>(out: &std::process::Output) -> T {
 /// The lab's usage contract for arguments a program cannot parse, for each
 /// of `cases`: `program ARGS` (the path of a program binary) is refused
 /// ([`usage_error`]) with `NAME: what is wrong; see 'NAME --help'`, NAME
-/// being the binary's file name, as [`crate::cli::parse`] prints it.
+/// being the binary's file name, as [`labkit::cli::parse`] prints it.
 pub fn usage_errors(program: impl AsRef<std::path::Path>, cases: &[&[&str]]) {
     let program = program.as_ref();
     let name = program.file_name().unwrap_or_default().to_string_lossy();
@@ -245,7 +247,7 @@ pub fn help_mentions(program: impl AsRef<std::path::Path>, texts: &[&str]) {
 
 /// Start a server (`cmd`, its stdin from /dev/null, stdout and stderr
 /// piped) and read the address it announces as its first line
-/// ([`crate::cli::announce`]). Returns the child, the rest of its stdout,
+/// ([`labkit::cli::announce`]). Returns the child, the rest of its stdout,
 /// and the address, trimmed: empty when it ended without one.
 pub fn start_server(
     cmd: &mut std::process::Command,
@@ -265,10 +267,10 @@ pub fn start_server(
 }
 
 /// `program ARGS --log LOG` (`fork`, `thread`; LOG in a new temporary
-/// directory, [`crate::cleanup::tempdir`]), whose workers each print
-/// `count` lines of `line` bytes ([`crate::lines::payload`]) to stdout and
+/// directory, [`labkit::cleanup::tempdir`]), whose workers each print
+/// `count` lines of `line` bytes ([`labkit::lines::payload`]) to stdout and
 /// to the log: it succeeds, stdout is every line, whole, then "Okay", and
-/// the log holds the same lines ([`crate::lines::check_log`]).
+/// the log holds the same lines ([`labkit::lines::check_log`]).
 pub fn worker_lines_whole(
     program: impl AsRef<std::path::Path>,
     args: &[&str],
@@ -276,8 +278,8 @@ pub fn worker_lines_whole(
     workers: u64,
     count: u64,
 ) {
-    use crate::lines::{check_log, payload};
-    let dir = crate::cleanup::tempdir("lab-worker-lines-").unwrap();
+    use labkit::lines::{check_log, payload};
+    let dir = labkit::cleanup::tempdir("lab-worker-lines-").unwrap();
     let log = dir.path().join("log");
     let mut cmd = std::process::Command::new(program.as_ref());
     let out = cmd.args(args).arg("--log").arg(&log).output().unwrap();
