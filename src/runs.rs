@@ -247,7 +247,7 @@ pub fn commits_behind(run: &Path) -> Option<String> {
 /// reference command tidies that ([`reference_run`]).
 pub fn sweep() -> Vec<PathBuf> {
     let mut removed = sweep_root(&runs_root(), true);
-    removed.extend(labkit::cleanup::remove_dead_tempdirs());
+    removed.extend(supervisor::remove_dead_tempdirs());
     removed
 }
 

@@ -142,3 +142,33 @@ fn the_lists_of_experiments_agree() {
         }
     }
 }
+
+/// The layering CONTRIBUTING.md describes: no crate but the runner takes
+/// the supervisor (signals, the guard, the sweep of dead runs), and no
+/// crate takes labtest (the tests' helpers) but as a dev-dependency, so
+/// that a program builds from labkit and what it needs itself.
+#[test]
+fn no_program_links_the_supervisor_or_the_tests_helpers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut crates = 0;
+    for dir in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let manifest = dir.path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&manifest) else { continue };
+        crates += 1;
+        let toml: toml::Table = toml::from_str(&text).unwrap();
+        let normal = toml.get("dependencies").and_then(|d| d.as_table());
+        for banned in ["supervisor", "labtest"] {
+            assert!(
+                normal.is_none_or(|d| !d.contains_key(banned)),
+                "{} depends on {banned}",
+                manifest.display()
+            );
+        }
+    }
+    assert!(crates > 10, "only {crates} crates found");
+    let toml: toml::Table =
+        toml::from_str(&std::fs::read_to_string(root.join("Cargo.toml")).unwrap())
+            .unwrap();
+    assert!(toml["dependencies"].as_table().unwrap().contains_key("supervisor"));
+    assert!(!toml["dependencies"].as_table().unwrap().contains_key("labtest"));
+}

@@ -58,7 +58,7 @@ where
 {
     let parsed = parse_outer::<T, I, A>(args);
     if parse_only() {
-        crate::cleanup::finish();
+        crate::cleanup::exiting();
         std::process::exit(0)
     }
     parsed
@@ -85,7 +85,7 @@ where
             {
                 let _ = e.print();
                 let _ = std::io::Write::flush(&mut std::io::stdout());
-                crate::cleanup::finish();
+                crate::cleanup::exiting();
                 std::process::exit(0)
             }
             let name = args.first().map_or_else(
@@ -114,7 +114,7 @@ where
             } else {
                 eprintln!("{}", usage_line(&name, &e.render().to_string()));
             }
-            crate::cleanup::finish();
+            crate::cleanup::exiting();
             std::process::exit(crate::ExitCode::Usage as i32)
         }
     }

@@ -15,7 +15,9 @@
 //! - [`measure`]: the kernel's `wait4`/`getrusage` accounting, and a whole
 //!   program timed from outside;
 //! - [`cleanup`], [`limited`]: process groups, temporary directories and
-//!   limited children that an interrupt stops and removes.
+//!   limited children that an interrupt stops and removes (the runner's
+//!   signal handling and its guard process are its own `supervisor`
+//!   crate's, which no program needs).
 //!
 //! What the tests share (skips, the exit-code checks) is the `labtest`
 //! crate's, a dev-dependency.
