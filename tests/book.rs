@@ -377,33 +377,17 @@ fn words(text: &str) -> usize {
         .count()
 }
 
-/// The main path, from SUMMARY.md: the pages before the experiments
-/// (introduction, getting started, methodology), then each experiment with
-/// its sub-pages, up to the first part title after them (the appendix).
+/// The main path, as build.rs read it from SUMMARY.md (the lab's one
+/// reader of it; `tests/lab.rs` checks its reading against mdBook's): the
+/// pages before the experiments (introduction, getting started,
+/// methodology), then each experiment with its sub-pages, up to the first
+/// part title after them (the appendix).
 fn main_path() -> (Vec<String>, Vec<(String, Vec<String>)>) {
-    let summary = std::fs::read_to_string(book_src().join("SUMMARY.md")).unwrap();
-    let target = |line: &str| {
-        let t = line.split("](").nth(1)?;
-        Some(t.split(')').next()?.to_string())
-    };
-    let (mut intro, mut experiments) =
-        (Vec::new(), Vec::<(String, Vec<String>)>::new());
-    for line in summary.lines() {
-        if (line.starts_with("# ") && !experiments.is_empty())
-            || line.trim() == "---"
-        {
-            break;
-        }
-        let Some(page) = target(line) else { continue };
-        if line.starts_with("- ") {
-            experiments.push((page.trim_end_matches(".md").to_string(), vec![page]));
-        } else if line.starts_with("  - ") {
-            experiments.last_mut().unwrap().1.push(page);
-        } else if line.starts_with('[') {
-            intro.push(page);
-        }
-    }
-    (intro, experiments)
+    use lab::experiments::{CHAPTERS, OPENING};
+    let owned = |pages: &[&str]| pages.iter().map(|p| p.to_string()).collect();
+    let experiments =
+        CHAPTERS.iter().map(|(name, pages)| (name.to_string(), owned(pages)));
+    (owned(OPENING), experiments.collect())
 }
 
 /// A chapter is one lab session's reading: at most 3,000 words of prose

@@ -108,27 +108,51 @@ fn the_lists_of_experiments_agree() {
         sorted(lab::experiments::every().map(|e| e.name.to_string()).collect());
     assert_eq!(sorted(reference), every, "the reference's experiments");
 
-    // `- [Title](NAME.md)` at the top level of SUMMARY.md before its
-    // first part title (a `# ` line after `# Summary`): the experiments'
-    // chapters. The others are the book's own, and the pages of a part
-    // (the appendix) are no experiments.
-    let summary = read("book/src/SUMMARY.md");
-    let chapters: Vec<String> = summary
-        .lines()
-        .skip_while(|l| !l.starts_with("# Summary"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("# "))
-        .filter_map(|l| l.strip_prefix("- ["))
-        .filter_map(|l| {
-            l.split("](").nth(1)?.strip_suffix(".md)").map(str::to_string)
-        })
+    // The experiments' chapters, in the book's order, are the ones build.rs
+    // read from SUMMARY.md (its one reader): `ALL` follows them.
+    let chapters: Vec<&str> =
+        lab::experiments::CHAPTERS.iter().map(|(name, _)| *name).collect();
+    let names: Vec<&str> = lab::experiments::ALL.iter().map(|e| e.name).collect();
+    assert_eq!(chapters, names, "ALL is in the order of SUMMARY.md's chapters");
+    // And build.rs read what mdBook reads: its own parser's prefix chapters
+    // are the opening pages, and its numbered chapters up to the first part
+    // title (the appendix's) are the experiments' chapters, each with the
+    // pages nested under it.
+    use mdbook_summary::SummaryItem;
+    let book = mdbook_summary::parse_summary(&read("book/src/SUMMARY.md")).unwrap();
+    let location = |item: &SummaryItem| match item {
+        SummaryItem::Link(link) => {
+            link.location.as_ref().map(|l| l.display().to_string())
+        }
+        _ => None,
+    };
+    let opening: Vec<String> =
+        book.prefix_chapters.iter().filter_map(location).collect();
+    assert_eq!(opening, lab::experiments::OPENING, "the pages before the chapters");
+    let mut mdbook = Vec::new();
+    for item in &book.numbered_chapters {
+        match item {
+            SummaryItem::Link(link) => {
+                let nested = link.nested_items.iter().filter_map(location);
+                let pages: Vec<String> =
+                    location(item).into_iter().chain(nested).collect();
+                mdbook.push(pages);
+            }
+            SummaryItem::PartTitle(_) => break,
+            _ => {}
+        }
+    }
+    let ours: Vec<Vec<String>> = lab::experiments::CHAPTERS
+        .iter()
+        .map(|(_, pages)| pages.iter().map(|p| p.to_string()).collect())
         .collect();
-    assert_eq!(sorted(chapters), all, "the experiments' chapters in SUMMARY.md");
-    for name in &all {
-        assert!(
-            root.join("book/src").join(format!("{name}.md")).is_file(),
-            "{name}"
-        );
+    assert_eq!(ours, mdbook, "each experiment's pages, as mdBook reads SUMMARY.md");
+    // Every page is there, and each experiment's chapter is its name.
+    for (name, pages) in lab::experiments::CHAPTERS {
+        assert_eq!(pages[0], format!("{name}.md"));
+        for page in lab::experiments::OPENING.iter().chain(*pages) {
+            assert!(root.join("book/src").join(page).is_file(), "{page}");
+        }
     }
 
     // Every claim that is judged names a registered experiment.
