@@ -1088,8 +1088,7 @@ fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
         let real = common::bin_dir().join(name);
         let script =
             format!("#!/bin/sh\nsleep 0.2\nexec {} \"$@\"\n", real.display());
-        std::fs::write(&path, script).unwrap();
-        std::process::Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+        labtest::write_executable(&path, &script);
     }
     let run = small_run(checkout.path(), Some(bins.path()), &["--cpus", "0"]);
     let rows = lab::claims::evaluate(&run).unwrap();

@@ -272,15 +272,13 @@ fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
     // a bare package name.
     let bin = labtest::tempdir();
     let perf = bin.path().join("perf");
-    std::fs::write(
+    labtest::write_executable(
         &perf,
         "#!/bin/sh\n[ \"$1\" = --version ] && exit 1\n\
          echo 'WARNING: perf not found for kernel 6.99' >&2\necho >&2\n\
          echo '  You may need to install the following packages:' >&2\n\
          echo '    linux-perf-6.99' >&2\nexit 2\n",
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&perf).status().unwrap();
+    );
     let path =
         format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap());
     let out_dir = labtest::tempdir();
@@ -319,10 +317,10 @@ fn spawn_methods_says_why_exec_failed() {
     };
     let dir = labtest::tempdir();
     let script = dir.path().join("fails");
-    std::fs::write(&script, "#!/bin/sh\necho 'no, not today' >&2\nexit 3\n")
-        .unwrap();
-    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&script, mode).unwrap();
+    labtest::write_executable(
+        &script,
+        "#!/bin/sh\necho 'no, not today' >&2\nexit 3\n",
+    );
     assert_eq!(
         one_line(&run(&script), 2),
         format!(

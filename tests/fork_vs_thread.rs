@@ -81,20 +81,11 @@ fn a_failing_program_fails_the_experiment_with_its_reason() {
     // A program that cannot run its setting: fork under a tiny process limit
     // would need another user, so use a bad binary directory instead.
     let dir = labtest::tempdir();
-    std::fs::write(
+    labtest::write_executable(
         dir.path().join("fork"),
         "#!/bin/sh\necho 'fork: boom' >&2; exit 1\n",
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("thread"), "#!/bin/sh\nexit 0\n").unwrap();
-    for name in ["fork", "thread"] {
-        let path = dir.path().join(name);
-        std::fs::set_permissions(
-            &path,
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
-    }
+    );
+    labtest::write_executable(dir.path().join("thread"), "#!/bin/sh\nexit 0\n");
     let out = labtest::tempdir();
     let args = ["--procs", "2", "--counts", "1", "--rounds", "1"];
     let mut cmd = lab_run("fork-vs-thread", &args, out.path());

@@ -124,8 +124,7 @@ fn a_failed_run_leaves_no_run_folder() {
     let bins = labtest::tempdir();
     for name in ["fork", "thread"] {
         let path = bins.path().join(name);
-        std::fs::write(&path, "#!/bin/sh\necho broken >&2\nexit 1\n").unwrap();
-        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+        labtest::write_executable(&path, "#!/bin/sh\necho broken >&2\nexit 1\n");
     }
     let err = common::lab_fails(
         lab()
@@ -491,8 +490,7 @@ fn cpus_confines_the_programs_and_is_recorded() {
             record.display(),
             real.display()
         );
-        std::fs::write(&path, script).unwrap();
-        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+        labtest::write_executable(&path, &script);
     }
     let out_dir = labtest::tempdir();
     let args = ["--cpus", "0", "--json"];
@@ -1139,8 +1137,7 @@ fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
         count = dir.join(format!("{name}.count")).display(),
         real = bin_dir().join(name).display(),
     );
-    std::fs::write(&path, script).unwrap();
-    Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+    labtest::write_executable(&path, &script);
 }
 
 #[test]
@@ -1214,7 +1211,7 @@ fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
     std::fs::write(tree.path().join("claims.toml"), "").unwrap();
     let release = tree.path().join("target/release");
     std::fs::create_dir_all(&release).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_lab"), release.join("lab")).unwrap();
+    labtest::copy_executable(env!("CARGO_BIN_EXE_lab"), release.join("lab"));
     let copied = || {
         let mut cmd = Std::new(release.join("lab"));
         cmd.env("LAB_BIN_DIR", bin_dir())
@@ -1231,7 +1228,7 @@ fn a_binary_copied_with_its_tree_writes_into_its_own_tree() {
     labtest::help_mentions(release.join("lab"), &["LAB_CHECKOUT"]);
     // With no tree around it, it says so, and how to name one.
     let alone = labtest::tempdir();
-    std::fs::copy(env!("CARGO_BIN_EXE_lab"), alone.path().join("lab")).unwrap();
+    labtest::copy_executable(env!("CARGO_BIN_EXE_lab"), alone.path().join("lab"));
     let mut cmd = Std::new(alone.path().join("lab"));
     cmd.env_remove("LAB_CHECKOUT").env_remove("CARGO_MANIFEST_DIR").arg("compare");
     let line = labtest::usage_error("lab", &mut cmd);
@@ -1247,12 +1244,12 @@ fn lab_test_tells_a_suite_cut_short_from_a_finished_one() {
     let fake = labtest::tempdir();
     let cargo = |name: &str, body: &str| {
         let path = fake.path().join(name);
-        std::fs::write(
+        labtest::write_executable(
             &path,
-            format!("#!/bin/sh\necho 'x::y: skipped: no perf' >> \"$LAB_SKIP_LOG\"\n{body}\n"),
-        )
-        .unwrap();
-        Std::new("chmod").arg("+x").arg(&path).status().unwrap();
+            &format!(
+                "#!/bin/sh\necho 'x::y: skipped: no perf' >> \"$LAB_SKIP_LOG\"\n{body}\n"
+            ),
+        );
         path
     };
     let run =

@@ -172,8 +172,29 @@ fn copy_in(parent: &Path, user: u32, program: &Path) -> crate::Result<Copied> {
         }
     }
     let copy = dir.path().join(name);
-    std::fs::copy(program, &copy)
-        .and_then(|_| std::fs::set_permissions(&copy, open))
+    // Copied by `cp`, a process of its own, never through a descriptor of
+    // this one: a child that another thread forks while such a descriptor
+    // is open would share it until it execs, and the copy, open for writing
+    // in that child, could not be run meanwhile (ETXTBSY, "Text file busy").
+    // (Reading it here is harmless, and names what is wrong with it.)
+    let copied = std::fs::File::open(program).and_then(|_| {
+        std::process::Command::new("cp")
+            .arg("--")
+            .arg(program)
+            .arg(&copy)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .and_then(|out| {
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    Err(std::io::Error::other(err.trim().to_string()))
+                }
+            })
+    });
+    copied
+        .and_then(|()| std::fs::set_permissions(&copy, open))
         .map_err(|e| io(format!("cannot copy it to {}", copy.display()), e))?;
     Ok(Copied { dir, program: copy })
 }

@@ -146,6 +146,49 @@ pub fn copy_for_nobody(
     }
 }
 
+/// Write an executable file, `contents` (a `#!/bin/sh` script, say) at
+/// `path`, mode 0755, from a child process: this one never has it open.
+///
+/// A file a process holds open for writing cannot be run: `execve` fails
+/// with ETXTBSY ("Text file busy"). Written here, with `std::fs::write`,
+/// the descriptor would be shared, for as long as it is open, by any child
+/// that another test's thread forks meanwhile, until that child execs or
+/// exits; the script would then fail to start now and then, however soon
+/// after it was closed it ran. A child process's descriptors are its own.
+pub fn write_executable(path: impl AsRef<std::path::Path>, contents: &str) {
+    use std::io::Write;
+    let path = path.as_ref();
+    let mut sh = std::process::Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = sh.stdin.take().unwrap();
+    stdin.write_all(contents.as_bytes()).unwrap();
+    drop(stdin);
+    let status = sh.wait().unwrap();
+    assert!(status.success(), "cannot write {}: {status}", path.display());
+}
+
+/// Copy the program `from` to `to`, mode 0755, from a child process
+/// (`cp`), for the reason [`write_executable`] gives.
+pub fn copy_executable(
+    from: impl AsRef<std::path::Path>,
+    to: impl AsRef<std::path::Path>,
+) {
+    let (from, to) = (from.as_ref(), to.as_ref());
+    let status = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cannot copy {} to {}", from.display(), to.display());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 /// Is `tool` an executable file on `PATH` (`perf`, `cc`, `setpriv`)?
 pub fn have_tool(tool: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
@@ -394,6 +437,19 @@ mod tests {
             let check = || super::failed("p", &out);
             assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn executables_are_written_and_copied_whole_and_run() {
+        let dir = super::tempdir();
+        let script = dir.path().join("hi");
+        super::write_executable(&script, "#!/bin/sh\necho \"hi $1\"\n");
+        let out = std::process::Command::new(&script).arg("there").output().unwrap();
+        assert_eq!(out.stdout, b"hi there\n");
+        let copy = dir.path().join("copy");
+        super::copy_executable(&script, &copy);
+        let out = std::process::Command::new(&copy).output().unwrap();
+        assert_eq!(out.stdout, b"hi \n");
     }
 
     #[test]
