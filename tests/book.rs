@@ -733,13 +733,25 @@ fn runs_as_written(command: &str) -> bool {
 /// unless its comment says it fails (`# fails`, `# exits N`). The shell
 /// starts in a scratch folder where `crates/` is the checkout's, so a
 /// relative path reads the checkout's C and a relative output lands in
-/// the scratch folder.
+/// the scratch folder. The book's `/tmp/NAME` is a `tmp/NAME` of the
+/// scratch folder's, the same for every page: two suites at once (two
+/// checkouts, or root's and a user's) would otherwise build and run each
+/// other's `/tmp/forkfill`, or find the other user's in their way.
 #[test]
 fn the_books_cheap_commands_run_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let scratch = labkit::cleanup::tempdir("lab-book-run-").unwrap();
     std::os::unix::fs::symlink(root.join("crates"), scratch.path().join("crates"))
         .unwrap();
+    // Open to all as /tmp is, for a command that runs a program it built
+    // there as another user (setpriv).
+    let tmp = scratch.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    for (dir, mode) in [(scratch.path(), 0o755), (&tmp, 0o1777)] {
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(mode);
+        std::fs::set_permissions(dir, mode).unwrap();
+    }
+    let private_tmp = format!("{}/", tmp.display());
     let path = format!(
         "{}:{}",
         common::bin_dir().display(),
@@ -780,7 +792,7 @@ fn the_books_cheap_commands_run_as_written() {
         let mut script = String::new();
         for (n, command) in lines {
             // One shell, as a terminal is: `ulimit` and `$!` carry over.
-            let command = without_comment(command);
+            let command = without_comment(command).replace("/tmp/", &private_tmp);
             script.push_str(&match command.strip_suffix('&') {
                 Some(job) => {
                     format!("{{ {job}; }} </dev/null >/dev/null 2>&1 3>&- &\necho \"{n} 0\" >&3\n")
