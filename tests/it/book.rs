@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 /// Every `{{#include PATH[:ANCHOR|:FROM:TO]}}` in the chapters: chapter,
 /// path (relative to the chapter) and the part after the colon.

@@ -1,7 +1,7 @@
 //! `lab run create-destroy` and `lab run spawn-methods` at tiny sizes:
 //! they run, check what they run, and write parseable results.
 
-mod common;
+use crate::common;
 
 use predicates::prelude::*;
 

@@ -1,8 +1,8 @@
 //! `lab run ctx-switch` end to end, at tiny settings.
 
-mod common;
+use crate::common;
 
-use common::{lab_fails, lab_run, run_json};
+use crate::common::{lab_fails, lab_run, run_json};
 use ctxswitch::{Mode, Pin};
 use lab::experiments::ctx_switch::Data;
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! address-space limit, a full stdout or log, bad flags, a bad `--out`, a
 //! failing `--exec` or `--perf`.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::ExitStatusExt;
 

@@ -1,8 +1,8 @@
 //! `lab run footprint` end to end, at tiny settings.
 
-mod common;
+use crate::common;
 
-use common::run_json;
+use crate::common::run_json;
 use footprint::Footprint;
 
 #[test]

@@ -1,8 +1,8 @@
 //! `lab run fork-vs-thread` end to end, at tiny settings.
 
-mod common;
+use crate::common;
 
-use common::{lab_fails, lab_run, run_json};
+use crate::common::{lab_fails, lab_run, run_json};
 use predicates::prelude::*;
 
 #[test]

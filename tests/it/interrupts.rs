@@ -8,9 +8,11 @@
 //! Each test waits for an observable state (the program's children in
 //! `/proc`) before it signals, never for a fixed time. This test process
 //! makes itself a child subreaper, so a process that outlived its parent
-//! would be handed to it and show up in `waitpid(-1)`.
+//! would be handed to it and show up in `waitpid(-1)`: each test runs in a
+//! process of its own ([`labtest::alone`]), where no other test's children
+//! are.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -165,6 +167,9 @@ macro_rules! interrupt_tests {
     ($interrupt:ident: $($name:ident: $($case:expr),+;)+) => {$(
         #[test]
         fn $name() {
+            if !labtest::alone() {
+                return;
+            }
             let _serial = labtest::serial();
             $($interrupt(&$case);)+
         }
@@ -463,6 +468,9 @@ fn leftovers(tmp: &Path, checkout: &Path) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     for case in &KILLED {
@@ -509,6 +517,9 @@ fn a_kill_9_of_lab_leaves_no_program_and_no_file_of_the_run() {
 
 #[test]
 fn lab_reaps_its_guard_on_every_way_out() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     let checkout = labtest::tempdir();
@@ -534,6 +545,9 @@ fn lab_reaps_its_guard_on_every_way_out() {
 
 #[test]
 fn the_next_run_removes_what_a_run_killed_with_its_guard_left() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     let case = &KILLED[0];
@@ -730,6 +744,9 @@ interrupt_tests! {
 
 #[test]
 fn children_of_a_parent_killed_outright_die_with_it() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     let path = common::bin_dir().join("fork");
@@ -760,6 +777,9 @@ fn children_of_a_parent_killed_outright_die_with_it() {
 
 #[test]
 fn a_footprint_worker_killed_mid_run_is_named_and_the_rest_reaped() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     let path = common::bin_dir().join("footprint");

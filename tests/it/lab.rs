@@ -1,8 +1,8 @@
 //! The runner itself: listing, unknown names, usage.
 
-mod common;
+use crate::common;
 
-use common::lab;
+use crate::common::lab;
 use predicates::prelude::*;
 
 #[test]

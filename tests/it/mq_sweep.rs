@@ -1,7 +1,7 @@
 //! `lab run mq-sweep` end to end at a tiny scale: the broker and the load
 //! generator as separate processes, the results JSON parsed and checked.
 
-mod common;
+use crate::common;
 
 use mq::Stats;
 use mq::load::LoadReport;

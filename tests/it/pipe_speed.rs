@@ -1,10 +1,10 @@
 //! `lab run pipe-speed` end to end, at tiny settings.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 
-use common::{program, run_json};
+use crate::common::{program, run_json};
 
 /// The points of a run with `--blocks 1,65537` are at those sizes, but
 /// for pipespeed2: 65537 bytes does not fit a default pipe, so it skips it.

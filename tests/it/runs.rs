@@ -2,12 +2,12 @@
 //! runs at once each get their own folder, the reference command refuses a
 //! dirty checkout, `lab compare` and the then-and-now table, and `--cpus`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Std;
 
-use common::{bin_dir, lab};
+use crate::common::{bin_dir, lab};
 
 const TINY: [&str; 6] = ["--procs", "2", "--counts", "3", "--rounds", "1"];
 

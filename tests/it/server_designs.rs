@@ -3,7 +3,7 @@
 //! survives hostile clients and stops leaving nothing behind; the client
 //! counts short and wrong replies; bad flags exit 2.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};

@@ -1,9 +1,9 @@
 //! `lab run thread-limits` end to end, at tiny settings: every probe runs
 //! bounded in its own limited child and its results parse.
 
-mod common;
+use crate::common;
 
-use common::run_json;
+use crate::common::run_json;
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {

@@ -64,6 +64,48 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// The variable that tells a test binary started by [`alone`] which test
+/// it is to run, the one that started it.
+const ALONE: &str = "LABTEST_ALONE";
+
+/// Run the calling test in a process of its own: `if !labtest::alone() {
+/// return; }` first thing in a test that needs its process to itself. The
+/// test binary runs again with only this test (`NAME --exact`), and
+/// `alone` is true there: the test goes on. Here it is false once that
+/// process has passed (it panics with its output if not), and holds
+/// [`serial`] meanwhile, as the test would.
+///
+/// A test binary's tests run on threads of one process, so what belongs
+/// to the process is shared: its children, and whatever becomes its child.
+/// A test that makes the process a [`become_subreaper`], waits for any
+/// child (`waitpid(-1)`, [`no_child_left`]) or counts the process's
+/// children cannot share it with tests that start programs, which is every
+/// other test: it would reap their children from under them, or find them.
+pub fn alone() -> bool {
+    use std::io::Write;
+    let test = std::thread::current().name().unwrap_or_default().to_string();
+    if std::env::var_os(ALONE).is_some_and(|t| t == test.as_str()) {
+        return true;
+    }
+    let _serial = serial();
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(&exe)
+        .args([test.as_str(), "--exact", "--test-threads=1"])
+        .env(ALONE, &test)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    // What it said past the harness's capture (its skips), said here.
+    let _ = std::io::stderr().write_all(&out.stderr);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("test result: ok. 1 passed"),
+        "{test}, in a process of its own: {}\n{said}",
+        out.status
+    );
+    false
+}
+
 /// Make this test process a child subreaper: a process that outlives its
 /// parent (a child a program left behind) is handed to it, where
 /// [`no_child_left`] finds it.

@@ -1,6 +1,8 @@
 //! No child is left behind, even when fork fails. This test process makes
 //! itself a child subreaper, so any child that `fork` left unreaped would be
-//! re-parented to it and show up in `waitpid(-1)`.
+//! re-parented to it and show up in `waitpid(-1)`: each test runs in a
+//! process of its own ([`labtest::alone`]), where no other test's children
+//! are.
 
 use std::process::Command;
 
@@ -10,6 +12,9 @@ use labtest::{become_subreaper, no_child_left};
 
 #[test]
 fn children_are_reaped() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     become_subreaper();
     let dir = labtest::tempdir();
@@ -25,6 +30,9 @@ fn children_are_reaped() {
 
 #[test]
 fn fork_failing_under_rlimit_nproc_is_reported_and_cleaned_up() {
+    if !labtest::alone() {
+        return;
+    }
     let _serial = labtest::serial();
     // RLIMIT_NPROC does not bind root, so the program runs as `nobody`
     // with a limit of 12 processes for that user.

@@ -1,8 +1,6 @@
 //! The broker as a whole process: exactly-once delivery, bad peers, back
 //! pressure, limits, shutdown by signal, bad flags.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::process::Command;
@@ -11,7 +9,7 @@ use std::time::Duration;
 use labkit::limited::Limits;
 use mq::protocol::{self, HELLO_RECV, HELLO_SEND, LEN, Stamp};
 
-use common::*;
+use crate::common::*;
 
 fn exactly_once(pools: &[&str], threads: usize) {
     let b = broker(&[pools, &["--queues", "3"]].concat());

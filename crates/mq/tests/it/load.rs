@@ -1,8 +1,6 @@
 //! The load generator against a broker, or against none: its failures, its
 //! rate, hostile consumers beside it, and successive loads.
 
-mod common;
-
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::process::{Command, Stdio};
@@ -12,7 +10,7 @@ use labkit::limited::{Limits, NOBODY};
 use mq::load::LoadReport;
 use mq::protocol::{self, HELLO_RECV, HELLO_SEND, Stamp};
 
-use common::*;
+use crate::common::*;
 
 /// A thread that publishes to `queue` until its connection is shut down;
 /// returns how many messages it wrote whole.

@@ -3,8 +3,6 @@
 //! sender that dies in the middle of a batch. Redis and NATS at N = 16 are
 //! in the runner's `tests/mq_sweep.rs`, which starts those servers.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::sync::Arc;
@@ -13,7 +11,7 @@ use std::time::Duration;
 
 use mq::protocol::{self, HELLO_RECV, HELLO_SEND, LEN, Stamp};
 
-use common::*;
+use crate::common::*;
 
 /// `n` PUBLISH frames of `size` bytes for `queue`, from `sender`, numbered
 /// from `first`, in one buffer: what a pipelined sender writes at once.
