@@ -198,14 +198,17 @@ fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     std::fs::create_dir(&grown).unwrap();
     copy_with_an_extra_point(&reference, &grown);
     let mut quoted = 0;
+    // Each run's verdicts are evaluated once for the whole book, as the
+    // preprocessor does ([`lab::book::Pages`]), not once per chapter.
+    let (theirs, ours) = (lab::book::Pages::default(), lab::book::Pages::default());
     // A worksheet quotes its chapter's sections, checked there.
     for (name, text) in
         chapters().into_iter().filter(|(_, t)| !t.contains("{{#worksheet "))
     {
         quoted += text.matches("{{#figure ").count();
-        let want = lab::book::expand(&text, &reference, None)
+        let want = lab::book::expand_with(&text, &reference, None, &theirs)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let got = lab::book::expand(&text, &grown, None)
+        let got = lab::book::expand_with(&text, &grown, None, &ours)
             .unwrap_or_else(|e| panic!("{name}, with an extra point: {e}"));
         assert!(
             want == got,
