@@ -196,3 +196,44 @@ fn no_program_links_the_supervisor_or_the_tests_helpers() {
     assert!(toml["dependencies"].as_table().unwrap().contains_key("supervisor"));
     assert!(!toml["dependencies"].as_table().unwrap().contains_key("labtest"));
 }
+
+/// A library whose unit tests Cargo does not build (`[lib] test = false`,
+/// to spare a test binary that would run nothing) has no unit test: a
+/// `#[test]` added to it would never run.
+#[test]
+fn a_library_without_a_test_binary_has_no_unit_test() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                found.push(path);
+            }
+        }
+    }
+    let mut untested = 0;
+    for dir in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let Ok(text) = std::fs::read_to_string(dir.path().join("Cargo.toml")) else {
+            continue;
+        };
+        let toml: toml::Table = toml::from_str(&text).unwrap();
+        let lib = toml.get("lib").and_then(|l| l.as_table());
+        if lib.and_then(|l| l.get("test")).and_then(|t| t.as_bool()) != Some(false) {
+            continue;
+        }
+        untested += 1;
+        let mut found = Vec::new();
+        sources(&dir.path().join("src"), &mut found);
+        for file in found {
+            let code = std::fs::read_to_string(&file).unwrap();
+            assert!(
+                !code.contains("#[test]") && !code.contains("#[cfg(test)]"),
+                "{} has unit tests, which its [lib] test = false never runs",
+                file.display()
+            );
+        }
+    }
+    assert!(untested > 0, "no library without a test binary: is the scan broken?");
+}
