@@ -1032,11 +1032,15 @@ fn value_of(run: &Path, attr: &str) -> String {
 
 #[test]
 fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lacks() {
-    let _serial = labtest::serial();
     let checkout = edition_checkout();
-    // A real quick run, on one CPU as the chapter's figures are.
+    // A real quick run, on one CPU as the chapter's figures are. It
+    // measures, so one at a time ([`labtest::serial`]); building editions
+    // of it measures nothing.
     let one_cpu = ["--rounds", "3", "--cpus", "0", "--variant", "cpu0"];
-    let run = quick_run(checkout.path(), &one_cpu);
+    let run = {
+        let _serial = labtest::serial();
+        quick_run(checkout.path(), &one_cpu)
+    };
     let (book, _) = edition(checkout.path(), &[]);
     assert_eq!(book, run.join("book"));
     let reference = lab::book::reference_for(&checkout.path().join("book")).unwrap();
@@ -1092,7 +1096,6 @@ fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lack
 
 #[test]
 fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
-    let _serial = labtest::serial();
     let checkout = edition_checkout();
     // fork and thread each wait the same before the real program: the
     // processes take as long as the threads, so printing-same holds,
@@ -1105,7 +1108,11 @@ fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
             format!("#!/bin/sh\nsleep 0.2\nexec {} \"$@\"\n", real.display());
         labtest::write_executable(&path, &script);
     }
-    let run = small_run(checkout.path(), Some(bins.path()), &["--cpus", "0"]);
+    // It measures, so one at a time; building its edition measures nothing.
+    let run = {
+        let _serial = labtest::serial();
+        small_run(checkout.path(), Some(bins.path()), &["--cpus", "0"])
+    };
     let rows = lab::claims::evaluate(&run).unwrap();
     let mine = rows.iter().find(|r| r.claim.id == "printing-same").unwrap();
     assert_eq!(mine.verdict.word(), "holds", "the synthetic run's verdict");
@@ -1154,10 +1161,11 @@ fn your_edition_marks_every_sentence_and_verdict_your_run_contradicts() {
 
 #[test]
 fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
-    let _serial = labtest::serial();
     let checkout = edition_checkout();
     let class = labtest::tempdir();
     let mut runs = Vec::new();
+    // The runs measure, so one at a time; building editions measures nothing.
+    let serial = labtest::serial();
     for i in 0..2 {
         let run =
             small_run(checkout.path(), None, &["--cpus", "0", "--variant", "cpu0"]);
@@ -1167,6 +1175,7 @@ fn a_class_edition_counts_the_runs_and_names_the_one_that_does_not_read() {
         std::fs::rename(&run, &into).unwrap();
         runs.push(into);
     }
+    drop(serial);
     // A third whose results are cut off halfway.
     let broken = class.path().join("broken-run");
     let copied = std::process::Command::new("cp")
