@@ -729,69 +729,30 @@ fn runs_as_written(command: &str) -> bool {
     !skip_first.contains(&first) && !command.contains("perf ")
 }
 
-/// Every command of a ```sh block that [`runs_as_written`] says is cheap
-/// runs as the book prints it, page by page, in order, in one shell per
-/// page (so a `cc -o /tmp/x` on one line builds what the next runs), with
-/// the lab on the `PATH` as Getting started sets it up. It must exit 0,
-/// unless its comment says it fails (`# fails`, `# exits N`). The shell
-/// starts in a scratch folder where `crates/` is the checkout's, so a
-/// relative path reads the checkout's C and a relative output lands in
-/// the scratch folder. The book's `/tmp/NAME` is a `tmp/NAME` of the
-/// scratch folder's, the same for every page: two suites at once (two
-/// checkouts, or root's and a user's) would otherwise build and run each
-/// other's `/tmp/forkfill`, or find the other user's in their way.
-#[test]
-fn the_books_cheap_commands_run_as_written() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let scratch = labkit::cleanup::tempdir("lab-book-run-").unwrap();
-    std::os::unix::fs::symlink(root.join("crates"), scratch.path().join("crates"))
-        .unwrap();
-    // Open to all as /tmp is, for a command that runs a program it built
-    // there as another user (setpriv).
-    let tmp = scratch.path().join("tmp");
+/// A page of the book and the commands of it that run: line number, command.
+type Page = (String, Vec<(usize, String)>);
+
+/// Run `pages` in the book's order, each in one shell as a terminal is, in
+/// the folder `dir` (made here, with `crates/` the checkout's and `tmp/`
+/// for the book's `/tmp/`): how many commands ran, and a line for each
+/// that did not run as written.
+fn run_pages(
+    root: &Path,
+    dir: &Path,
+    path: &str,
+    pages: &[&Page],
+) -> (usize, Vec<String>) {
+    std::fs::create_dir(dir).unwrap();
+    std::os::unix::fs::symlink(root.join("crates"), dir.join("crates")).unwrap();
+    let tmp = dir.join("tmp");
     std::fs::create_dir(&tmp).unwrap();
-    for (dir, mode) in [(scratch.path(), 0o755), (&tmp, 0o1777)] {
+    for (dir, mode) in [(dir, 0o755), (&tmp, 0o1777)] {
         let mode = std::os::unix::fs::PermissionsExt::from_mode(mode);
         std::fs::set_permissions(dir, mode).unwrap();
     }
     let private_tmp = format!("{}/", tmp.display());
-    let path = format!(
-        "{}:{}",
-        common::bin_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let mut pages: Vec<(String, Vec<(usize, String)>)> = Vec::new();
-    let mut missing = std::collections::BTreeSet::new();
-    for (page, n, command, in_block) in book_commands() {
-        if !in_block || !runs_as_written(&command) {
-            continue;
-        }
-        // A tool the machine lacks (gdb, strace, GNU time): said and counted.
-        let tool = without_comment(&command)
-            .split_whitespace()
-            .next()
-            .unwrap_or("")
-            .to_string();
-        let known = tool.starts_with("/tmp/")
-            || tool.starts_with("./")
-            || tool.contains('=');
-        let found = known
-            || std::process::Command::new("bash")
-                .args(["-c", &format!("command -v {tool}")])
-                .env("PATH", &path)
-                .output()
-                .is_ok_and(|o| o.status.success());
-        if !found {
-            missing.insert(tool);
-            continue;
-        }
-        match pages.last_mut() {
-            Some((p, lines)) if *p == page => lines.push((n, command)),
-            _ => pages.push((page, vec![(n, command)])),
-        }
-    }
     let (mut ran, mut wrong) = (0, Vec::new());
-    for (page, lines) in &pages {
+    for (page, lines) in pages {
         let mut script = String::new();
         for (n, command) in lines {
             // One shell, as a terminal is: `ulimit` and `$!` carry over.
@@ -806,15 +767,15 @@ fn the_books_cheap_commands_run_as_written() {
             });
         }
         script.push_str("kill $(jobs -p) 2>/dev/null\n");
-        let err = scratch.path().join("stderr");
+        let err = dir.join("stderr");
         use std::os::unix::process::CommandExt;
         let shell = std::process::Command::new("timeout")
             .args(["300", "bash", "-c", &format!("exec 3>&1; {script}")])
             .process_group(0)
-            .env("PATH", &path)
+            .env("PATH", path)
             .env("LAB_CHECKOUT", root)
             .env("LAB_ERR", &err)
-            .current_dir(scratch.path())
+            .current_dir(dir)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -849,6 +810,104 @@ fn the_books_cheap_commands_run_as_written() {
                 )),
             }
         }
+    }
+    (ran, wrong)
+}
+
+/// Every command of a ```sh block that [`runs_as_written`] says is cheap
+/// runs as the book prints it, page by page, in order, in one shell per
+/// page (so a `cc -o /tmp/x` on one line builds what the next runs; an
+/// experiment's pages in turn, the experiments side by side), with
+/// the lab on the `PATH` as Getting started sets it up. It must exit 0,
+/// unless its comment says it fails (`# fails`, `# exits N`). The shell
+/// starts in a scratch folder where `crates/` is the checkout's, so a
+/// relative path reads the checkout's C and a relative output lands in
+/// the scratch folder. The book's `/tmp/NAME` is a `tmp/NAME` of the
+/// scratch folder's, the same for every page of an experiment: two suites
+/// at once (two checkouts, or root's and a user's) would otherwise build
+/// and run each other's `/tmp/forkfill`, or find the other user's in
+/// their way.
+#[test]
+fn the_books_cheap_commands_run_as_written() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let scratch = labkit::cleanup::tempdir("lab-book-run-").unwrap();
+    // Open to all as /tmp is, for a command that runs a program it built
+    // there as another user (setpriv).
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(scratch.path(), mode).unwrap();
+    let path = format!(
+        "{}:{}",
+        common::bin_dir().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut pages: Vec<Page> = Vec::new();
+    let mut missing = std::collections::BTreeSet::new();
+    for (page, n, command, in_block) in book_commands() {
+        if !in_block || !runs_as_written(&command) {
+            continue;
+        }
+        // A tool the machine lacks (gdb, strace, GNU time): said and counted.
+        let tool = without_comment(&command)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let known = tool.starts_with("/tmp/")
+            || tool.starts_with("./")
+            || tool.contains('=');
+        let found = known
+            || std::process::Command::new("bash")
+                .args(["-c", &format!("command -v {tool}")])
+                .env("PATH", &path)
+                .output()
+                .is_ok_and(|o| o.status.success());
+        if !found {
+            missing.insert(tool);
+            continue;
+        }
+        match pages.last_mut() {
+            Some((p, lines)) if *p == page => lines.push((n, command)),
+            _ => pages.push((page, vec![(n, command)])),
+        }
+    }
+    // An experiment's pages (its chapter, sub-pages, appendix pages,
+    // answers, worksheet) run in the book's order in a folder of their own,
+    // as a reader works through them: an answer runs what its chapter
+    // built. Experiments run side by side, a few at a time.
+    let mut groups: Vec<(String, Vec<&Page>)> = Vec::new();
+    for page in &pages {
+        let stem = page.0.trim_end_matches(".md");
+        let experiment = lab::experiments::ALL
+            .iter()
+            .map(|e| e.name)
+            .filter(|name| stem.starts_with(name))
+            .max_by_key(|name| name.len())
+            .unwrap_or(stem);
+        match groups.iter_mut().find(|(g, _)| g == experiment) {
+            Some((_, members)) => members.push(page),
+            None => groups.push((experiment.to_string(), vec![page])),
+        }
+    }
+    let queue = std::sync::Mutex::new(groups.iter().collect::<Vec<_>>());
+    let results = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    std::thread::scope(|threads| {
+        for _ in 0..3 {
+            threads.spawn(|| {
+                loop {
+                    let Some((group, members)) = queue.lock().unwrap().pop() else {
+                        return;
+                    };
+                    let dir = scratch.path().join(group);
+                    let said = run_pages(root, &dir, &path, members);
+                    results.lock().unwrap().insert(group.clone(), said);
+                }
+            });
+        }
+    });
+    let (mut ran, mut wrong) = (0, Vec::new());
+    for (_, (n, bad)) in results.into_inner().unwrap() {
+        ran += n;
+        wrong.extend(bad);
     }
     for tool in &missing {
         labtest::skipped(&format!(
