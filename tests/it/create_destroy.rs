@@ -3,19 +3,18 @@
 
 use crate::common;
 
-use predicates::prelude::*;
-
 #[test]
 fn create_destroy_smoke_run_writes_results() {
     let _serial = labtest::serial();
     let dir = labtest::tempdir();
     let args = ["--rounds", "2", "--iterations", "30", "--samples", "3,5"];
-    common::lab_run("create-destroy", &args, dir.path())
-        .args(["--lecture-iterations", "20"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("The lecture's loops, iter = 20"))
-        .stdout(predicate::str::contains("| Processes"));
+    labtest::run(
+        common::lab_run("create-destroy", &args, dir.path())
+            .args(["--lecture-iterations", "20"]),
+    )
+    .success()
+    .stdout_has("The lecture's loops, iter = 20")
+    .stdout_has("| Processes");
     let r = common::read_json(dir.path().join("create-destroy.json"));
     assert_eq!(r["experiment"], "create-destroy");
     let programs = common::strings(&r["article"], "program");

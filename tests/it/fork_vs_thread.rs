@@ -3,7 +3,6 @@
 use crate::common;
 
 use crate::common::{lab_fails, lab_run, run_json};
-use predicates::prelude::*;
 
 #[test]
 fn a_tiny_run_writes_parseable_results() {
@@ -55,11 +54,10 @@ fn the_table_is_printed_by_default() {
     let _serial = labtest::serial();
     let dir = labtest::tempdir();
     let args = ["--procs", "2,4", "--counts", "3", "--rounds", "1"];
-    lab_run("fork-vs-thread", &args, dir.path())
-        .assert()
+    labtest::run(&mut lab_run("fork-vs-thread", &args, dir.path()))
         .success()
-        .stdout(predicate::str::contains("P | COUNT | fork/thread |"))
-        .stderr(predicate::str::contains("results written to"));
+        .stdout_has("P | COUNT | fork/thread |")
+        .stderr_has("results written to");
     assert!(dir.path().join("custom.svg").is_file(), "workers axis chart");
 }
 

@@ -3,7 +3,6 @@
 use crate::common;
 
 use crate::common::lab;
-use predicates::prelude::*;
 
 #[test]
 fn list_names_every_experiment() {
@@ -23,15 +22,11 @@ fn list_names_every_experiment() {
 
 #[test]
 fn an_unknown_experiment_exits_2_listing_the_known_ones() {
-    lab()
-        .args(["run", "fork-vs-threads"])
-        .assert()
+    labtest::run(lab().args(["run", "fork-vs-threads"]))
         .code(2)
-        .stdout("")
-        .stderr(predicate::str::starts_with(
-            "lab: unknown experiment 'fork-vs-threads'",
-        ))
-        .stderr(predicate::str::contains("fork-vs-thread"));
+        .stdout_is("")
+        .stderr_starts_with("lab: unknown experiment 'fork-vs-threads'")
+        .stderr_has("fork-vs-thread");
 }
 
 #[test]
@@ -59,16 +54,14 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn help_reaches_the_runner_and_each_experiment() {
-    lab()
-        .args(["run", "--help"])
-        .assert()
+    labtest::run(lab().args(["run", "--help"]))
         .success()
-        .stdout(predicate::str::contains("Usage: lab run NAME"))
-        .stdout(predicate::str::contains("fork-vs-thread"));
+        .stdout_has("Usage: lab run NAME")
+        .stdout_has("fork-vs-thread");
     for experiment in lab::experiments::ALL {
-        lab().args(["run", experiment.name, "--help"]).assert().success().stdout(
-            predicate::str::contains(format!("Usage: lab run {}", experiment.name)),
-        );
+        labtest::run(lab().args(["run", experiment.name, "--help"]))
+            .success()
+            .stdout_has(&format!("Usage: lab run {}", experiment.name));
     }
 }
 

@@ -534,7 +534,7 @@ fn run_all_checks_its_flags_before_anything_starts() {
         // Refused before the first experiment: no run folder at all.
         assert!(!checkout.path().join("runs").exists(), "{args:?}");
     }
-    lab().args(["run", "all", "--help"]).assert().success();
+    labtest::run(lab().args(["run", "all", "--help"])).success();
 }
 
 /// The committed reference run: every claim the lab can re-run has a
@@ -1197,7 +1197,7 @@ fn a_run_cut_short_while_adding_rounds_is_never_finished() {
     assert!(!run.join("compare.md").exists(), "{err}");
 }
 
-fn lab_in(checkout: &Path) -> assert_cmd::Command {
+fn lab_in(checkout: &Path) -> Std {
     let mut cmd = lab();
     cmd.env("LAB_CHECKOUT", checkout);
     cmd

@@ -241,6 +241,158 @@ pub fn have_tool(tool: &str) -> bool {
     })
 }
 
+/// A command run to its end, for checks made in a chain:
+/// `labtest::run(cmd.arg("--help")).success().stdout_has("Usage")`. Each
+/// check panics with the command, its status, stdout and stderr.
+#[derive(Debug)]
+pub struct Ran {
+    /// What it printed and how it ended.
+    pub output: std::process::Output,
+    what: String,
+}
+
+/// Run `cmd` to its end (stdin from /dev/null, stdout and stderr captured)
+/// for [`Ran`]'s checks.
+#[track_caller]
+pub fn run(cmd: &mut std::process::Command) -> Ran {
+    let output = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    Ran { output, what: format!("{cmd:?}") }
+}
+
+/// [`run`], which fails if `cmd` has not ended after `limit`: it is killed.
+#[track_caller]
+pub fn run_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> Ran {
+    let output = output_within(cmd, limit);
+    Ran { output, what: format!("{cmd:?}") }
+}
+
+/// `cmd.output()`, for a program whose failure would be to hang: killed,
+/// and the test failed, if it has not ended after `limit`.
+#[track_caller]
+pub fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout =
+        drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr =
+        drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} had not ended after {limit:?}: killed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    std::process::Output { status, stdout, stderr }
+}
+
+impl Ran {
+    #[track_caller]
+    fn check(self, holds: bool, what: &str) -> Self {
+        let out = &self.output;
+        assert!(
+            holds,
+            "{}: {what}\nstatus: {}\nstdout: {}\nstderr: {}",
+            self.what,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self
+    }
+
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    /// It exited 0.
+    #[track_caller]
+    pub fn success(self) -> Self {
+        let ok = self.output.status.success();
+        self.check(ok, "did not succeed")
+    }
+
+    /// It exited with `code`.
+    #[track_caller]
+    pub fn code(self, code: i32) -> Self {
+        let ended = self.output.status.code();
+        self.check(ended == Some(code), &format!("did not exit {code}"))
+    }
+
+    /// Its stdout is exactly `text`.
+    #[track_caller]
+    pub fn stdout_is(self, text: &str) -> Self {
+        let holds = self.stdout() == text;
+        self.check(holds, &format!("stdout is not {text:?}"))
+    }
+
+    /// Its stdout holds `text`.
+    #[track_caller]
+    pub fn stdout_has(self, text: &str) -> Self {
+        let holds = self.stdout().contains(text);
+        self.check(holds, &format!("stdout does not hold {text:?}"))
+    }
+
+    /// Its stderr holds `text`.
+    #[track_caller]
+    pub fn stderr_has(self, text: &str) -> Self {
+        let holds = self.stderr().contains(text);
+        self.check(holds, &format!("stderr does not hold {text:?}"))
+    }
+
+    /// Its stderr starts with `text`.
+    #[track_caller]
+    pub fn stderr_starts_with(self, text: &str) -> Self {
+        let holds = self.stderr().starts_with(text);
+        self.check(holds, &format!("stderr does not start with {text:?}"))
+    }
+
+    /// `holds` is true of its stdout (`what` says what it checks).
+    #[track_caller]
+    pub fn stdout_that(self, what: &str, holds: impl Fn(&str) -> bool) -> Self {
+        let holds = holds(&self.stdout());
+        self.check(holds, &format!("stdout: not {what}"))
+    }
+
+    /// `holds` is true of its stderr (`what` says what it checks).
+    #[track_caller]
+    pub fn stderr_that(self, what: &str, holds: impl Fn(&str) -> bool) -> Self {
+        let holds = holds(&self.stderr());
+        self.check(holds, &format!("stderr: not {what}"))
+    }
+}
+
 /// A program's `--json` output, parsed into `T` (its report type, or
 /// `serde_json::Value`); panics with what was printed when it is not one
 /// JSON object of that type.
@@ -479,6 +631,35 @@ mod tests {
             let check = || super::failed("p", &out);
             assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_run_checks_its_status_and_output_and_a_hang_is_killed() {
+        let sh = |script: &str| {
+            let mut cmd = std::process::Command::new("sh");
+            cmd.args(["-c", script]);
+            cmd
+        };
+        super::run(&mut sh("echo out; echo err >&2"))
+            .success()
+            .stdout_is("out\n")
+            .stdout_has("ou")
+            .stderr_has("rr")
+            .stderr_starts_with("err")
+            .stdout_that("two lines", |o| o.lines().count() == 1)
+            .stderr_that("err", |e| e == "err\n");
+        super::run(&mut sh("exit 3")).code(3).stdout_is("");
+        for bad in ["exit 1", "echo no"] {
+            let check = || {
+                super::run(&mut sh(bad)).success().stdout_has("yes");
+            };
+            assert!(std::panic::catch_unwind(check).is_err(), "{bad}");
+        }
+        let limit = std::time::Duration::from_millis(200);
+        let hang = || super::output_within(&mut sh("sleep 30"), limit);
+        assert!(std::panic::catch_unwind(hang).is_err());
+        let quick = super::run_within(&mut sh("echo hi"), limit * 50);
+        quick.success().stdout_is("hi\n");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use assert_cmd::Command;
+use std::process::Command;
 
 /// The directory holding every program binary of this build (`lab`'s own).
 pub fn bin_dir() -> PathBuf {
@@ -24,14 +24,14 @@ pub fn program(name: &str) -> Command {
 
 /// The runner, told where the programs are so it does not call cargo.
 pub fn lab() -> Command {
-    Command::from_std(lab_std())
-}
-
-/// [`lab`] as a `std::process::Command`, for `labtest`'s checks.
-pub fn lab_std() -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lab"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lab"));
     cmd.env("LAB_BIN_DIR", bin_dir());
     cmd
+}
+
+/// [`lab`], by the name the tests that hand it to `labtest`'s checks use.
+pub fn lab_std() -> Command {
+    lab()
 }
 
 /// `lab run EXPERIMENT ARGS --out DIR`, for the caller to add to and run.

@@ -1,14 +1,13 @@
 //! creattime as a user runs it: the original's layout, zombies counted and
 //! then reaped, failures, usage.
 
-use assert_cmd::Command;
 use creattime::Report;
 use labkit::limited::{Limits, NOBODY};
 use labtest::json;
-use predicates::prelude::*;
+use std::process::Command;
 
 fn creattime() -> Command {
-    Command::cargo_bin("creattime").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_creattime"))
 }
 
 #[test]
@@ -26,18 +25,16 @@ fn prints_the_original_layout() {
         "Zombies before reaping: # of 20 children (reaped 20, joined 20 threads)",
     ];
     let pattern = format!("{}\n", lines.join("\n"));
-    creattime()
-        .arg("20")
-        .assert()
+    labtest::run(creattime().arg("20"))
         .success()
-        .stdout(predicate::function(move |out: &str| labtest::shape(out, &pattern)));
+        .stdout_that(&pattern, |out| labtest::shape(out, &pattern));
 }
 
 #[test]
 fn children_pile_up_as_zombies_then_all_are_reaped() {
     let _serial = labtest::serial();
-    let out = creattime().args(["64", "--json"]).assert().success();
-    let r: Report = json(&out.get_output().stdout);
+    let out = labtest::run(creattime().args(["64", "--json"])).success();
+    let r: Report = json(&out.output.stdout);
     assert_eq!((r.fork.successes, r.thread.successes), (64, 64), "{r:?}");
     assert_eq!((r.reaped, r.joined, r.left_behind), (64, 64, 0), "{r:?}");
     let (avg, total) = (r.average_ratio, r.total_ratio);
@@ -49,7 +46,7 @@ fn fork_failures_are_counted_and_exit_1() {
     let _serial = labtest::serial();
     labtest::require!(labtest::is_root(), "needs root to run as nobody");
     // nobody may own one process, itself: every fork fails with EAGAIN.
-    let creattime = assert_cmd::cargo::cargo_bin("creattime");
+    let creattime = env!("CARGO_BIN_EXE_creattime");
     let Some(copy) = labtest::copy_for_nobody(creattime) else { return };
     let mut cmd = copy.command();
     cmd.args(["5", "--json"]);
@@ -66,8 +63,7 @@ fn fork_failures_are_counted_and_exit_1() {
 fn thread_failures_are_counted_and_exit_1() {
     // 64 MiB of address space cannot hold a 1 GiB stack: pthread_create
     // fails every time, and the program says so instead of crashing.
-    let mut cmd =
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("creattime"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_creattime"));
     cmd.args(["3", "--stack-size", "1G", "--json"]);
     let limits = Limits { address_space: Some(64 << 20), ..Limits::default() };
     let out = labkit::limited::apply(&mut cmd, limits).output().unwrap();

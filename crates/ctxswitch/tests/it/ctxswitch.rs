@@ -1,12 +1,12 @@
 //! The `ctxswitch` program: its switch counts, its placement, its flags.
 
-use assert_cmd::Command;
 use ctxswitch::{Mode, Pin, Report};
 use labtest::{usage_error, usage_errors};
 use serde_json::Value;
+use std::process::Command;
 
 fn ctxswitch() -> Command {
-    Command::cargo_bin("ctxswitch").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_ctxswitch"))
 }
 
 fn allowed_cpus() -> Vec<usize> {

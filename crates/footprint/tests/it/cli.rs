@@ -1,12 +1,12 @@
 //! The `footprint` program: its figures make sense, copy-on-write copies,
 //! threads share, bad flags exit 2.
 
-use assert_cmd::Command;
 use footprint::{Footprint, Kind, Snapshot};
+use std::process::Command;
 
 /// `footprint ARGS --json`: its report, as its own type.
 fn footprint(args: &[&str]) -> Footprint {
-    let mut cmd = Command::cargo_bin("footprint").unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_footprint"));
     labtest::report(&cmd.args(args).arg("--json").output().unwrap())
 }
 

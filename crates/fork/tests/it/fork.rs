@@ -1,13 +1,13 @@
 //! The `fork` program: its output, its failures, its flags.
 
-use assert_cmd::Command;
 use labkit::lines::{check_log, payload};
 use labtest::worker_lines_whole;
+use std::process::Command;
 
 const FORK: &str = env!("CARGO_BIN_EXE_fork");
 
 fn fork() -> Command {
-    Command::cargo_bin("fork").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_fork"))
 }
 
 #[test]

@@ -1,13 +1,12 @@
 //! forkcreat as a user runs it: counts, output, reaping, failures, usage.
 
-use assert_cmd::Command;
 use forkcreat::{Reap, Report};
 use labkit::limited::{Limits, NOBODY};
 use labtest::json;
-use predicates::prelude::*;
+use std::process::Command;
 
 fn forkcreat() -> Command {
-    Command::cargo_bin("forkcreat").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_forkcreat"))
 }
 
 /// Run as nobody with at most `nproc` processes for that uid
@@ -18,7 +17,7 @@ fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Outpu
         labtest::skipped("needs root to run as nobody");
         return None;
     }
-    let forkcreat = assert_cmd::cargo::cargo_bin("forkcreat");
+    let forkcreat = env!("CARGO_BIN_EXE_forkcreat");
     let copy = labtest::copy_for_nobody(forkcreat)?;
     let mut cmd = copy.command();
     cmd.args(args);
@@ -31,11 +30,15 @@ fn as_nobody_with_nproc(nproc: u64, args: &[&str]) -> Option<std::process::Outpu
 fn both_reap_modes_create_reap_and_leave_nothing() {
     let _serial = labtest::serial();
     for (mode, reap) in [("wait", Reap::Wait), ("sigchld", Reap::Sigchld)] {
-        let out = forkcreat()
-            .args(["--iterations", "300", "--reap", mode, "--json"])
-            .assert()
-            .success();
-        let r: Report = json(&out.get_output().stdout);
+        let out = labtest::run(forkcreat().args([
+            "--iterations",
+            "300",
+            "--reap",
+            mode,
+            "--json",
+        ]))
+        .success();
+        let r: Report = json(&out.output.stdout);
         assert_eq!(r.reap, Some(reap));
         assert_eq!((r.created, r.failed, r.reaped, r.bad_exits), (300, 0, 300, 0));
         // /proc shows no child of forkcreat, zombie or not, at the end.
@@ -50,19 +53,14 @@ fn both_reap_modes_create_reap_and_leave_nothing() {
 #[test]
 fn text_report_has_the_article_counts() {
     let _serial = labtest::serial();
-    forkcreat()
-        .args(["-n", "20"])
-        .assert()
+    let want =
+        "created: 20, failed: 0, reaped: 20\n20 create+destroy in # s: # us each\n";
+    labtest::run(forkcreat().args(["-n", "20"]))
         .success()
-        .stdout(predicate::function(|out: &str| {
-            let want = "created: 20, failed: 0, reaped: 20\n20 create+destroy in # s: # us each\n";
-            labtest::shape(out, want)
-        }));
-    forkcreat()
-        .args(["-n", "20", "--reap", "sigchld"])
-        .assert()
+        .stdout_that(want, |out| labtest::shape(out, want));
+    labtest::run(forkcreat().args(["-n", "20", "--reap", "sigchld"]))
         .success()
-        .stdout(predicate::str::contains("children were waiting to be reaped"));
+        .stdout_has("children were waiting to be reaped");
 }
 
 #[test]

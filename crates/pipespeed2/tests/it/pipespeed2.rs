@@ -3,21 +3,23 @@
 
 use std::time::Duration;
 
-use assert_cmd::Command;
 use labkit::limited::{Limits, NOBODY, apply};
-use predicates::prelude::*;
 use serde_json::Value;
+use std::process::Command;
 
 fn pipespeed2() -> Command {
-    let mut cmd = Command::cargo_bin("pipespeed2").unwrap();
-    // A hang is the failure this program exists to avoid: never wait long.
-    cmd.timeout(Duration::from_secs(30));
-    cmd
+    Command::new(env!("CARGO_BIN_EXE_pipespeed2"))
 }
+
+/// A hang is the failure this program exists to avoid: never wait long.
+const LIMIT: Duration = Duration::from_secs(30);
 
 /// `pipespeed2 ARGS --json`, which must succeed: its report.
 fn report(args: &[&str]) -> Value {
-    labtest::report(&pipespeed2().args(args).arg("--json").output().unwrap())
+    labtest::report(&labtest::output_within(
+        pipespeed2().args(args).arg("--json"),
+        LIMIT,
+    ))
 }
 
 #[test]
@@ -45,10 +47,10 @@ fn a_mebibyte_and_one_needs_a_bigger_pipe_than_unprivileged_users_get() {
     // 1 MiB + 1 rounds up to a 2 MiB pipe: above the default
     // /proc/sys/fs/pipe-max-size (1 MiB), which only CAP_SYS_RESOURCE may
     // exceed. Either way the answer is clear and nothing hangs.
-    let out = pipespeed2()
-        .args(["3", "1048577", "--pipe-size", "1048577", "--json"])
-        .output()
-        .unwrap();
+    let out = labtest::output_within(
+        pipespeed2().args(["3", "1048577", "--pipe-size", "1048577", "--json"]),
+        LIMIT,
+    );
     if out.status.success() {
         let v: Value = labtest::json(&out.stdout);
         assert_eq!(v["bytes"], 3 * 1_048_577);
@@ -62,19 +64,20 @@ fn a_mebibyte_and_one_needs_a_bigger_pipe_than_unprivileged_users_get() {
 
 #[test]
 fn a_block_larger_than_the_pipe_is_refused_not_hung_on() {
-    pipespeed2().args(["10", "1M"]).assert().code(2).stdout("").stderr(
-        predicate::str::contains("does not fit").and(
-            predicate::str::contains("--pipe-size")
-                .and(predicate::str::contains("would wait forever")),
-        ),
-    );
+    labtest::run_within(pipespeed2().args(["10", "1M"]), LIMIT)
+        .code(2)
+        .stdout_is("")
+        .stderr_has("does not fit")
+        .stderr_has("--pipe-size")
+        .stderr_has("would wait forever");
     // A pipe shrunk to one page refuses anything larger, and says what it
     // was granted.
-    pipespeed2()
-        .args(["10", "4097", "--pipe-size", "4096"])
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("was granted a 4096-byte buffer"));
+    labtest::run_within(
+        pipespeed2().args(["10", "4097", "--pipe-size", "4096"]),
+        LIMIT,
+    )
+    .code(2)
+    .stderr_has("was granted a 4096-byte buffer");
 }
 
 #[test]
@@ -91,14 +94,13 @@ fn unprivileged_users_are_told_the_pipe_max_size() {
         .trim()
         .parse()
         .unwrap();
-    let pipespeed2 = assert_cmd::cargo::cargo_bin("pipespeed2");
+    let pipespeed2 = env!("CARGO_BIN_EXE_pipespeed2");
     let Some(copy) = labtest::copy_for_nobody(pipespeed2) else { return };
     let mut cmd = copy.command();
     cmd.args(["1", "1", "--pipe-size", &(max * 2).to_string()]);
     let nobody = Limits { user: Some(NOBODY), ..Limits::default() };
     apply(&mut cmd, nobody);
-    let out =
-        Command::from_std(cmd).timeout(Duration::from_secs(30)).output().unwrap();
+    let out = labtest::output_within(&mut cmd, LIMIT);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("EPERM") && err.contains("pipe-max-size"), "{err}");
@@ -132,11 +134,9 @@ fn help_documents_every_flag_and_default() {
 
 #[test]
 fn the_human_line_names_the_rate_and_the_buffer() {
-    pipespeed2().args(["100", "64"]).assert().success().stdout(predicate::function(
-        |out: &str| {
-            let want = "100 x 64 bytes = 6400 bytes in # s: # MB/s \
-                        (pipe, single thread, pipe buffer # bytes)\n";
-            labtest::shape(out, want)
-        },
-    ));
+    let want = "100 x 64 bytes = 6400 bytes in # s: # MB/s \
+                (pipe, single thread, pipe buffer # bytes)\n";
+    labtest::run_within(pipespeed2().args(["100", "64"]), LIMIT)
+        .success()
+        .stdout_that(want, |out| labtest::shape(out, want));
 }

@@ -5,15 +5,15 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
-use assert_cmd::Command;
-use predicates::prelude::*;
 use serde_json::Value;
+use std::process::Command;
 
 fn pipespeed2t() -> Command {
-    let mut cmd = Command::cargo_bin("pipespeed2t").unwrap();
-    cmd.timeout(Duration::from_secs(60));
-    cmd
+    Command::new(env!("CARGO_BIN_EXE_pipespeed2t"))
 }
+
+/// None of these runs takes long: one that hangs is killed, and fails.
+const LIMIT: Duration = Duration::from_secs(60);
 
 /// Run `pipespeed2t ARGS --json`, check that it succeeded (`what` names the
 /// case in a failure) and return its report.
@@ -22,7 +22,7 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<std::ffi::OsStr>,
 {
-    let out = pipespeed2t().args(args).arg("--json").output().unwrap();
+    let out = labtest::output_within(pipespeed2t().args(args).arg("--json"), LIMIT);
     assert!(
         out.status.success(),
         "{what}: {}",
@@ -87,11 +87,12 @@ fn a_bigger_pipe_is_granted_and_reported() {
 fn a_reader_that_goes_away_gives_the_writer_epipe() {
     let _serial = labtest::serial();
     for mode in [&[][..], &["--processes"], &["--socketpair"], &["--fifo"]] {
-        let out = pipespeed2t()
-            .args(["100000", "4096", "--reader-stops-after", "1"])
-            .args(mode)
-            .output()
-            .unwrap();
+        let out = labtest::output_within(
+            pipespeed2t()
+                .args(["100000", "4096", "--reader-stops-after", "1"])
+                .args(mode),
+            LIMIT,
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.signal(), None, "{mode:?} killed: {stderr}");
         let err = labtest::failed("pipespeed2t", &out);
@@ -114,25 +115,26 @@ fn a_short_stream_is_a_failure_not_a_rate() {
     // that bytes are missing; if the reader closes its end before the
     // second write, the writer's EPIPE says the same. Either way: exit 1,
     // no rate, and how many of the 200 bytes arrived.
-    pipespeed2t()
-        .args(["2", "100", "--reader-stops-after", "1"])
-        .assert()
-        .code(1)
-        .stdout("")
-        .stderr(
-            predicate::str::contains("received 100 of 200 bytes")
-                .or(predicate::str::contains("after reading 100 of 200 bytes")),
-        );
+    labtest::run_within(
+        pipespeed2t().args(["2", "100", "--reader-stops-after", "1"]),
+        LIMIT,
+    )
+    .code(1)
+    .stdout_is("")
+    .stderr_that("received or read 100 of 200 bytes", |err| {
+        err.contains("received 100 of 200 bytes")
+            || err.contains("after reading 100 of 200 bytes")
+    });
 }
 
 #[test]
 fn the_fifo_directory_is_removed() {
     let tmp = labtest::tempdir();
-    pipespeed2t()
-        .env("TMPDIR", tmp.path())
-        .args(["100", "1000", "--fifo"])
-        .assert()
-        .success();
+    labtest::run_within(
+        pipespeed2t().env("TMPDIR", tmp.path()).args(["100", "1000", "--fifo"]),
+        LIMIT,
+    )
+    .success();
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
@@ -245,10 +247,17 @@ fn busy_polling_moves_every_block_too() {
 
 #[test]
 fn the_unverified_rung_is_never_reported_as_verified() {
-    let out = pipespeed2t()
-        .args(["100", "64k", "--method", "splice-null", "--check", "bytes"])
-        .output()
-        .unwrap();
+    let out = labtest::output_within(
+        pipespeed2t().args([
+            "100",
+            "64k",
+            "--method",
+            "splice-null",
+            "--check",
+            "bytes",
+        ]),
+        LIMIT,
+    );
     assert!(out.status.success());
     let line = String::from_utf8(out.stdout).unwrap();
     assert!(line.contains("not verified"), "{line}");
@@ -263,16 +272,16 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
     // 1 MiB pipe holds 256.
     for (pipe, need) in [("64k", 18), ("1M", 258)] {
         for method in ["vmsplice", "splice-null"] {
-            pipespeed2t()
-                .args(["100", "4096", "--method", method, "--pipe-size", pipe])
-                .args(["--ring", &(need - 1).to_string()])
-                .assert()
-                .code(2)
-                .stdout("")
-                .stderr(
-                    predicate::str::contains("too small for vmsplice")
-                        .and(predicate::str::contains(format!("at least {need} "))),
-                );
+            labtest::run_within(
+                pipespeed2t()
+                    .args(["100", "4096", "--method", method, "--pipe-size", pipe])
+                    .args(["--ring", &(need - 1).to_string()]),
+                LIMIT,
+            )
+            .code(2)
+            .stdout_is("")
+            .stderr_has("too small for vmsplice")
+            .stderr_has(&format!("at least {need} "));
             let ring = need.to_string();
             let v = report(
                 [
@@ -303,8 +312,7 @@ fn copylimit_reports_what_it_copied() {
         (&["4097"][..], 2, 1, 4097),
         (&["4097", "--copies", "1", "--ring", "3"], 1, 3, 8192),
     ] {
-        let out = Command::cargo_bin("copylimit")
-            .unwrap()
+        let out = Command::new(env!("CARGO_BIN_EXE_copylimit"))
             .args(args)
             .args(["--iterations", "5", "--json"])
             .output()

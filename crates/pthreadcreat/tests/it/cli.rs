@@ -1,19 +1,18 @@
 //! pthreadcreat as a user runs it: counts, output, failures, usage.
 
-use assert_cmd::Command;
 use labkit::limited::Limits;
 use labtest::json;
-use predicates::prelude::*;
 use pthreadcreat::{Api, Report};
+use std::process::Command;
 
 fn pthreadcreat() -> Command {
-    Command::cargo_bin("pthreadcreat").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_pthreadcreat"))
 }
 
 /// `pthreadcreat ARGS --json`, successful, its report.
 fn report(args: &[&str]) -> Report {
-    let out = pthreadcreat().args(args).arg("--json").assert().success();
-    json(&out.get_output().stdout)
+    let out = labtest::run(pthreadcreat().args(args).arg("--json")).success();
+    json(&out.output.stdout)
 }
 
 #[test]
@@ -23,12 +22,11 @@ fn creates_and_joins_every_thread() {
     assert_eq!((r.stack_size, r.api), (65536, Api::Pthread));
     let r = report(&["-n", "50", "--api", "std"]);
     assert_eq!((r.api, r.joined), (Api::Std, 50));
-    pthreadcreat().args(["-n", "7"]).assert().success().stdout(
-        predicate::function(|out: &str| {
-            let want = "created: 7, failed: 0, joined: 7\n7 create+destroy in # s: # us each\n";
-            labtest::shape(out, want)
-        }),
-    );
+    let want =
+        "created: 7, failed: 0, joined: 7\n7 create+destroy in # s: # us each\n";
+    labtest::run(pthreadcreat().args(["-n", "7"]))
+        .success()
+        .stdout_that(want, |out| labtest::shape(out, want));
 }
 
 #[test]
@@ -37,7 +35,7 @@ fn thread_create_failure_under_rlimit_as_is_counted_and_exits_1() {
     // fails, and the program says so instead of crashing.
     for (api, call) in [("pthread", "pthread_create"), ("std", "std::thread spawn")]
     {
-        let bin = assert_cmd::cargo::cargo_bin("pthreadcreat");
+        let bin = env!("CARGO_BIN_EXE_pthreadcreat");
         let mut cmd = std::process::Command::new(bin);
         cmd.args(["-n", "5", "--stack-size", "1G", "--json", "--api", api]);
         let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };

@@ -30,7 +30,7 @@ fn prefork_select_refuses_a_listener_beyond_fd_setsize() {
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
     let hard = lim.rlim_max;
     labtest::require!(hard > setsize, "RLIMIT_NOFILE's hard limit is 1024 or less");
-    let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("server"));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_server"));
     cmd.args(["--design", "prefork-select", "--pool", "1"]);
     // SAFETY: between fork and exec the closure only calls setrlimit and
     // dup2, plain system calls on values on the stack: it allocates

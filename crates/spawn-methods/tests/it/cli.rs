@@ -2,25 +2,25 @@
 //! calibrated or counted, memory touched, refused when too large, failing
 //! cleanly when limited, usage.
 
-use assert_cmd::Command;
 use labkit::limited::Limits;
 use labtest::{json, usage_error};
-use predicates::prelude::*;
 use spawn_methods::{Method, Report};
+use std::process::Command;
 
 fn spawn_methods() -> Command {
-    Command::cargo_bin("spawn-methods").unwrap()
+    Command::new(env!("CARGO_BIN_EXE_spawn-methods"))
 }
 
 #[test]
 fn methods_run_in_the_order_given() {
     let _serial = labtest::serial();
-    let out = spawn_methods()
-        .args(["--method", "pool,fork-wait", "--method", "posix-spawn"])
-        .args(["--iterations", "4,5,3", "--cpus", "0", "--json"])
-        .assert()
-        .success();
-    let r: Report = json(&out.get_output().stdout);
+    let out = labtest::run(
+        spawn_methods()
+            .args(["--method", "pool,fork-wait", "--method", "posix-spawn"])
+            .args(["--iterations", "4,5,3", "--cpus", "0", "--json"]),
+    )
+    .success();
+    let r: Report = json(&out.output.stdout);
     let got: Vec<(Method, u64)> =
         r.runs.iter().map(|r| (r.method, r.iterations)).collect();
     assert_eq!(
@@ -35,20 +35,19 @@ fn methods_run_in_the_order_given() {
 #[test]
 fn a_budget_calibrates_and_rss_is_resident() {
     let _serial = labtest::serial();
-    let out = spawn_methods()
-        .args(["--method", "vfork", "--budget", "0.001", "--rss", "8M", "--json"])
-        .assert()
+    let out =
+        labtest::run(spawn_methods().args([
+            "--method", "vfork", "--budget", "0.001", "--rss", "8M", "--json",
+        ]))
         .success();
-    let r: Report = json(&out.get_output().stdout);
+    let r: Report = json(&out.output.stdout);
     assert_eq!((r.touched_bytes, r.budget_s), (8 << 20, Some(0.001)));
     assert!(r.runs[0].iterations >= 3, "{r:?}");
     // Every page of the 8 MiB was written, so it is resident.
     assert!(r.vm_rss_kib >= 8 << 10, "{r:?}");
-    spawn_methods()
-        .args(["--method", "tokio", "--iterations", "3"])
-        .assert()
+    labtest::run(spawn_methods().args(["--method", "tokio", "--iterations", "3"]))
         .success()
-        .stdout(predicate::str::contains("us each  (3 iterations)  tokio task"));
+        .stdout_has("us each  (3 iterations)  tokio task");
 }
 
 #[test]
@@ -67,7 +66,7 @@ fn rss_above_the_memory_available_is_refused() {
 fn limited_in_address_space_it_fails_in_one_line() {
     // What the runner does: the program in a child whose address space is
     // limited. Touching more than the limit fails the program, cleanly.
-    let bin = assert_cmd::cargo::cargo_bin("spawn-methods");
+    let bin = env!("CARGO_BIN_EXE_spawn-methods");
     let mut cmd = std::process::Command::new(bin);
     cmd.args(["--method", "fork-wait", "--iterations", "3", "--rss", "512M"]);
     let limits = Limits { address_space: Some(256 << 20), ..Limits::default() };
@@ -114,7 +113,7 @@ fn bad_usage_exits_2() {
 #[test]
 fn sigint_stops_a_loop_with_every_child_reaped_and_exit_130() {
     let _serial = labtest::serial();
-    let bin = assert_cmd::cargo::cargo_bin("spawn-methods");
+    let bin = env!("CARGO_BIN_EXE_spawn-methods");
     let child = std::process::Command::new(bin)
         .args(["--method", "fork-wait", "--iterations", "100000000"])
         .stdout(std::process::Stdio::piped())
