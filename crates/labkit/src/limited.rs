@@ -346,11 +346,15 @@ mod tests {
 
     #[test]
     fn no_copy_is_made_where_the_user_cannot_reach_it() {
-        // A temporary directory inside a 0700 one, as TMPDIR=/root/tmp.
+        // A temporary directory inside a 0700 one, as TMPDIR=/root/tmp: closed
+        // to every user but its owner, this test's, which may be nobody.
         let closed = crate::cleanup::tempdir("lab-closed-").unwrap();
-        let err = copy_in(closed.path(), NOBODY, Path::new("/bin/sh")).unwrap_err();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let other = if me == NOBODY { NOBODY - 1 } else { NOBODY };
+        let err = copy_in(closed.path(), other, Path::new("/bin/sh")).unwrap_err();
         let why = format!(
-            "uid 65534 cannot reach /bin/sh, and no copy it can run was made: \
+            "uid {other} cannot reach /bin/sh, and no copy it can run was made: \
              {} is mode 0700, closed to it; set TMPDIR to a directory it can enter",
             closed.path().display()
         );
