@@ -1,7 +1,7 @@
 //! The workspace's cross-program integration tests, one module per
-//! experiment or concern, in one test binary: each binary costs a link, and
-//! the tests of one binary run in parallel (`cargo test --release --test it
-//! -- book::` runs one module's).
+//! experiment or concern, in one test binary: each binary costs a link,
+//! and the tests of one binary run in parallel (`cargo test --release -p
+//! lab --test it -- book::` runs one module's).
 //!
 //! The tests of all modules share this process: a test that forks, counts
 //! children, takes the CPUs or changes what belongs to the process (limits,
