@@ -10,8 +10,12 @@
 //!   `{{#figure create-destroy /headline/fork_us/value 0}}`. A null value
 //!   (a figure the run could not give) prints as `-`. The path is a JSON
 //!   pointer whose steps into an array name the element by its setting,
-//!   never by its position: `/variants[key=pipespeed2t]/points[block_bytes=4096]/mb_per_s/median`
+//!   never by its position: `/series[condition=pipe,block_bytes=4096]/mb_per_s/median`
 //!   ([`select`]), so a run with one more point quotes the same figures.
+//!   Its first step says where it starts in the results file, of any
+//!   version ([`crate::document::resolve`]): a top-level key (`/headline/...`)
+//!   at the root, a header field (`/machine/...`) in the header, anything
+//!   else in the experiment's data.
 //!
 //! - `{{#verdict ID}}` is replaced by claim `ID`'s verdict on the reference,
 //!   with its figure, 95% interval, rounds and settings, and a link to its
@@ -43,6 +47,8 @@ use std::path::{Path, PathBuf};
 
 use labkit::{Error, Result};
 use serde_json::Value;
+
+use crate::document::Document;
 
 /// What `{{#repository}}` prints when the book has no repository address.
 pub const NO_REPOSITORY: &str = "<the lab's repository URL>";
@@ -179,8 +185,8 @@ pub fn expand_with(
                     Some(d) => Some(d.parse::<usize>().map_err(|_| bad(inner))?),
                     None => None,
                 };
-                let json = results_file(&mut files, reference, folder)?;
-                let book = figure(json, pointer, decimals)?;
+                let doc = results_file(&mut files, reference, folder)?;
+                let book = figure(doc, pointer, decimals)?;
                 out.push_str(&edition.figure(folder, pointer, decimals, book)?);
             }
             Some("verdict") => {
@@ -234,11 +240,11 @@ pub fn expand_with(
                     Some(d) => d.parse::<usize>().map_err(|_| bad(inner))?,
                     None => 0,
                 };
-                let (path, json) = results_file(&mut files, reference, folder)?;
-                let book = headline(json, key, decimals).map_err(|e| {
+                let doc = results_file(&mut files, reference, folder)?;
+                let book = headline(doc.json(), key, decimals).map_err(|e| {
                     Error::failed(format!(
                         "{{{{#{inner}}}}}: {e} in {}",
-                        path.display()
+                        doc.path.display()
                     ))
                 })?;
                 out.push_str(&edition.headline(folder, key, decimals, book)?);
@@ -303,6 +309,22 @@ pub fn expand_with(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Every directive of `text`, in order: where it starts (a byte offset)
+/// and what its braces hold, `figure demo /n 2` of `{{#figure demo /n 2}}`
+/// ([`expand_with`] finds them the same way; the directives in a
+/// `{{#rests-on}}` sentence are listed too). A `{{#` with no `}}` ends the
+/// list.
+pub fn directives(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(start) = text[at..].find("{{#").map(|s| at + s) {
+        let Some(end) = text[start..].find("}}").map(|e| start + e) else { break };
+        out.push((start, &text[start + 3..end]));
+        at = end + 2;
+    }
+    out
 }
 
 /// `{{#headline EXP KEY DECIMALS}}`: a headline figure of a results file
@@ -389,129 +411,38 @@ fn result(reference: &Path, file: &str) -> Result<String> {
     std::fs::read_to_string(&path).map_err(|e| Error::io(path.display(), e))
 }
 
-/// The results file `EXP[/SUB]/EXP.json` of the reference, parsed (once).
+/// The results file `EXP[/SUB]/EXP.json` of the reference, read (once).
 fn results_file<'a>(
-    files: &'a mut std::collections::HashMap<PathBuf, Value>,
+    files: &'a mut std::collections::HashMap<PathBuf, Document>,
     reference: &Path,
     folder: &str,
-) -> Result<(&'a Path, &'a Value)> {
-    let experiment = folder.split('/').next().unwrap_or(folder);
-    let path = reference.join(folder).join(format!("{experiment}.json"));
+) -> Result<&'a Document> {
+    let path = crate::document::file_of(reference, folder);
     if !files.contains_key(&path) {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::io(path.display(), e))?;
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
-        files.insert(path.clone(), json);
+        let doc = Document::read(&path)?.ok_or_else(|| {
+            Error::io(
+                path.display(),
+                std::io::Error::from_raw_os_error(libc::ENOENT),
+            )
+        })?;
+        files.insert(path.clone(), doc);
     }
-    let (path, json) = files.get_key_value(&path).expect("inserted above");
-    Ok((path.as_path(), json))
+    Ok(&files[&path])
 }
 
-fn figure(
-    (path, json): (&Path, &Value),
-    pointer: &str,
-    decimals: Option<usize>,
-) -> Result<String> {
-    let value = select(json, pointer)
-        .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
+fn figure(doc: &Document, pointer: &str, decimals: Option<usize>) -> Result<String> {
+    let value = doc
+        .at(pointer)
+        .map_err(|e| Error::failed(format!("{}: {e}", doc.path.display())))?;
     // An interval, `/headline/KEY/interval`, prints as "1.55 to 1.90"; a
     // figure the run could not give (a ratio over nothing) as "-".
     Ok(crate::edition::show_value(value, decimals))
 }
 
-/// The value at `path` in `json`: a JSON pointer (`/a/b`, with `~1` for
-/// `/` and `~0` for `~` in a key) in which a step into an array names one
-/// element by its settings, `name[field=value,field=value]`: the one
-/// element whose fields have those values, compared as words
-/// ([`crate::report::slug`]: `[method=fork-exit-waitpid]` names "fork +
-/// _exit + waitpid"; `placement.name` is a field of a field). For the rounds of a setting, which have no setting of
-/// their own, `runs[round=1]` is the first. A position (`/points/3`) is
-/// refused: a new point would shift it silently.
-pub fn select<'a>(
-    json: &'a Value,
-    path: &str,
-) -> std::result::Result<&'a Value, String> {
-    let Some(steps) = path.strip_prefix('/') else {
-        return Err(format!("{path}: a path starts with /"));
-    };
-    let mut here = json;
-    for step in steps.split('/') {
-        let (key, picks) = match step.split_once('[') {
-            Some((key, rest)) => {
-                let picks = rest
-                    .strip_suffix(']')
-                    .ok_or_else(|| format!("{path}: '{step}' has no closing ]"))?;
-                (key, Some(picks))
-            }
-            None => (step, None),
-        };
-        let key = key.replace("~1", "/").replace("~0", "~");
-        here = match here {
-            Value::Object(map) => map.get(&key),
-            Value::Array(_) => {
-                return Err(format!(
-                    "{path}: '{step}' is a position in an array; name the \
-                     element by its setting, as in points[block_bytes=4096]"
-                ));
-            }
-            _ => None,
-        }
-        .ok_or_else(|| format!("no value at {path} (no '{key}')"))?;
-        if let Some(picks) = picks {
-            here = pick(here, picks).map_err(|e| format!("{path}: {e}"))?;
-        }
-    }
-    Ok(here)
-}
-
-/// The one element of the array `list` that `picks` (`field=value,...`)
-/// names.
-fn pick<'a>(list: &'a Value, picks: &str) -> std::result::Result<&'a Value, String> {
-    let Value::Array(items) = list else {
-        return Err(format!("[{picks}] picks from an array, and this is none"));
-    };
-    let mut wanted = Vec::new();
-    for pair in picks.split(',') {
-        let (field, value) = pair
-            .split_once('=')
-            .ok_or_else(|| format!("[{picks}]: '{pair}' is not field=value"))?;
-        wanted.push((field.trim(), crate::report::slug(value)));
-    }
-    if let [(field, n)] = wanted.as_slice()
-        && *field == "round"
-    {
-        let round: usize =
-            n.parse().map_err(|_| format!("[round={n}]: not a round"))?;
-        return round.checked_sub(1).and_then(|i| items.get(i)).ok_or_else(|| {
-            format!("[round={n}]: there are {} rounds", items.len())
-        });
-    }
-    let word = |v: &Value| match v {
-        Value::String(s) => Some(crate::report::slug(s)),
-        Value::Number(_) | Value::Bool(_) => {
-            Some(crate::report::slug(&v.to_string()))
-        }
-        _ => None,
-    };
-    // `placement.name`: a field of a field.
-    let field_of = |item: &'a Value, field: &str| {
-        field.split('.').try_fold(item, |v, f| v.get(f))
-    };
-    let matches = |item: &&'a Value| {
-        wanted.iter().all(|(field, value)| {
-            field_of(item, field).and_then(word).is_some_and(|w| w == *value)
-        })
-    };
-    let mut found = items.iter().filter(matches);
-    match (found.next(), found.next()) {
-        (Some(one), None) => Ok(one),
-        (None, _) => Err(format!("no element has {picks}")),
-        (Some(_), Some(_)) => {
-            Err(format!("more than one element has {picks}: name it by more fields"))
-        }
-    }
-}
+/// The value at a path in a JSON value, array elements named by their
+/// settings ([`crate::document::select`]); into a results file, a pointer
+/// starts where its first step says ([`crate::document::resolve`]).
+pub use crate::document::{Step, picks, select, steps};
 
 /// The reference folder for the book at `root` (the folder of book.toml).
 pub fn reference_for(root: &Path) -> Result<PathBuf> {

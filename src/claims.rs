@@ -6,6 +6,12 @@
 //! *holds*, *depends on* (what), or *no longer holds*, each only when the
 //! whole interval lies in that range; an interval across a boundary is
 //! *too close to call*. Claims the lab cannot re-run say why.
+//!
+//! A run is judged by the rules it was made under: [`write`] stores a copy
+//! of `claims.toml` in the run folder beside its verdicts and records its
+//! SHA-256 in the run's manifest ([`store_rules`]), and every later
+//! judgement of that run reads them back ([`Rules::of`]); a run with none
+//! stored is judged by today's `claims.toml`.
 
 use std::fmt;
 use std::path::Path;
@@ -37,8 +43,20 @@ pub struct Claim {
     #[serde(default)]
     pub one_cpu: bool,
     pub holds: Option<[f64; 2]>,
+    /// Why `holds` ends where it does, each end citing the article's
+    /// words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<[String; 2]>,
     pub depends: Option<[f64; 2]>,
     pub depends_on: Option<String>,
+    /// Why `depends` ends where it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depends_why: Option<[String; 2]>,
+    /// `KEY`: another headline figure of the same results, shown beside
+    /// the verdict and not judged (the Rust pair beside the article's C
+    /// programs, the other placement beside the article's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 /// The fewest rounds a verdict rests on: with fewer, the interval of a
@@ -55,11 +73,200 @@ pub fn look_of(settings: &crate::results::Settings) -> usize {
     if settings.used.contains_key(EXTENDED) { 2 } else { 1 }
 }
 
-/// Every claim, in the file's order.
+/// Today's `claims.toml`, as this lab was built with it.
+const TODAY: &str = include_str!("../claims.toml");
+
+/// The file in a run folder that holds the rules its verdicts were judged
+/// by: a copy of the `claims.toml` of the lab that judged it.
+pub const RULES_FILE: &str = "claims.toml";
+
+/// Every claim of today's `claims.toml`, in the file's order.
 pub fn all() -> Vec<Claim> {
-    let file: File =
-        toml::from_str(include_str!("../claims.toml")).expect("claims.toml parses");
-    file.claim
+    parse(TODAY).expect("claims.toml parses")
+}
+
+/// The claims of a `claims.toml`.
+fn parse(text: &str) -> std::result::Result<Vec<Claim>, String> {
+    toml::from_str::<File>(text).map(|f| f.claim).map_err(|e| {
+        // toml's message spans lines: the first says what is wrong.
+        e.message().lines().next().unwrap_or("does not parse").to_string()
+    })
+}
+
+/// The SHA-256 of `text`, in hex.
+pub fn sha256(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The rules a run is judged by: those stored with it when it has them
+/// (`RUN/claims.toml`, [`store_rules`]), else today's `claims.toml`.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    pub claims: Vec<Claim>,
+    /// The SHA-256 of their `claims.toml`, in hex.
+    pub sha256: String,
+    /// Stored with the run; `false`: today's, the run has none stored.
+    pub stored: bool,
+}
+
+impl Rules {
+    /// Today's `claims.toml`.
+    pub fn today() -> Rules {
+        Rules { claims: all(), sha256: sha256(TODAY), stored: false }
+    }
+
+    /// The rules stored with run `run`, or today's when it has none. A
+    /// stored file that does not parse, that the manifest records and is
+    /// gone, or whose SHA-256 is not the one the manifest records (edited
+    /// by hand) is refused, in one line.
+    pub fn of(run: &Path) -> Result<Rules> {
+        let path = run.join(RULES_FILE);
+        let recorded = crate::runs::Manifest::read(run)?.and_then(|m| m.rules);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(r) = recorded {
+                    return Err(Error::failed(format!(
+                        "{}: missing, though {} records the rules the run was judged \
+                         by (SHA-256 {})",
+                        path.display(),
+                        crate::runs::MANIFEST,
+                        r.sha256
+                    )));
+                }
+                return Ok(Rules::today());
+            }
+            Err(e) => return Err(Error::io(path.display(), e)),
+        };
+        let hash = sha256(&text);
+        if let Some(r) = recorded.filter(|r| r.sha256 != hash) {
+            return Err(Error::failed(format!(
+                "{}: its SHA-256 is {hash}, not the {} that {} records: the rules \
+                 were edited after the run was judged",
+                path.display(),
+                r.sha256,
+                crate::runs::MANIFEST
+            )));
+        }
+        let claims = parse(&text)
+            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))?;
+        Ok(Rules { claims, sha256: hash, stored: true })
+    }
+
+    /// The first digits of the hash, as a line shows it.
+    pub fn short(&self) -> &str {
+        &self.sha256[..12.min(self.sha256.len())]
+    }
+
+    /// Which rules they are, in words: "the rules stored with the run
+    /// (claims.toml, SHA-256 0123456789ab)", "today's claims.toml (SHA-256
+    /// 0123456789ab): the run has no rules stored with it".
+    pub fn describe(&self) -> String {
+        if self.stored {
+            format!(
+                "the rules stored with the run ({RULES_FILE}, SHA-256 {})",
+                self.short()
+            )
+        } else {
+            format!(
+                "today's claims.toml (SHA-256 {}): the run has no rules stored with it",
+                self.short()
+            )
+        }
+    }
+
+    /// How these rules differ from `other`'s: the claims only these have
+    /// (added), only `other` has (removed), and those whose rule differs,
+    /// with the fields that do.
+    pub fn diff(&self, other: &Rules) -> RulesDiff {
+        let find =
+            |list: &[Claim], id: &str| list.iter().find(|c| c.id == id).cloned();
+        let mut diff = RulesDiff::default();
+        for c in &self.claims {
+            match find(&other.claims, &c.id) {
+                None => diff.added.push(c.id.clone()),
+                Some(o) => {
+                    let (a, b) = (serde_json::to_value(c), serde_json::to_value(&o));
+                    let (Ok(a), Ok(b)) = (a, b) else { continue };
+                    let fields: Vec<String> = a
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .filter(|(k, v)| b.get(k.as_str()) != Some(*v))
+                        .map(|(k, _)| k.clone())
+                        .collect();
+                    if !fields.is_empty() {
+                        diff.changed.push(Changed { id: c.id.clone(), fields });
+                    }
+                }
+            }
+        }
+        for o in &other.claims {
+            if find(&self.claims, &o.id).is_none() {
+                diff.removed.push(o.id.clone());
+            }
+        }
+        diff
+    }
+}
+
+/// How one set of rules differs from another ([`Rules::diff`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RulesDiff {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<Changed>,
+}
+
+/// A claim whose rule differs, and the fields that do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Changed {
+    pub id: String,
+    pub fields: Vec<String>,
+}
+
+impl RulesDiff {
+    /// In words: "added: a; removed: b; changed: c (holds)", or that no
+    /// claim differs (the two files differ in comments or layout only).
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.added.is_empty() {
+            parts.push(format!("added: {}", self.added.join(", ")));
+        }
+        if !self.removed.is_empty() {
+            parts.push(format!("removed: {}", self.removed.join(", ")));
+        }
+        if !self.changed.is_empty() {
+            let changed: Vec<String> = self
+                .changed
+                .iter()
+                .map(|c| format!("{} ({})", c.id, c.fields.join(", ")))
+                .collect();
+            parts.push(format!("changed: {}", changed.join(", ")));
+        }
+        if parts.is_empty() {
+            "no claim's rule differs (the files differ in comments or layout)".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+/// Store today's rules with run `run` (`RUN/claims.toml`) and record their
+/// SHA-256 in its manifest: the rules its verdicts are judged by, now and
+/// whenever they are read again, whatever `claims.toml` says by then.
+pub fn store_rules(run: &Path) -> Result<Rules> {
+    crate::results::write_file(&run.join(RULES_FILE), TODAY)?;
+    let rules = Rules { stored: true, ..Rules::today() };
+    crate::runs::record_rules(
+        run,
+        crate::runs::Rules { file: RULES_FILE.into(), sha256: rules.sha256.clone() },
+    )?;
+    Ok(rules)
 }
 
 /// What a rule says of today's figure.
@@ -170,6 +377,28 @@ impl Claim {
     }
 }
 
+impl Row {
+    /// A row with no figure: `verdict` says why.
+    pub fn unjudged(claim: Claim, verdict: Verdict, judged_on: &str) -> Row {
+        Row {
+            claim,
+            today: None,
+            interval: None,
+            coverage: None,
+            look: 0,
+            rounds: 0,
+            method: String::new(),
+            unit: String::new(),
+            label: String::new(),
+            verdict,
+            judged_on: judged_on.into(),
+            results: String::new(),
+            busy: None,
+            beside: None,
+        }
+    }
+}
+
 /// One row of the then-and-now table.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -200,6 +429,10 @@ pub struct Row {
     /// or that was busy elsewhere ([`Busy::mark`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busy: Option<String>,
+    /// The figure the claim shows beside its verdict ([`Claim::beside`]),
+    /// in words, from the same results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beside: Option<String>,
 }
 
 /// What made a run busy: the results folders measured while other
@@ -294,13 +527,21 @@ fn candidates(run: &Path, experiment: &str) -> Result<Vec<(String, Published)>> 
     Ok(found)
 }
 
-/// Judge every claim on the results in run folder `run`.
+/// Judge every claim on the results in run folder `run`, by the rules
+/// stored with it, or today's when it has none ([`Rules::of`]).
 pub fn evaluate(run: &Path) -> Result<Vec<Row>> {
+    evaluate_by(run, &Rules::of(run)?)
+}
+
+/// Judge every claim of `rules` on the results in run folder `run`.
+pub fn evaluate_by(run: &Path, rules: &Rules) -> Result<Vec<Row>> {
     // Each experiment's results are read once, however many claims judge
     // them.
     let mut read: std::collections::HashMap<String, Vec<(String, Published)>> =
         std::collections::HashMap::new();
-    let mut rows: Vec<Row> = all()
+    let mut rows: Vec<Row> = rules
+        .claims
+        .clone()
         .into_iter()
         .map(|c| evaluate_one(c, run, &mut read))
         .collect::<Result<_>>()?;
@@ -316,21 +557,7 @@ fn evaluate_one(
     run: &Path,
     read: &mut std::collections::HashMap<String, Vec<(String, Published)>>,
 ) -> Result<Row> {
-    let row = |claim, verdict, judged_on: &str| Row {
-        claim,
-        today: None,
-        interval: None,
-        coverage: None,
-        look: 0,
-        rounds: 0,
-        method: String::new(),
-        unit: String::new(),
-        label: String::new(),
-        verdict,
-        judged_on: judged_on.into(),
-        results: String::new(),
-        busy: None,
-    };
+    let row = Row::unjudged;
     if let Some(why) = &claim.cannot {
         let why = why.clone();
         return Ok(row(claim, Verdict::CannotRerun(why), "-"));
@@ -356,7 +583,7 @@ fn evaluate_one(
         let why = format!("no {experiment} results in this run");
         return Ok(row(claim, Verdict::NotMeasured(why), "-"));
     };
-    let file = run.join(folder).join(format!("{experiment}.json"));
+    let file = crate::document::file_of(run, folder);
     let figure = published
         .figure(key)
         .map_err(|e| Error::failed(format!("{}: {e}", file.display())))?;
@@ -374,7 +601,25 @@ fn evaluate_one(
     let look = look_of(&published.header.settings);
     let verdict = claim.verdict_on(&figure, folder, look);
     let (interval, coverage) = figure.decision(look);
+    let beside = match &claim.beside {
+        Some(key) => published
+            .figure(key)
+            .map_err(|e| Error::failed(format!("{}: {e}", file.display())))?
+            .map(|f| {
+                let [lo, hi] = f.interval;
+                format!(
+                    "{}: {} (interval {} to {}, {})",
+                    f.label,
+                    show(f.value, &f.unit),
+                    show(lo, &f.unit),
+                    show(hi, &f.unit),
+                    f.basis()
+                )
+            }),
+        None => None,
+    };
     Ok(Row {
+        beside,
         verdict,
         today: Some(figure.value),
         interval: Some(interval),
@@ -434,6 +679,27 @@ impl Claim {
             parts.push(format!("depends {}", range_text(d, unit)));
         }
         parts.push("otherwise no longer holds".into());
+        parts.join("; ")
+    }
+
+    /// Why each end of the rule's ranges is where it is, in the article's
+    /// words: "5x: '5 to 10 times'; 10x: ...". Empty for a claim without
+    /// reasons (a run's stored rules from before they had them).
+    pub fn bounds(&self, unit: &str) -> String {
+        let mut parts = Vec::new();
+        for (range, why) in
+            [(self.holds, &self.why), (self.depends, &self.depends_why)]
+        {
+            let (Some(range), Some(why)) = (range, why) else { continue };
+            for (end, why) in range.iter().zip(why) {
+                let end = if end.is_infinite() {
+                    "no upper end".into()
+                } else {
+                    show(*end, unit)
+                };
+                parts.push(format!("{end}: {why}"));
+            }
+        }
         parts.join("; ")
     }
 }
@@ -519,6 +785,10 @@ pub fn markdown(
         md.push_str(&format!("- Then: {} ({})\n", r.claim.then, r.claim.setting));
         if r.claim.cannot.is_none() {
             md.push_str(&format!("- Rule: {}\n", r.claim.rule(&r.unit)));
+            let bounds = r.claim.bounds(&r.unit);
+            if !bounds.is_empty() {
+                md.push_str(&format!("- Its ends: {bounds}\n"));
+            }
         }
         if let Some(today) = r.today_text() {
             md.push_str(&format!("- Today: {today}: {}\n", r.label));
@@ -526,6 +796,9 @@ pub fn markdown(
                 "- Settings: {}, from `{}`\n",
                 r.judged_on, r.results
             ));
+            if let Some(beside) = &r.beside {
+                md.push_str(&format!("- Beside it, not judged: {beside}\n"));
+            }
         }
         if let Some(link) = chapter(&r.claim) {
             md.push_str(&format!("- In the book: {link}\n"));
@@ -658,9 +931,11 @@ pub fn evaluate_checked(run: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// Write `then-and-now.md` and `.json` into run folder `run`.
+/// Write `then-and-now.md` and `.json` into run folder `run`, judged by
+/// today's rules, which are stored with it ([`store_rules`]).
 pub fn write(run: &Path) -> Result<Vec<Row>> {
-    let rows = evaluate(run)?;
+    let rules = store_rules(run)?;
+    let rows = evaluate_by(run, &rules)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
     crate::results::write_file(
@@ -820,6 +1095,63 @@ mod tests {
         }
     }
 
+    /// Every finite outer end of a rule (the lowest above zero, the
+    /// highest) has "no longer holds" just past it, and every end of a
+    /// range has its reason in the article's words: a claim of a
+    /// magnitude is judged at both ends.
+    #[test]
+    fn every_rule_has_both_ends_where_it_states_a_magnitude_and_says_why() {
+        for c in all().iter().filter(|c| c.cannot.is_none()) {
+            let ranges = [c.holds, c.depends];
+            let ends: Vec<f64> =
+                ranges.iter().flatten().flatten().copied().collect();
+            let low = ends.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = ends.iter().copied().fold(0.0, f64::max);
+            if low > 0.0 {
+                let below = low * 0.95;
+                assert_eq!(
+                    c.judge([below, below], ""),
+                    Verdict::NoLongerHolds,
+                    "{}",
+                    c.id
+                );
+            }
+            if high.is_finite() && high > 0.0 {
+                let above = high * 1.05;
+                assert_eq!(
+                    c.judge([above, above], ""),
+                    Verdict::NoLongerHolds,
+                    "{}",
+                    c.id
+                );
+            }
+            for (range, why, name) in [
+                (c.holds, &c.why, "why"),
+                (c.depends, &c.depends_why, "depends_why"),
+            ] {
+                if range.is_some() {
+                    let why = why
+                        .as_ref()
+                        .unwrap_or_else(|| panic!("{}: no {name}", c.id));
+                    assert!(
+                        why.iter().all(|w| !w.trim().is_empty()),
+                        "{}: {name}",
+                        c.id
+                    );
+                }
+            }
+            assert!(!c.bounds("").is_empty(), "{}", c.id);
+        }
+        // The ends the article's words give: "about 0.18 ms", "5 to 10
+        // times", "tens of times", "ten or a hundred times".
+        let rule = |id: &str| all().into_iter().find(|c| c.id == id).unwrap().holds;
+        assert_eq!(rule("process-cost"), Some([120.0, 270.0]));
+        assert_eq!(rule("create-ratio"), Some([5.0, 10.0]));
+        assert_eq!(rule("lecture-ratio"), Some([20.0, 100.0]));
+        assert_eq!(rule("ten-or-a-hundred"), Some([10.0, 100.0]));
+        assert_eq!(rule("pipe-peak-700"), Some([350.0, 1400.0]));
+    }
+
     #[test]
     fn an_interval_touching_a_boundary_from_outside_is_too_close() {
         let c = all().into_iter().find(|c| c.id == "create-ratio").unwrap();
@@ -832,10 +1164,116 @@ mod tests {
             )
         );
         assert_eq!(c.judge([5.0, 7.0], "x"), Verdict::Holds);
+        // Past its high end, "5 to 10 times" no longer holds.
+        assert_eq!(c.judge([11.0, 12.0], "x"), Verdict::NoLongerHolds);
         assert!(matches!(c.judge([2.5, 4.0], "x"), Verdict::DependsOn(_)));
         assert_eq!(c.judge([1.0, 1.5], "x"), Verdict::NoLongerHolds);
         // A wide interval over a whole range is no verdict either.
         assert!(matches!(c.judge([1.0, 9.0], "x"), Verdict::TooCloseToCall(_)));
+    }
+
+    /// `claims.toml` with claim `id`'s `holds` range replaced by `range`.
+    fn with_range(id: &str, range: &str) -> String {
+        let at = TODAY.find(&format!("id = \"{id}\"")).unwrap();
+        let from = at + TODAY[at..].find("holds = ").unwrap();
+        let to = from + TODAY[from..].find('\n').unwrap();
+        format!("{}holds = {range}{}", &TODAY[..from], &TODAY[to..])
+    }
+
+    #[test]
+    fn a_run_is_judged_by_the_rules_stored_with_it_and_a_hand_edit_is_refused() {
+        let root = labtest::tempdir();
+        let run = root.path().join("2026-01-01-000000-a");
+        std::fs::create_dir(&run).unwrap();
+        // None stored: today's.
+        let today = Rules::of(&run).unwrap();
+        assert!(!today.stored && today.sha256 == sha256(TODAY));
+        assert_eq!(today.sha256.len(), 64);
+        assert!(today.describe().contains("has no rules stored with it"));
+        // A run with a manifest: the rules and their hash are stored.
+        let manifest = serde_json::json!({
+            "lab_run": 1, "kind": "run", "command": "lab run all",
+            "lab_version": "0", "started": "2026-01-01T00:00:00Z", "ended": null,
+        });
+        std::fs::write(run.join("run.json"), manifest.to_string()).unwrap();
+        let stored = store_rules(&run).unwrap();
+        assert_eq!(std::fs::read_to_string(run.join(RULES_FILE)).unwrap(), TODAY);
+        let m = crate::runs::Manifest::read(&run).unwrap().unwrap();
+        assert_eq!(m.rules.unwrap().sha256, stored.sha256);
+        let back = Rules::of(&run).unwrap();
+        assert!(back.stored && back.sha256 == today.sha256);
+        assert!(back.describe().starts_with("the rules stored with the run"));
+        // Edited after the run was judged: refused, in one line.
+        std::fs::write(
+            run.join(RULES_FILE),
+            with_range("create-ratio", "[1.0, inf]"),
+        )
+        .unwrap();
+        let err = Rules::of(&run).unwrap_err().message;
+        assert!(
+            err.contains("claims.toml: its SHA-256 is ") && !err.contains('\n'),
+            "{err}"
+        );
+        assert!(err.contains("edited after the run was judged"), "{err}");
+        // Recorded and gone: refused too.
+        std::fs::remove_file(run.join(RULES_FILE)).unwrap();
+        let err = Rules::of(&run).unwrap_err().message;
+        assert!(err.contains("missing, though run.json records"), "{err}");
+        // Stored where nothing records a hash (an --out folder): as they are.
+        let bare = root.path().join("out");
+        std::fs::create_dir(&bare).unwrap();
+        std::fs::write(
+            bare.join(RULES_FILE),
+            with_range("create-ratio", "[1.0, inf]"),
+        )
+        .unwrap();
+        let rules = Rules::of(&bare).unwrap();
+        assert!(rules.stored && rules.sha256 != today.sha256);
+        let c = rules.claims.iter().find(|c| c.id == "create-ratio").unwrap();
+        assert_eq!(c.holds, Some([1.0, f64::INFINITY]));
+        // Rules that do not parse name the file.
+        std::fs::write(bare.join(RULES_FILE), "[[claim]]\nid = 3\n").unwrap();
+        let err = Rules::of(&bare).unwrap_err().message;
+        assert!(
+            err.starts_with(&format!("{}: ", bare.join(RULES_FILE).display())),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn two_sets_of_rules_differ_by_the_claims_added_removed_and_changed() {
+        let today = Rules::today();
+        assert_eq!(today.diff(&today), RulesDiff::default());
+        let text = with_range("create-ratio", "[4.0, inf]");
+        let mut other = Rules {
+            claims: parse(&text).unwrap(),
+            sha256: sha256(&text),
+            stored: true,
+        };
+        other.claims.retain(|c| c.id != "java-337");
+        let mut extra = other.claims[0].clone();
+        extra.id = "new-claim".into();
+        other.claims.push(extra);
+        let diff = other.diff(&today);
+        assert_eq!(diff.added, ["new-claim"]);
+        assert_eq!(diff.removed, ["java-337"]);
+        assert_eq!(
+            diff.changed,
+            [Changed { id: "create-ratio".into(), fields: vec!["holds".into()] }]
+        );
+        assert_eq!(
+            diff.words(),
+            "added: new-claim; removed: java-337; changed: create-ratio (holds)"
+        );
+        // Files that differ in a comment only: no claim differs.
+        let comment = format!("# a note\n{TODAY}");
+        let same = Rules {
+            claims: parse(&comment).unwrap(),
+            sha256: sha256(&comment),
+            stored: true,
+        };
+        assert_ne!(same.sha256, today.sha256);
+        assert!(same.diff(&today).words().starts_with("no claim's rule differs"));
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //! grouped by CPU model and kernel.
 //!
 //! A class's runs come from many machines and maybe several versions of
-//! the lab, so each results file is read as plain JSON first: a file that
-//! does not parse (a truncated copy) leaves its run out, named in one line;
+//! the lab, so each results file is read as it is, by the one reader of
+//! every version ([`crate::document`]), its figures checked only when
+//! judged: a file that does not read (a truncated copy, a schema this lab
+//! does not read) leaves its run out, named in one line;
 //! a figure from another version that lacks some of today's fields (its
 //! rounds, its interval) still gives its value, and the fields it lacks
 //! are listed; a run with nothing to compare is named, and when no run has
@@ -20,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::claims::{self, Claim, Verdict};
+use crate::document::Document;
 use crate::report::Figure;
 use crate::runs;
 
@@ -35,6 +38,12 @@ pub struct Member {
     pub lacks: Vec<String>,
     /// Why the run counts as busy ([`claims::Busy`]), if it does.
     pub busy: Option<String>,
+    /// The SHA-256 of the rules it was judged by ([`claims::Rules::of`]),
+    /// and whether they were stored with it (else today's claims.toml).
+    pub rules_sha256: String,
+    pub rules_stored: bool,
+    /// How its stored rules differ from today's, in words, when they do.
+    pub rules_differ: Option<String>,
 }
 
 /// One claim across the class.
@@ -68,8 +77,9 @@ pub struct Class {
 }
 
 /// The look a results file's figures are judged at ([`crate::claims::look_of`]).
-fn look_in(json: &Value) -> usize {
-    let extended = json["settings"]["used"].get(crate::claims::EXTENDED).is_some();
+fn look_in(doc: &Document) -> usize {
+    let used = doc.get("/settings/used");
+    let extended = used.and_then(|u| u.get(crate::claims::EXTENDED)).is_some();
     if extended { 2 } else { 1 }
 }
 
@@ -99,18 +109,17 @@ fn fields_off(raw: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The results files of run `run` as JSON, by folder; an error (one line)
-/// names the first that does not parse.
-fn read_run(run: &Path) -> std::result::Result<Vec<(String, Value)>, String> {
+/// The results files of run `run`, by folder, each read as it is
+/// ([`Document`]: of any version the lab reads, its figures checked only
+/// when judged); an error (one line) names the first that does not read.
+fn read_run(run: &Path) -> std::result::Result<Vec<(String, Document)>, String> {
     let mut out = Vec::new();
     for folder in runs::experiments_in(run) {
-        let experiment = folder.split('/').next().unwrap_or(&folder).to_string();
-        let path = run.join(&folder).join(format!("{experiment}.json"));
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let json: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not JSON ({e})", path.display()))?;
-        out.push((folder, json));
+        let doc = Document::read_folder(run, &folder).map_err(|e| e.message)?;
+        let doc = doc.ok_or_else(|| {
+            format!("{}: gone", crate::document::file_of(run, &folder).display())
+        })?;
+        out.push((folder, doc));
     }
     Ok(out)
 }
@@ -131,22 +140,34 @@ struct Judged {
 /// The verdict word of a figure made by another version of the lab.
 const OTHER_VERSION: &str = "not judged (another version's figure)";
 
+/// The verdict word of a claim the rules stored with a run do not have.
+const NOT_IN_RULES: &str = "not among its rules";
+
+impl Judged {
+    /// A verdict with no figure.
+    fn plain(verdict: &str) -> Judged {
+        Judged {
+            verdict: verdict.into(),
+            value: None,
+            other_version: Vec::new(),
+            damaged: None,
+        }
+    }
+}
+
 /// What one run says of `claim`.
-fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
-    let plain = |verdict: &str| Judged {
-        verdict: verdict.into(),
-        value: None,
-        other_version: Vec::new(),
-        damaged: None,
-    };
+fn judge(claim: &Claim, files: &[(String, Document)]) -> Judged {
+    let plain = Judged::plain;
     let Some((experiment, key)) = claim.figure_ref() else {
         return plain(Verdict::CannotRerun(String::new()).word());
     };
-    let of: Vec<&(String, Value)> = files
+    let of: Vec<&(String, Document)> = files
         .iter()
         .filter(|(folder, _)| folder.split('/').next() == Some(experiment))
         .collect();
-    let one_cpu = |j: &Value| j["settings"]["cpu_count"].as_u64() == Some(1);
+    let one_cpu = |d: &Document| {
+        d.get("/settings/cpu_count").and_then(Value::as_u64) == Some(1)
+    };
     let pick = if claim.one_cpu {
         of.iter().find(|(_, j)| one_cpu(j)).or(of.first())
     } else {
@@ -155,7 +176,7 @@ fn judge(claim: &Claim, files: &[(String, Value)]) -> Judged {
     let Some((folder, json)) = pick else {
         return plain(Verdict::NotMeasured(String::new()).word());
     };
-    let raw = &json["headline"][key];
+    let raw = json.headline().get(key).unwrap_or(&Value::Null);
     if raw.is_null() {
         return plain(Verdict::NotMeasured(String::new()).word());
     }
@@ -213,12 +234,12 @@ pub fn runs_in(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// A run's results, as bytes: two runs with the same are copies of one.
-fn fingerprint(files: &[(String, Value)]) -> u64 {
+fn fingerprint(files: &[(String, Document)]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::hash::DefaultHasher::new();
-    for (folder, json) in files {
+    for (folder, doc) in files {
         folder.hash(&mut h);
-        json.to_string().hash(&mut h);
+        doc.json().to_string().hash(&mut h);
     }
     h.finish()
 }
@@ -244,27 +265,38 @@ fn not_a_member(run: &Path) -> Option<String> {
 struct Counted<'a> {
     name: String,
     run: &'a Path,
-    files: Vec<(String, Value)>,
+    files: Vec<(String, Document)>,
     judged: Vec<Judged>,
+    rules: claims::Rules,
 }
 
 /// Compare the class `runs`. Every claim's tally adds up to the runs
 /// counted; a run left out is named with why, and a copy of a run already
-/// counted is named and counted once.
+/// counted is named and counted once. Each run is judged by the rules
+/// stored with it, or today's when it has none; the rows are today's
+/// claims, and a claim a run's rules lack is "not among its rules".
 pub fn compare(list: &[PathBuf]) -> Result<Class> {
     let mut left_out = Vec::new();
     let mut duplicates = Vec::new();
     let mut seen: BTreeMap<u64, String> = BTreeMap::new();
     // The runs counted, each with its judgement of every claim.
     let mut counted: Vec<Counted> = Vec::new();
+    let today = claims::Rules::today();
     let all: Vec<Claim> =
-        claims::all().into_iter().filter(|c| c.cannot.is_none()).collect();
+        today.claims.iter().filter(|c| c.cannot.is_none()).cloned().collect();
     for run in list {
         let name = run.display().to_string();
         if let Some(why) = not_a_member(run) {
             left_out.push((name, why));
             continue;
         }
+        let rules = match claims::Rules::of(run) {
+            Ok(rules) => rules,
+            Err(e) => {
+                left_out.push((name, e.to_string()));
+                continue;
+            }
+        };
         let files = match read_run(run) {
             Ok(files) if files.is_empty() => {
                 left_out.push((name, "no results in it".into()));
@@ -281,7 +313,14 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
             duplicates.push((name, first.clone()));
             continue;
         }
-        let judged: Vec<Judged> = all.iter().map(|c| judge(c, &files)).collect();
+        let judged: Vec<Judged> = all
+            .iter()
+            .map(|c| match rules.claims.iter().find(|r| r.id == c.id) {
+                Some(rule) if rule.cannot.is_none() => judge(rule, &files),
+                Some(_) => Judged::plain(Verdict::CannotRerun(String::new()).word()),
+                None => Judged::plain(NOT_IN_RULES),
+            })
+            .collect();
         if let Some(why) = judged.iter().find_map(|j| j.damaged.clone()) {
             left_out.push((name, why));
             continue;
@@ -301,7 +340,7 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
             continue;
         }
         seen.insert(print, name.clone());
-        counted.push(Counted { name, run, files, judged });
+        counted.push(Counted { name, run, files, judged, rules });
     }
     if counted.is_empty() {
         let why: Vec<String> =
@@ -352,9 +391,10 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
     }
     let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut members = Vec::new();
-    for (Counted { name, files, judged, .. }, busy) in counted.into_iter().zip(busy)
+    for (Counted { name, files, judged, rules, .. }, busy) in
+        counted.into_iter().zip(busy)
     {
-        let machine = &files[0].1["machine"];
+        let machine = files[0].1.get("/machine").unwrap_or(&Value::Null);
         let cpu = machine["cpu_model"].as_str().unwrap_or("unknown CPU").to_string();
         let kernel =
             machine["kernel"].as_str().unwrap_or("unknown kernel").to_string();
@@ -365,7 +405,18 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
                 lacks.push(field);
             }
         }
-        members.push(Member { run: name, cpu_model: cpu, kernel, lacks, busy });
+        let rules_differ = (rules.stored && rules.sha256 != today.sha256)
+            .then(|| rules.diff(&today).words());
+        members.push(Member {
+            run: name,
+            cpu_model: cpu,
+            kernel,
+            lacks,
+            busy,
+            rules_sha256: rules.sha256,
+            rules_stored: rules.stored,
+            rules_differ,
+        });
     }
     Ok(Class {
         members,
@@ -376,13 +427,14 @@ pub fn compare(list: &[PathBuf]) -> Result<Class> {
     })
 }
 
-const ORDER: [&str; 7] = [
+const ORDER: [&str; 8] = [
     "holds",
     "no longer holds",
     "depends",
     "too close to call",
     "not yet measured",
     OTHER_VERSION,
+    NOT_IN_RULES,
     "cannot be re-run",
 ];
 
@@ -444,6 +496,29 @@ impl Class {
         for m in &self.members {
             if let Some(busy) = &m.busy {
                 lines.push(format!("Busy: {}: {busy}.", m.run));
+            }
+        }
+        let today: Vec<&str> = self
+            .members
+            .iter()
+            .filter(|m| !m.rules_stored)
+            .map(|m| m.run.as_str())
+            .collect();
+        if !today.is_empty() {
+            lines.push(format!(
+                "Judged by today's claims.toml, having no rules stored with {}: {}.",
+                if today.len() == 1 { "it" } else { "them" },
+                today.join(", ")
+            ));
+        }
+        for m in &self.members {
+            if let Some(differ) = &m.rules_differ {
+                lines.push(format!(
+                    "{} was judged by the rules stored with it (SHA-256 {}), which \
+                     differ from today's: {differ}.",
+                    m.run,
+                    &m.rules_sha256[..12.min(m.rules_sha256.len())]
+                ));
             }
         }
         for m in self.members.iter().filter(|m| !m.lacks.is_empty()) {

@@ -90,6 +90,65 @@ pub struct Comparison {
     pub against_claims: Vec<claims::Row>,
     /// Each side's line when its controls found it noisy.
     pub noisy: Vec<String>,
+    /// The rules each side was judged by, and how they differ.
+    pub rules: RulesNote,
+}
+
+/// The rules the two runs were judged by ([`claims::Rules::of`]): each
+/// side's SHA-256 and whether they were stored with it (else today's
+/// `claims.toml`), and how this run's differ from the other's.
+#[derive(Debug, Serialize)]
+pub struct RulesNote {
+    pub run_sha256: String,
+    pub run_stored: bool,
+    pub against_sha256: String,
+    pub against_stored: bool,
+    /// The two hashes differ.
+    pub differ: bool,
+    /// The claims this run's rules have and the other's lack (added), the
+    /// other's have and this run's lack (removed), and those whose rule
+    /// differs, with the fields that do.
+    pub diff: claims::RulesDiff,
+}
+
+impl RulesNote {
+    fn of(run: &claims::Rules, against: &claims::Rules) -> RulesNote {
+        RulesNote {
+            run_sha256: run.sha256.clone(),
+            run_stored: run.stored,
+            against_sha256: against.sha256.clone(),
+            against_stored: against.stored,
+            differ: run.sha256 != against.sha256,
+            diff: run.diff(against),
+        }
+    }
+
+    /// One line per thing to say: a side judged by today's claims.toml
+    /// (it has none stored), and whether the two sides' rules differ.
+    pub fn lines(&self) -> Vec<String> {
+        let short = |h: &str| h[..12.min(h.len())].to_string();
+        let mut lines = Vec::new();
+        for (side, stored) in
+            [("this run", self.run_stored), ("the run against", self.against_stored)]
+        {
+            if !stored {
+                lines.push(format!(
+                    "{side} is judged by today's claims.toml: it has no rules stored \
+                     with it"
+                ));
+            }
+        }
+        if self.differ {
+            lines.push(format!(
+                "the two runs were judged by different rules (this run's SHA-256 {}, \
+                 the other's {}); this run's, beside the other's: {}",
+                short(&self.run_sha256),
+                short(&self.against_sha256),
+                self.diff.words()
+            ));
+        }
+        lines
+    }
 }
 
 fn read(run: &Path, folder: &str) -> Result<Option<Published>> {
@@ -132,6 +191,18 @@ pub fn differences(a: &Published, b: &Published) -> Vec<(String, String, String)
     named.into_iter().filter(|(_, x, y)| x != y).collect()
 }
 
+/// Sort results folders (`NAME`, `NAME/VARIANT`) in the book's order of
+/// experiments, each experiment's plain run before its sub-runs; a folder
+/// of an experiment this lab no longer has comes last.
+pub fn in_book_order(folders: &mut [String]) {
+    let place = |f: &String| {
+        let experiment = f.split('/').next().unwrap_or(f);
+        let at = crate::experiments::every().position(|e| e.name == experiment);
+        (at.unwrap_or(usize::MAX), f.clone())
+    };
+    folders.sort_by_cached_key(place);
+}
+
 /// Compare run folder `run` with run folder `against`.
 pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
     let mut names = runs::experiments_in(run);
@@ -140,6 +211,7 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
             names.push(f);
         }
     }
+    in_book_order(&mut names);
     let mut entries = Vec::new();
     for folder in names {
         let (a, b) = (read(run, &folder)?, read(against, &folder)?);
@@ -199,12 +271,15 @@ pub fn compare(run: &Path, against: &Path) -> Result<Comparison> {
         }
         entries.push(entry);
     }
+    let rules =
+        RulesNote::of(&claims::Rules::of(run)?, &claims::Rules::of(against)?);
     Ok(Comparison {
         run: run.display().to_string(),
         against: against.display().to_string(),
         entries,
         claims: claims::evaluate_checked(run)?,
         against_claims: claims::evaluate_checked(against)?,
+        rules,
         noisy: [("this run", run), ("against", against)]
             .into_iter()
             .filter_map(|(side, r)| {
@@ -260,6 +335,9 @@ impl Comparison {
             .file_name()
             .map_or(self.run.clone(), |n| n.to_string_lossy().into_owned());
         md.push_str("\n## Verdicts side by side\n\n");
+        for line in self.rules.lines() {
+            md.push_str(&format!("Rules: {line}.\n\n"));
+        }
         for line in &self.noisy {
             md.push_str(&format!("Noisy: {line}.\n\n"));
         }
@@ -304,6 +382,9 @@ impl Comparison {
             }
         }
         out.push_str("\nVerdicts side by side (this run | against)\n");
+        for line in self.rules.lines() {
+            out.push_str(&format!("  rules: {line}\n"));
+        }
         for line in &self.noisy {
             out.push_str(&format!("  noisy: {line}\n"));
         }
@@ -318,11 +399,12 @@ impl Comparison {
         out
     }
 
-    /// Per judged claim: its id, this run's verdict and figure, the other
-    /// run's, and whether the two verdicts differ.
+    /// Per judged claim (of either run's rules): its id, this run's
+    /// verdict and figure, the other run's, and whether the two verdicts
+    /// differ.
     pub fn side_by_side(&self) -> Vec<(String, String, String, bool)> {
         let cell = |r: Option<&claims::Row>| {
-            r.map_or("-".into(), |r| match r.today_text() {
+            r.map_or("- (not among its rules)".into(), |r| match r.today_text() {
                 Some(t) => {
                     format!("{}: {t}, {}", short_verdict(&r.verdict), r.judged_on)
                 }
@@ -330,17 +412,29 @@ impl Comparison {
             })
         };
         let word = |r: Option<&claims::Row>| r.map(|r| short_verdict(&r.verdict));
-        self.claims
+        let mut out: Vec<(String, String, String, bool)> = self
+            .claims
             .iter()
             .filter(|r| r.claim.cannot.is_none())
             .map(|r| {
-                let other =
-                    self.against_claims.iter().find(|o| o.claim.id == r.claim.id);
+                let other = row_of(&self.against_claims, &r.claim.id);
                 let differs = word(Some(r)) != word(other);
                 (r.claim.id.clone(), cell(Some(r)), cell(other), differs)
             })
-            .collect()
+            .collect();
+        // A claim only the other run's rules have.
+        for o in self.against_claims.iter().filter(|o| o.claim.cannot.is_none()) {
+            if row_of(&self.claims, &o.claim.id).is_none() {
+                out.push((o.claim.id.clone(), cell(None), cell(Some(o)), true));
+            }
+        }
+        out
     }
+}
+
+/// The row of claim `id` among `rows`.
+fn row_of<'a>(rows: &'a [claims::Row], id: &str) -> Option<&'a claims::Row> {
+    rows.iter().find(|r| r.claim.id == id)
 }
 
 /// A verdict as a word or two (the reason is in the then-and-now table).

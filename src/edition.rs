@@ -19,6 +19,7 @@ use labkit::{Error, Result};
 use serde_json::Value;
 
 use crate::claims::{self, Row};
+use crate::document::Document;
 use crate::runs;
 
 /// Which runs a book is rendered from.
@@ -59,16 +60,21 @@ pub struct Class {
     rows: Vec<Vec<Row>>,
     book: Vec<Row>,
     missing: RefCell<BTreeSet<String>>,
+    /// The runs judged by today's claims.toml, having no rules stored.
+    pub todays_rules: Vec<String>,
 }
 
 impl Own {
     /// `run`, to be shown beside reference run `reference`.
     pub fn new(run: &Path, reference: &Path) -> Result<Own> {
+        let book = claims::evaluate(reference)?;
+        let mut rows = claims::evaluate_checked(run)?;
+        every_claim_of(&book, &mut rows);
         Ok(Own {
             run: Source::new(run),
             name: run_name(run),
-            rows: claims::evaluate_checked(run)?,
-            book: claims::evaluate(reference)?,
+            rows,
+            book,
             missing: RefCell::default(),
         })
     }
@@ -92,14 +98,20 @@ impl Class {
                 .iter()
                 .map(|(copy, of)| (copy.clone(), format!("a copy of {of}"))),
         );
+        let book = claims::evaluate(reference)?;
         let mut runs = Vec::new();
         let mut rows = Vec::new();
+        let mut todays_rules = Vec::new();
         for m in &class.members {
             let path = PathBuf::from(&m.run);
             match claims::evaluate(&path) {
-                Ok(r) => {
+                Ok(mut r) => {
+                    every_claim_of(&book, &mut r);
                     rows.push(r);
                     runs.push((run_name(&path), Source::new(&path)));
+                    if !m.rules_stored {
+                        todays_rules.push(m.run.clone());
+                    }
                 }
                 Err(e) => left_out.push((m.run.clone(), e.to_string())),
             }
@@ -115,9 +127,26 @@ impl Class {
             runs,
             left_out,
             rows,
-            book: claims::evaluate(reference)?,
+            book,
             missing: RefCell::default(),
+            todays_rules,
         })
+    }
+}
+
+/// A run judged by the rules stored with it may lack a claim the book has:
+/// it is given one, not judged, that says so.
+fn every_claim_of(book: &[Row], rows: &mut Vec<Row>) {
+    for b in book {
+        if !rows.iter().any(|r| r.claim.id == b.claim.id) {
+            rows.push(Row::unjudged(
+                b.claim.clone(),
+                claims::Verdict::NotMeasured(
+                    "not among the rules stored with this run".into(),
+                ),
+                "-",
+            ));
+        }
     }
 }
 
@@ -128,11 +157,11 @@ fn run_name(run: &Path) -> String {
     )
 }
 
-/// A run's results files, each read and parsed once.
+/// A run's results files, each read once ([`Document`]).
 #[derive(Debug)]
 pub struct Source {
     pub path: PathBuf,
-    files: RefCell<std::collections::HashMap<String, Option<Rc<Value>>>>,
+    files: RefCell<std::collections::HashMap<String, Option<Rc<Document>>>>,
 }
 
 impl Source {
@@ -142,36 +171,22 @@ impl Source {
 
     /// The results file of `folder` (`EXP[/SUB]`); `None` when there is
     /// none.
-    pub fn json(&self, folder: &str) -> Result<Option<Rc<Value>>> {
+    pub fn json(&self, folder: &str) -> Result<Option<Rc<Document>>> {
         if let Some(known) = self.files.borrow().get(folder) {
             return Ok(known.clone());
         }
-        let json = results_json(&self.path, folder)?.map(Rc::new);
-        self.files.borrow_mut().insert(folder.to_string(), json.clone());
-        Ok(json)
+        let doc = Document::read_folder(&self.path, folder)?.map(Rc::new);
+        self.files.borrow_mut().insert(folder.to_string(), doc.clone());
+        Ok(doc)
     }
 
-    /// The value at `pointer` in results `folder`: `None` when the run
-    /// has no such results, or they have no such value.
+    /// The value at `pointer` in results `folder`
+    /// ([`crate::document::resolve`]): `None` when the run has no such
+    /// results, or they have no such value.
     pub fn value(&self, folder: &str, pointer: &str) -> Result<Option<Value>> {
-        let Some(json) = self.json(folder)? else { return Ok(None) };
-        Ok(crate::book::select(&json, pointer).ok().cloned())
+        let Some(doc) = self.json(folder)? else { return Ok(None) };
+        Ok(doc.get(pointer).cloned())
     }
-}
-
-/// `run`'s results file `EXP[/SUB]/EXP.json`, parsed; `None` when there
-/// is none.
-pub fn results_json(run: &Path, folder: &str) -> Result<Option<Value>> {
-    let experiment = folder.split('/').next().unwrap_or(folder);
-    let path = run.join(folder).join(format!("{experiment}.json"));
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path.display(), e)),
-    };
-    serde_json::from_str(&text)
-        .map(Some)
-        .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
 }
 
 /// A figure as `{{#figure}}` prints it ([`crate::book`]).
@@ -456,21 +471,12 @@ impl Condition {
 pub fn command_for(folder: &str) -> String {
     let experiment = folder.split('/').next().unwrap_or(folder);
     let step =
-        crate::schedule::reference_plan().into_iter().find(|s| s.folder == folder);
+        crate::schedule::reference_plan().into_iter().find(|s| s.folder() == folder);
     match step {
         Some(step) => {
-            let flags: Vec<String> = step
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .filter(|a| a != "--reference")
-                .collect();
-            let mut cmd = format!("lab run {experiment}");
-            for f in flags {
-                cmd.push(' ');
-                cmd.push_str(&f);
-            }
-            cmd
+            let mut plan = step.plan;
+            plan.common.reference = false;
+            plan.command()
         }
         None => format!("lab run {experiment}"),
     }
@@ -563,11 +569,12 @@ impl Edition {
     ) -> Result<String> {
         let data = html(&format!("{folder} {key} {decimals}"));
         let of = |run: &Source| -> Result<Option<(String, Option<f64>)>> {
-            let Some(json) = run.json(folder)? else { return Ok(None) };
+            let Some(doc) = run.json(folder)? else { return Ok(None) };
+            let json = doc.json();
             if json.pointer(&format!("/headline/{key}")).is_none() {
                 return Ok(None);
             }
-            let text = crate::book::headline(&json, key, decimals).map_err(|e| {
+            let text = crate::book::headline(json, key, decimals).map_err(|e| {
                 Error::failed(format!("{}: {e}", run.path.display()))
             })?;
             let value = json
@@ -1111,11 +1118,20 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
         }
         _ => None,
     };
+    // Which rules judged the runs, said once the edition has a place.
+    let mut note = None;
     let (edition, home) = match class_dir {
         Some(dir) => {
             let class = Class::new(&dir, &reference)?;
             for (run, why) in &class.left_out {
                 eprintln!("lab: left out {run}: {why}");
+            }
+            if !class.todays_rules.is_empty() {
+                note = Some(format!(
+                    "judged by today's claims.toml, having no rules stored with \
+                     them: {}",
+                    class.todays_rules.join(", ")
+                ));
             }
             let home = may_write(&dir, "").map(|()| dir.join("book")).map_err(|e| {
                 format!("it cannot be written into {}: {e}", dir.display())
@@ -1143,6 +1159,13 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
                     .map(|()| run.join("book"))
                     .map_err(|e| e.to_string())
             };
+            if !claims::Rules::of(&run)?.stored {
+                note = Some(format!(
+                    "{} is judged by today's claims.toml: it has no rules stored \
+                     with it",
+                    run.display()
+                ));
+            }
             (Edition::Own(Own::new(&run, &reference)?), home)
         }
     };
@@ -1164,6 +1187,9 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
             "{}: not empty, and no edition of the book: give a new or empty folder",
             into.display()
         )));
+    }
+    if let Some(note) = note {
+        eprintln!("lab: note: {note}");
     }
     build(edition, &reference, &into)?;
     labkit::error::print(&format!("{}\n", into.join("index.html").display()))?;
@@ -1341,19 +1367,10 @@ mod tests {
 
     #[test]
     fn a_missing_folder_is_measured_by_the_reference_plans_command() {
-        assert_eq!(command_for("fork-vs-thread/cpu0"), {
-            let step = crate::schedule::reference_plan()
-                .into_iter()
-                .find(|s| s.folder == "fork-vs-thread/cpu0")
-                .unwrap();
-            let flags: Vec<String> = step
-                .args
-                .iter()
-                .map(|a| a.to_string_lossy().into_owned())
-                .filter(|a| a != "--reference")
-                .collect();
-            format!("lab run fork-vs-thread {}", flags.join(" "))
-        });
+        assert_eq!(
+            command_for("fork-vs-thread/cpu0"),
+            "lab run fork-vs-thread --vs-c --variant cpu0 --cpus 0"
+        );
         assert!(!command_for("fork-vs-thread/cpu0").contains("--reference"));
         assert_eq!(command_for("no-such/x"), "lab run no-such");
     }

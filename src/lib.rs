@@ -14,14 +14,18 @@ pub mod checkout;
 pub mod claims;
 pub mod class;
 pub mod compare;
+pub mod document;
 pub mod edition;
+pub mod engine;
 pub mod experiments;
 pub mod machine;
+pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod results;
 pub mod runs;
 pub mod schedule;
+pub mod schema;
 pub mod service;
 pub mod stats;
 pub mod table;
@@ -134,13 +138,7 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
                 all_flags(args).map(drop)
             }
             Command::Run { name, args } => {
-                let experiment = find(&name)?;
-                let argv =
-                    std::iter::once(OsString::from(format!("lab run {name}")));
-                (experiment.run)(
-                    &report::Context::alone(),
-                    argv.chain(args).collect(),
-                )
+                plan::Plan::parse(find(&name)?, args).map(drop)
             }
             _ => Ok(()),
         };
@@ -164,11 +162,11 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
                 list("  ")
             ))
         }
-        Command::Run { name, args } if name == "all" => run_all(args),
+        Command::Run { name, args } if name == "all" => run_all(all_flags(args)?),
         Command::Run { name, args } => {
-            let experiment = find(&name)?;
+            let plan = plan::Plan::parse(find(&name)?, args)?;
             runs::sweep_and_say();
-            run_one(experiment, args)
+            run_one(plan)
         }
     }
 }
@@ -182,7 +180,7 @@ fn reference() -> labkit::Result<()> {
     let total = steps.len();
     for (i, step) in steps.into_iter().enumerate() {
         eprintln!("lab: [{}/{total}] {}", i + 1, step.command());
-        run_one(step.experiment, step.args)?;
+        run_one(step.plan)?;
     }
     Ok(())
 }
@@ -269,10 +267,13 @@ fn verdicts(run: Option<String>, markdown: bool) -> labkit::Result<()> {
     let rows = claims::evaluate_checked(&run)?;
     let name =
         run.file_name().map_or("?".into(), |n| n.to_string_lossy().into_owned());
+    // Which rules judged it, once: those stored with it, or today's.
+    let rules = claims::Rules::of(&run)?;
     labkit::error::print(&if markdown {
-        claims::markdown(&rows, &name, &|_| None)
+        let md = claims::markdown(&rows, &name, &|_| None);
+        format!("{md}\nJudged by {}.\n", rules.describe())
     } else {
-        claims::text(&rows)
+        format!("{}\nJudged by {}.\n", claims::text(&rows), rules.describe())
     })?;
     for line in claims::Busy::of(&run)?.lines() {
         eprintln!("lab: note: {line}");
@@ -295,53 +296,10 @@ fn find(name: &str) -> labkit::Result<&'static experiments::Experiment> {
 }
 
 /// `lab run all`'s own flags, checked before anything starts (a bad one
-/// is a usage error with no run folder): the arguments to pass to every
-/// experiment, or `None` for `--help`.
-fn all_flags(args: Vec<OsString>) -> labkit::Result<Option<Vec<OsString>>> {
-    let mut extra: Vec<OsString> = Vec::new();
-    let mut rest = args.into_iter();
-    while let Some(arg) = rest.next() {
-        let text = arg.to_string_lossy().into_owned();
-        let (flag, inline) = match text.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => {
-                (f.to_string(), Some(v.to_string()))
-            }
-            _ => (text.clone(), None),
-        };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| rest.next().map(|v| v.to_string_lossy().into_owned()))
-                .ok_or_else(|| Error::usage(format!("{flag} needs {what}")))
-        };
-        match flag.as_str() {
-            "--cpus" => {
-                let list = value("a CPU list, e.g. --cpus 0")?;
-                let cpus = labkit::affinity::parse_list(&list)
-                    .map_err(|e| Error::usage(format!("--cpus {list}: {e}")))?;
-                labkit::affinity::check_allowed(&cpus).map_err(|e| {
-                    Error::usage(format!("--cpus {list}: {}", e.message))
-                })?;
-                extra.extend(["--cpus".into(), list.into()]);
-            }
-            "--rounds" => {
-                let n = value("a number of rounds, e.g. --rounds 5")?;
-                if !n.parse::<u32>().is_ok_and(|r| (1..=1000).contains(&r)) {
-                    return Err(Error::usage(format!(
-                        "--rounds {n}: rounds are a whole number from 1 to 1000"
-                    )));
-                }
-                extra.extend(["--rounds".into(), n.into()]);
-            }
-            "--help" | "-h" => return Ok(None),
-            _ => {
-                return Err(Error::usage(format!(
-                    "lab run all takes only --cpus LIST and --rounds N, not {text}"
-                )));
-            }
-        }
-    }
-    Ok(Some(extra))
+/// is a usage error of one line, with no run folder).
+fn all_flags(args: Vec<OsString>) -> labkit::Result<schedule::AllArgs> {
+    let argv = std::iter::once(OsString::from("lab run all")).chain(args);
+    Ok(labkit::cli::parse_outer::<schedule::AllArgs, _, _>(argv))
 }
 
 /// Run one experiment and move its finished results into place: a new run
@@ -349,17 +307,12 @@ fn all_flags(args: Vec<OsString>) -> labkit::Result<Option<Vec<OsString>>> {
 /// the run folder and the results' folder in it (`NAME`, `NAME/VARIANT`),
 /// none with `--out`.
 fn run_once(
-    experiment: &experiments::Experiment,
-    args: Vec<OsString>,
+    plan: &plan::Plan,
     ctx: &report::Context,
 ) -> labkit::Result<Option<(std::path::PathBuf, String)>> {
-    let argv =
-        std::iter::once(OsString::from(format!("lab run {}", experiment.name)))
-            .chain(args)
-            .collect();
     // `--cpus` confines the runner itself: the next step gets its CPUs back.
     let cpus = labkit::affinity::allowed_cpus().ok();
-    let result = (experiment.run)(ctx, argv);
+    let result = (plan.experiment.run)(ctx, plan);
     if let Some(cpus) = cpus {
         labkit::affinity::set_allowed(&cpus)?;
     }
@@ -390,21 +343,19 @@ fn run_once(
 /// `lab run NAME`: run it; when a claim on its results is too close to
 /// call, again with more rounds ([`schedule::extend`]); then the
 /// then-and-now table of its run.
-fn run_one(
-    experiment: &'static experiments::Experiment,
-    args: Vec<OsString>,
-) -> labkit::Result<()> {
-    let Some((run, _)) =
-        run_once(experiment, args.clone(), &report::Context::alone())?
-    else {
+fn run_one(plan: plan::Plan) -> labkit::Result<()> {
+    let Some((run, _)) = run_once(&plan, &report::Context::alone())? else {
         return Ok(());
     };
+    // Judged by today's rules from here on, whatever it was judged by
+    // before (a reference made again): they are stored with it.
+    claims::store_rules(&run)?;
     schedule::extend(
         &run,
-        &|_| Some((experiment, args.clone())),
+        &|_| Some(plan.clone()),
         &|_| None,
         None,
-        &|e, args, ctx| run_once(e, args, ctx).map(drop),
+        &|plan, ctx| run_once(&plan, ctx).map(drop),
     )?;
     let rows = claims::write(&run)?;
     // Finished only now, with its added rounds and its verdicts: a run cut
@@ -428,43 +379,31 @@ fn run_one(
 /// ask for and the controls ([`schedule::plan`]), a progress line per
 /// step, more rounds where a claim is too close to call while the budget
 /// allows, and the then-and-now table at the end.
-fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
-    let Some(extra) = all_flags(args)? else {
-        return labkit::error::print(
-            "Run every experiment, each with its lighter settings for `all`, \
-             a one-CPU run of each that a one-CPU claim judges, and the controls, \
-             into one run folder under runs/.\n\n\
-             Usage: lab run all [--cpus LIST] [--rounds N]\n\n\
-             Options:\n  --cpus LIST  Confine the whole run to these CPUs, e.g. 0 \
-             (then no separate one-CPU runs)\n  \
-             --rounds N   Rounds per setting in every experiment (1 to 1000) \
-             [default: each experiment's own under all]\n",
-        );
-    };
+fn run_all(all: schedule::AllArgs) -> labkit::Result<()> {
     runs::sweep_and_say();
     let run = runs::new_run()?;
     let ctx = report::Context::within(run.clone());
     let started = Instant::now();
-    let steps = schedule::plan(&extra);
+    let steps = schedule::plan(&all);
     let total = steps.len();
     let mut failed = Vec::new();
     let mut took = std::collections::BTreeMap::new();
     for (i, step) in steps.iter().enumerate() {
-        eprintln!("lab: [{}/{total}] {}: {}", i + 1, step.folder, step.command());
+        let folder = step.folder();
+        eprintln!("lab: [{}/{total}] {folder}: {}", i + 1, step.command());
         let t = Instant::now();
-        match run_once(step.experiment, step.args.clone(), &ctx) {
+        match run_once(&step.plan, &ctx) {
             Ok(_) => {
-                took.insert(step.folder.clone(), t.elapsed());
+                took.insert(folder.clone(), t.elapsed());
                 eprintln!(
-                    "lab: [{}/{total}] {}: done in {:.0} s",
+                    "lab: [{}/{total}] {folder}: done in {:.0} s",
                     i + 1,
-                    step.folder,
                     t.elapsed().as_secs_f64()
                 )
             }
             Err(err) => {
-                eprintln!("lab: [{}/{total}] {}: failed: {err}", i + 1, step.folder);
-                failed.push(step.folder.clone());
+                eprintln!("lab: [{}/{total}] {folder}: failed: {err}", i + 1);
+                failed.push(folder);
             }
         }
     }
@@ -477,17 +416,15 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
         )));
     }
     let step_of = |folder: &str| {
-        steps
-            .iter()
-            .find(|s| s.folder == folder)
-            .map(|s| (s.experiment, s.args.clone()))
+        steps.iter().find(|s| s.folder() == folder).map(|s| s.plan.clone())
     };
+    claims::store_rules(&run)?;
     let extended = schedule::extend(
         &run,
         &step_of,
         &|folder| took.get(folder).copied(),
         Some(started + schedule::BUDGET - schedule::MARGIN),
-        &|e, args, ctx| run_once(e, args, ctx).map(drop),
+        &|plan, ctx| run_once(&plan, ctx).map(drop),
     );
     if let Err(e) = extended {
         eprintln!("lab: more rounds failed: {e}");
@@ -499,10 +436,13 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
     }
     let rows = claims::write(&run)?;
     labkit::error::print(&format!("\n{}", claims::text(&rows)))?;
-    let lighter: Vec<String> = experiments::ALL
+    let lighter: Vec<String> = steps
         .iter()
-        .filter(|e| !e.all_args.is_empty())
-        .map(|e| format!("{} {}", e.name, e.all_args.join(" ")))
+        .filter(|s| s.plan.common.variant.is_none())
+        .filter(|s| {
+            s.plan.command() != format!("lab run {}", s.plan.experiment.name)
+        })
+        .map(|s| s.command().replacen("lab run ", "", 1))
         .collect();
     eprintln!(
         "lab: lighter settings than their own defaults, under all: {}",
@@ -525,9 +465,16 @@ fn run_all(args: Vec<OsString>) -> labkit::Result<()> {
 #[cfg(test)]
 mod tests {
     /// An experiment that confines itself, as `--cpus 0` does.
-    fn confined(_: &report::Context, _: Vec<OsString>) -> labkit::Result<()> {
+    fn confined(_: &report::Context, _: &plan::Plan) -> labkit::Result<()> {
         labkit::affinity::confine(&[0])
     }
+
+    #[derive(clap::Parser, Clone)]
+    struct DemoArgs {
+        #[command(flatten)]
+        common: report::Common,
+    }
+    crate::options!(DemoArgs);
 
     use super::*;
     use std::os::unix::process::ExitStatusExt;
@@ -573,10 +520,13 @@ mod tests {
     #[test]
     fn a_confined_step_gives_the_runner_its_cpus_back() {
         let before = labkit::affinity::allowed_cpus().unwrap();
-        let e = experiments::Experiment::new("demo", "confines itself", confined);
-        assert!(
-            run_once(&e, Vec::new(), &report::Context::alone()).unwrap().is_none()
+        static E: experiments::Experiment = experiments::Experiment::new::<DemoArgs>(
+            "demo",
+            "confines itself",
+            confined,
         );
+        let plan = plan::Plan::parse(&E, Vec::new()).unwrap();
+        assert!(run_once(&plan, &report::Context::alone()).unwrap().is_none());
         assert_eq!(labkit::affinity::allowed_cpus().unwrap(), before);
     }
 }

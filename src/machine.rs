@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Machine {
     pub cpu_model: String,
     pub logical_cpus: usize,
@@ -254,7 +254,9 @@ mod tests {
 /// average at the start and at the end, and the CPU time the rest of the
 /// machine used meanwhile (every CPU's busy time, from `/proc/stat`, less
 /// the run's own: this process and every child it reaped).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Load {
     /// `/proc/loadavg` at the start and at the end (1, 5 and 15 minutes).
     pub loadavg_start: String,

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::chart::Chart;
+use crate::document::{Document, Written};
 use crate::results::{Header, Settings, check_writable};
 use crate::table::Table;
 use clap::Args;
@@ -19,7 +20,7 @@ pub struct Common {
     /// Rounds per setting (the articles ran five; six are the fewest whose
     /// interval of a median covers 95%, and an even count lets two
     /// conditions go first equally often)
-    #[arg(long, default_value_t = 6,
+    #[arg(long, default_value_t = crate::stats::DEFAULT_ROUNDS,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub rounds: u32,
 
@@ -62,6 +63,14 @@ pub struct CpuList {
 fn parse_cpus(text: &str) -> std::result::Result<CpuList, String> {
     let cpus = labkit::affinity::parse_list(text)?;
     Ok(CpuList { text: text.to_string(), cpus })
+}
+
+/// A `--cpus` list of CPUs this process may use: `lab run all` checks it
+/// before anything starts.
+pub fn parse_allowed_cpus(text: &str) -> std::result::Result<CpuList, String> {
+    let list = parse_cpus(text)?;
+    labkit::affinity::check_allowed(&list.cpus).map_err(|e| e.message)?;
+    Ok(list)
 }
 
 fn parse_variant(text: &str) -> std::result::Result<String, String> {
@@ -111,6 +120,8 @@ pub struct Started {
     pub run: Option<PathBuf>,
     load: crate::machine::LoadMark,
     used: Vec<(String, String)>,
+    /// The command that makes this run again ([`crate::plan::Plan::command`]).
+    pub command: String,
 }
 
 impl std::ops::Deref for Started {
@@ -125,13 +136,19 @@ impl Common {
     /// writable) the folder its results go to, before any work, so that a
     /// bad `--out` or a dirty reference checkout fails at once; and note
     /// the machine's load.
-    pub fn start(&self, ctx: &Context, experiment: &str) -> Result<Started> {
+    pub fn start(
+        &self,
+        ctx: &Context,
+        experiment: &str,
+        command: String,
+    ) -> Result<Started> {
         let (dir, run) = self.folder(ctx, experiment)?;
         Ok(Started {
             dir,
             run,
             load: crate::machine::LoadMark::now(),
             used: ctx.used.clone(),
+            command,
         })
     }
 
@@ -189,7 +206,7 @@ impl Common {
 /// order statistics ([`crate::stats::median_interval`]). Schema 1 had
 /// `resamples` and `seed` instead: a percentile bootstrap, checked and
 /// judged as it was made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Figure {
     pub label: String,
@@ -223,7 +240,9 @@ pub const FIGURE_FIELDS: [&[&str]; 2] = [
 ];
 
 /// How a figure was made from its rounds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// The median of one value per round.
@@ -383,15 +402,9 @@ pub type Headline = serde_json::Map<String, serde_json::Value>;
 #[derive(Default)]
 pub struct HeadlineBuilder(Headline);
 
-/// A headline key made of free text: `fork + _exit` -> `fork_exit`.
-pub fn slug(text: &str) -> String {
-    let words: Vec<String> = text
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
-    words.join("_")
-}
+/// A headline key made of free text: `fork + _exit` -> `fork_exit` (the
+/// words a pointer compares, [`crate::document::select`]).
+pub use crate::document::slug;
 
 pub fn headline() -> HeadlineBuilder {
     HeadlineBuilder::default()
@@ -487,26 +500,23 @@ pub struct Report<T> {
     pub files: Vec<(String, String)>,
     /// The figures that sum the run up (see [`Figure`]).
     pub headline: Headline,
+    /// The long table: one row per run of a condition (written as the
+    /// file's `observations`, empty until the experiment gives them).
+    pub observations: Vec<crate::engine::Observation>,
+    /// The experiment's own results (the file's `data`).
     pub data: T,
 }
 
-#[derive(Serialize)]
-struct Document<'a, T> {
-    #[serde(flatten)]
-    header: &'a Header,
-    headline: &'a Headline,
-    #[serde(flatten)]
-    data: &'a T,
-}
-
-/// What the runner reads back of any experiment's results file: the header
-/// and the headline (the rest is the experiment's own).
-#[derive(Clone, Debug, Deserialize)]
+/// What the runner reads back of any experiment's results file, of any
+/// version ([`Document`]): the header and the headline (the rest is the
+/// experiment's own).
+#[derive(Clone, Debug)]
 pub struct Published {
-    #[serde(flatten)]
     pub header: Header,
-    #[serde(default)]
     pub headline: Headline,
+    /// The file as read, which a figure is found in
+    /// ([`crate::document::resolve`]).
+    doc: Document,
 }
 
 impl Published {
@@ -514,21 +524,28 @@ impl Published {
     /// experiment), an error when it is there but unreadable.
     pub fn read(dir: &Path, experiment: &str) -> Result<Option<Published>> {
         let path = dir.join(format!("{experiment}.json"));
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(path.display(), e)),
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| Error::failed(format!("{}: {e}", path.display())))
+        Document::read(&path)?.map(|doc| Published::of(&doc)).transpose()
     }
 
-    /// The headline figure `key`: `None` when there is none, an error
-    /// naming the field when it is there but does not read or does not
-    /// follow from its rounds ([`Figure::check`]).
+    /// The header and headline of a results file read: an error naming the
+    /// file when its header does not read.
+    pub fn of(doc: &Document) -> Result<Published> {
+        Ok(Published {
+            header: doc.header()?,
+            headline: doc.headline().clone(),
+            doc: doc.clone(),
+        })
+    }
+
+    /// The headline figure `key` (at `/headline/KEY`): `None` when there
+    /// is none, an error naming the field when it is there but does not
+    /// read or does not follow from its rounds ([`Figure::check`]).
     pub fn figure(&self, key: &str) -> std::result::Result<Option<Figure>, String> {
-        figure_of(&self.headline, key)
+        let escaped = key.replace('~', "~0").replace('/', "~1");
+        let Ok(json) = self.doc.at(&format!("/headline/{escaped}")) else {
+            return Ok(None);
+        };
+        checked(json, key).map(Some)
     }
 
     /// Every headline figure, in order, each checked as [`Published::figure`].
@@ -552,11 +569,18 @@ fn figure_of(
     headline: &Headline,
     key: &str,
 ) -> std::result::Result<Option<Figure>, String> {
-    let Some(json) = headline.get(key) else { return Ok(None) };
+    headline.get(key).map(|json| checked(json, key)).transpose()
+}
+
+/// Headline figure `key`, read from `json` and checked.
+fn checked(
+    json: &serde_json::Value,
+    key: &str,
+) -> std::result::Result<Figure, String> {
     let figure: Figure = serde_json::from_value(json.clone())
         .map_err(|e| format!("headline.{key}: {e}"))?;
     figure.check().map_err(|e| format!("headline.{key}.{e}"))?;
-    Ok(Some(figure))
+    Ok(figure)
 }
 
 impl<T> Report<T> {
@@ -566,6 +590,7 @@ impl<T> Report<T> {
     /// it too, so that they say what `tables.md` says.
     pub fn header_for(&self, common: &Common, out: &Started) -> Header {
         let mut header = self.header.clone();
+        header.command = out.command.clone();
         header.settings = common.settings().ran(&self.header.settings);
         for (name, value) in &out.used {
             header.settings.used(name, value);
@@ -578,16 +603,22 @@ impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md`, one SVG per chart and every further file.
     pub fn publish(&self, common: &Common, out: &Started) -> Result<()> {
+        // Only what its EXPERIMENT declares: the committed schema says it.
+        let data_type = std::any::type_name::<T>();
+        crate::schema::check_report(
+            &self.header.experiment,
+            &self.headline,
+            data_type,
+        )
+        .map_err(Error::failed)?;
         let mut header = self.header_for(common, out);
         // Recorded with the results; `run all` and `compare` name a busy one.
         header.load = Some(out.load.until_now());
         let out: &Path = out;
         let name = &header.experiment;
-        let doc =
-            Document { header: &header, headline: &self.headline, data: &self.data };
-        let encode = |e| Error::failed(format!("cannot encode results: {e}"));
-        let mut json = serde_json::to_string_pretty(&doc).map_err(encode)?;
-        json.push('\n');
+        let json =
+            Written::new(&header, &self.headline, &self.observations, &self.data)
+                .to_text()?;
         let md = markdown(&header, &self.tables);
         // Shown first: a folder that cannot take the files (a full disk)
         // still leaves the reader the tables.

@@ -10,7 +10,7 @@ use crate::machine::Machine;
 use labkit::error::{Error, Result};
 
 /// What every results file starts with.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     pub experiment: String,
     /// The command line that produced the file, to re-run it.
@@ -27,7 +27,9 @@ pub struct Header {
 }
 
 /// How a run was made: what `lab compare` names when two runs differ.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Settings {
     /// Rounds per setting.
     pub rounds: u32,

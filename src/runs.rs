@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkout::root as checkout;
 pub use crate::checkout::{results_root, runs_root};
+use crate::document::Document;
 use labkit::{Error, Result};
 
 /// The manifest's file name in a run folder.
@@ -52,6 +53,25 @@ pub struct Manifest {
     /// The experiments that failed in it (`lab run all` goes on past them).
     #[serde(default)]
     pub failed: Vec<String>,
+    /// The results folders it holds (`NAME`, `NAME/VARIANT`), each recorded
+    /// as it is committed ([`Pending::commit`]); `None` in a manifest from
+    /// before they were recorded, whose run is scanned instead
+    /// ([`experiments_in`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folders: Option<Vec<String>>,
+    /// The rules its verdicts were judged by, stored in the run folder
+    /// (`crate::claims::store_rules`); none in a run judged before they
+    /// were stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Rules>,
+}
+
+/// The rules a run's verdicts were judged by: the file in the run folder
+/// that holds them, and its SHA-256 (hex), so that a hand edit shows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rules {
+    pub file: String,
+    pub sha256: String,
 }
 
 impl Manifest {
@@ -71,6 +91,31 @@ impl Manifest {
     fn write(&self, run: &Path) -> Result<()> {
         crate::results::write_json(&run.join(MANIFEST), self)
     }
+}
+
+/// Record in `run`'s manifest the rules its verdicts were judged by. A
+/// folder with no manifest (`--out`'s) has nowhere to record them.
+pub fn record_rules(run: &Path, rules: Rules) -> Result<()> {
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    if manifest.rules.as_ref() != Some(&rules) {
+        manifest.rules = Some(rules);
+        manifest.write(run)?;
+    }
+    Ok(())
+}
+
+/// Record in `run`'s manifest that it holds results folder `folder`: a
+/// manifest that has no list yet (one from before they were recorded)
+/// starts from what the run holds.
+fn record_folder(run: &Path, folder: &str) -> Result<()> {
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    let had = manifest.folders.is_some();
+    let list = manifest.folders.get_or_insert_with(|| scan(run));
+    let new = !list.iter().any(|f| f == folder);
+    if new {
+        list.push(folder.to_string());
+    }
+    if new || !had { manifest.write(run) } else { Ok(()) }
 }
 
 /// The run folders this process writes, locked for as long as it lives: a
@@ -114,6 +159,10 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         started: String::new(),
         ended: None,
         failed: vec![],
+        // What the folder holds already (nothing, unless a lab from before
+        // manifests wrote it).
+        folders: Some(scan(run)),
+        rules: None,
     });
     let args: Vec<String> = std::env::args().skip(1).collect();
     manifest.command = format!("lab {}", args.join(" "));
@@ -162,26 +211,49 @@ pub fn is_reference(run: &Path) -> bool {
     Manifest::read(run).ok().flatten().is_some_and(|m| m.kind == "reference")
 }
 
-/// The finished results folders of a run, `NAME` and `NAME/VARIANT`, in
-/// the book's order of experiments.
+/// The finished results folders of a run, `NAME` and `NAME/VARIANT`: as
+/// its manifest lists them, in the order they were committed (those whose
+/// results file is there); for a run whose manifest has no list (made
+/// before the lab recorded them, like an older reference), what the folder
+/// holds ([`scan`]). What the lab's experiments are today plays no part: a
+/// run lists what it was made with.
 pub fn experiments_in(run: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for e in crate::experiments::every() {
-        let dir = run.join(e.name);
-        if dir.join(format!("{}.json", e.name)).is_file() {
-            found.push(e.name.to_string());
-        }
-        let mut subs: Vec<String> = std::fs::read_dir(&dir)
+    match Manifest::read(run) {
+        Ok(Some(Manifest { folders: Some(list), .. })) => list
+            .into_iter()
+            .filter(|f| crate::document::file_of(run, f).is_file())
+            .collect(),
+        _ => scan(run),
+    }
+}
+
+/// The results folders found in `run`: each `NAME/NAME.json` and
+/// `NAME/SUB/NAME.json` (hidden folders, a staging one, left out), by
+/// name.
+fn scan(run: &Path) -> Vec<String> {
+    let folders = |dir: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
             .filter_map(|d| d.ok())
             .filter(|d| d.file_type().is_ok_and(|t| t.is_dir()))
             .filter_map(|d| d.file_name().into_string().ok())
             .filter(|n| !n.starts_with('.'))
-            .filter(|n| dir.join(n).join(format!("{}.json", e.name)).is_file())
             .collect();
-        subs.sort();
-        found.extend(subs.into_iter().map(|s| format!("{}/{s}", e.name)));
+        names.sort();
+        names
+    };
+    let mut found = Vec::new();
+    for name in folders(run) {
+        let dir = run.join(&name);
+        if dir.join(format!("{name}.json")).is_file() {
+            found.push(name.clone());
+        }
+        for sub in folders(&dir) {
+            if dir.join(&sub).join(format!("{name}.json")).is_file() {
+                found.push(format!("{name}/{sub}"));
+            }
+        }
     }
     found
 }
@@ -191,11 +263,8 @@ pub fn commits_of(run: &Path) -> Vec<String> {
     let mut commits: Vec<String> = experiments_in(run)
         .iter()
         .filter_map(|folder| {
-            let experiment = folder.split('/').next()?;
-            let published =
-                crate::report::Published::read(&run.join(folder), experiment)
-                    .ok()??;
-            Some(published.header.machine.commit)
+            let doc = Document::read_folder(run, folder).ok()??;
+            Some(doc.header().ok()?.machine.commit)
         })
         .collect();
     commits.sort();
@@ -391,10 +460,9 @@ pub fn unreadable(run: &Path) -> Option<String> {
         return Some("it holds no results".into());
     }
     for folder in found {
-        let experiment = folder.split('/').next().unwrap_or(&folder);
-        if let Err(e) =
-            crate::report::Published::read(&run.join(&folder), experiment)
-        {
+        let read = Document::read_folder(run, &folder)
+            .and_then(|doc| doc.map(|d| d.header().map(drop)).transpose());
+        if let Err(e) = read {
             return Some(format!("a results file is damaged ({e})"));
         }
     }
@@ -528,7 +596,7 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
 /// included, was measured at another time, maybe on another machine: a
 /// figure that combines the two would rest on neither.
 pub fn earlier_result(run: Option<&Path>, experiment: &str) -> Option<PathBuf> {
-    let path = run?.join(experiment).join(format!("{experiment}.json"));
+    let path = crate::document::file_of(run?, experiment);
     path.is_file().then_some(path)
 }
 
@@ -589,6 +657,13 @@ impl Pending {
     /// sub-runs (`NAME/cpu0`, ...) move into the new one. If the new
     /// folder cannot be put in place, the old one is put back.
     pub fn commit(&self) -> Result<()> {
+        // Listed in the run's manifest first: a listed folder whose results
+        // never arrive (the rename failed, the runner died) is passed over
+        // when the list is read, where results in place but unlisted would
+        // be lost to it.
+        if let Ok(folder) = self.target.strip_prefix(&self.run) {
+            record_folder(&self.run, &folder.to_string_lossy())?;
+        }
         let done = self.commit_staging();
         if done.is_ok() {
             labkit::cleanup::keep_if_killed(&self.staging);
@@ -674,6 +749,9 @@ mod tests {
             started: "2026-01-01T00:00:00Z".into(),
             ended: None,
             failed: vec![],
+            // Listing nothing: the run is scanned, as an older one is.
+            folders: None,
+            rules: None,
         };
         m.write(run).unwrap();
         let staging = run.join(".demo.partial-1");
@@ -765,6 +843,54 @@ mod tests {
             std::fs::read_to_string(target.join("demo.json")).unwrap(),
             "old"
         );
+    }
+
+    #[test]
+    fn a_run_lists_the_folders_its_manifest_records_and_an_older_one_what_it_holds()
+    {
+        // Both stage through the one pending experiment: one at a time.
+        let _serial = labtest::serial();
+        let root = labtest::tempdir();
+        let results = |run: &Path, folder: &str| {
+            let file = crate::document::file_of(run, folder);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, "{}").unwrap();
+        };
+        // A manifest from before the list: the folder is scanned, whatever
+        // the experiments are called (none of these is one of the lab's).
+        let old = root.path().join("2026-01-01-old");
+        unfinished(&old);
+        results(&old, "toy");
+        results(&old, "toy/v1");
+        results(&old, "bee/cpu0");
+        std::fs::create_dir_all(old.join("notes")).unwrap();
+        assert_eq!(experiments_in(&old), ["bee/cpu0", "toy", "toy/v1"]);
+        // Committing into it starts the list from what it holds.
+        let zed = target(&old, "zed", None);
+        let staging = stage(&old, &zed, false).unwrap();
+        std::fs::write(staging.join("zed.json"), "{}").unwrap();
+        pending().take().unwrap().commit().unwrap();
+        let listed = Manifest::read(&old).unwrap().unwrap().folders.unwrap();
+        assert_eq!(listed, ["bee/cpu0", "toy", "toy/v1", "zed"]);
+        // A run that lists its folders: those, in the order committed, each
+        // whose results are there; a folder copied in is none of its own.
+        let run = root.path().join("2026-01-02-new");
+        std::fs::create_dir(&run).unwrap();
+        claim(&run, "run").unwrap();
+        for folder in ["zed", "toy/cpu0", "toy"] {
+            let (name, variant) = match folder.split_once('/') {
+                Some((n, v)) => (n, Some(v)),
+                None => (folder, None),
+            };
+            let into = target(&run, name, variant);
+            let staging = stage(&run, &into, false).unwrap();
+            std::fs::write(staging.join(format!("{name}.json")), "{}").unwrap();
+            pending().take().unwrap().commit().unwrap();
+        }
+        results(&run, "stray");
+        assert_eq!(experiments_in(&run), ["zed", "toy/cpu0", "toy"]);
+        std::fs::remove_dir_all(run.join("zed")).unwrap();
+        assert_eq!(experiments_in(&run), ["toy/cpu0", "toy"]);
     }
 
     #[test]

@@ -15,15 +15,15 @@
 //! extended`, with the first look's figures). Under `lab run all` only
 //! while the whole run stays within [`BUDGET`].
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use labkit::Result;
 
 use crate::claims::{self, Verdict};
-use crate::experiments::{self, Experiment};
-use crate::report::{Context, Published};
+use crate::experiments;
+use crate::plan::Plan;
+use crate::report::{Context, CpuList, Published};
 
 /// How many times its rounds an experiment may run, at most.
 pub const ROUND_CAP: u32 = 3;
@@ -35,39 +35,43 @@ pub const BUDGET: Duration = Duration::from_secs(300);
 /// estimate, and the then-and-now table comes after.
 pub const MARGIN: Duration = Duration::from_secs(20);
 
-/// One step of `lab run all`: an experiment, its arguments, and the folder
-/// of the run its results go to (`NAME` or `NAME/VARIANT`).
+/// `lab run all`'s own flags, which every step takes.
+#[derive(clap::Parser, Clone, Debug, Default)]
+#[command(
+    name = "lab run all",
+    about = "Run every experiment, each with its lighter settings for `all`, a \
+             one-CPU run of each that a one-CPU claim judges, and the controls, \
+             into one run folder under runs/"
+)]
+pub struct AllArgs {
+    /// Confine the whole run to these CPUs, e.g. 0 (then no separate
+    /// one-CPU runs)
+    #[arg(long, value_name = "LIST", value_parser = crate::report::parse_allowed_cpus)]
+    pub cpus: Option<CpuList>,
+
+    /// Rounds per setting in every experiment [default: each experiment's
+    /// own under all]
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub rounds: Option<u32>,
+}
+
+/// One step of `lab run all` or `lab reference`: a plan, whose folder in
+/// the run is `NAME` or `NAME/VARIANT`.
+#[derive(Clone, Debug)]
 pub struct Step {
-    pub experiment: &'static Experiment,
-    pub args: Vec<OsString>,
-    pub folder: String,
+    pub plan: Plan,
 }
 
 impl Step {
-    /// The step as the command a reader would type: `lab run NAME ARGS`.
-    pub fn command(&self) -> String {
-        let mut words =
-            vec!["lab run".to_string(), self.experiment.name.to_string()];
-        words.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
-        words.join(" ")
+    pub fn folder(&self) -> String {
+        self.plan.folder()
     }
-}
 
-/// An experiment's own arguments under `all`, `own`, with `--rounds` given
-/// to `all` in place of its own, then `extra` (`all`'s flags).
-fn args_under_all(own: &[&str], extra: &[OsString]) -> Vec<OsString> {
-    let rounds_given = extra.iter().any(|a| a == "--rounds");
-    let mut args: Vec<OsString> = Vec::new();
-    let mut own = own.iter();
-    while let Some(a) = own.next() {
-        if rounds_given && *a == "--rounds" {
-            own.next();
-            continue;
-        }
-        args.push(a.into());
+    /// The step as the command a reader would type.
+    pub fn command(&self) -> String {
+        self.plan.command()
     }
-    args.extend(extra.iter().cloned());
-    args
 }
 
 /// Does a claim ask for a one-CPU run of `experiment`?
@@ -77,81 +81,46 @@ fn wants_one_cpu(experiment: &str) -> bool {
         .any(|c| c.one_cpu && c.figure_ref().is_some_and(|(e, _)| e == experiment))
 }
 
-/// The steps of `lab run all` with `all`'s flags `extra`. A run confined
-/// with `--cpus` makes no one-CPU runs of its own: it is one already, or
-/// was asked not to be.
-pub fn plan(extra: &[OsString]) -> Vec<Step> {
-    let confined = extra.iter().any(|a| a == "--cpus");
+/// The steps of `lab run all` with its flags `all`. A run confined with
+/// `--cpus` makes no one-CPU runs of its own: it is one already, or was
+/// asked not to be.
+pub fn plan(all: &AllArgs) -> Vec<Step> {
+    let with_all = |mut plan: Plan| {
+        if let Some(n) = all.rounds {
+            plan.common.rounds = n;
+        }
+        if let Some(cpus) = &all.cpus {
+            plan.common.cpus = Some(cpus.clone());
+        }
+        Step { plan }
+    };
     let mut steps = Vec::new();
     for e in experiments::every() {
-        let args = args_under_all(e.all_args, extra);
-        if !confined && wants_one_cpu(e.name) {
-            let mut one =
-                args_under_all(e.one_cpu_args.unwrap_or(e.all_args), extra);
-            one.extend(["--variant", "cpu0", "--cpus", "0"].map(OsString::from));
-            steps.push(Step {
-                experiment: e,
-                args: args.clone(),
-                folder: e.name.into(),
-            });
-            steps.push(Step {
-                experiment: e,
-                args: one,
-                folder: format!("{}/cpu0", e.name),
-            });
-        } else {
-            steps.push(Step { experiment: e, args, folder: e.name.into() });
+        steps.push(with_all(e.under_all.plan(e)));
+        if all.cpus.is_none() && wants_one_cpu(e.name) {
+            let one = e.one_cpu_under_all.unwrap_or(e.one_cpu).plan(e);
+            steps.push(with_all(one.confined(&[0], "cpu0")));
         }
     }
     steps
 }
 
 /// The steps of `lab reference`: every experiment's reference runs
-/// ([`Experiment::reference`]), each with `--reference`, and right after
-/// its first a one-CPU run (`NAME/cpu0`) where a claim asks for one.
+/// ([`experiments::Experiment::reference`]), each as the reference, and
+/// right after its first a one-CPU run (`NAME/cpu0`) where a claim asks
+/// for one.
 pub fn reference_plan() -> Vec<Step> {
     let mut steps = Vec::new();
     for e in experiments::every() {
-        for (k, own) in e.reference.iter().enumerate() {
-            let mut args: Vec<OsString> = own.iter().map(OsString::from).collect();
-            args.push("--reference".into());
-            let variant = own
-                .iter()
-                .position(|a| *a == "--variant")
-                .and_then(|i| own.get(i + 1));
-            let folder = match variant {
-                Some(v) => format!("{}/{v}", e.name),
-                None => e.name.to_string(),
-            };
-            steps.push(Step { experiment: e, args, folder });
+        for (k, declared) in e.reference.iter().enumerate() {
+            steps.push(Step { plan: declared.plan(e).as_reference() });
             if k == 0 && wants_one_cpu(e.name) {
-                let args = ["--reference", "--variant", "cpu0", "--cpus", "0"]
-                    .map(OsString::from);
-                steps.push(Step {
-                    experiment: e,
-                    args: args.to_vec(),
-                    folder: format!("{}/cpu0", e.name),
-                });
+                let plan = e.one_cpu.plan(e).confined(&[0], "cpu0");
+                steps.push(Step { plan: plan.as_reference() });
             }
         }
     }
     steps
-}
-
-/// `args` with `--rounds n` in place of any rounds they gave.
-fn with_rounds(args: &[OsString], n: u32) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let text = a.to_string_lossy();
-        if text == "--rounds" {
-            it.next();
-        } else if !text.starts_with("--rounds=") {
-            out.push(a.clone());
-        }
-    }
-    out.extend(["--rounds".into(), n.to_string().into()]);
-    out
 }
 
 /// A folder whose results a claim found too close to call: the claims, and
@@ -204,32 +173,26 @@ fn close_folders(run: &Path) -> Result<Vec<Close>> {
     Ok(out)
 }
 
-/// What made a results folder: the experiment and its arguments.
-pub type StepOf<'a> =
-    dyn Fn(&str) -> Option<(&'static Experiment, Vec<OsString>)> + 'a;
-
-/// How a folder's results are made again: as the first time, with these
-/// arguments, into this context.
-pub type Again<'a> =
-    dyn Fn(&'static Experiment, Vec<OsString>, &Context) -> Result<()> + 'a;
+/// How a folder's results are made again: this plan, into this context.
+pub type Again<'a> = dyn Fn(Plan, &Context) -> Result<()> + 'a;
 
 pub use crate::claims::EXTENDED;
 
 /// Make again, with [`ROUND_CAP`] times the rounds, the results of run
 /// `run` that a claim found too close to call. `step(folder)` gives the
-/// experiment and arguments that made a folder; `took(folder)` how long
-/// that took; with a `deadline`, a folder whose estimated time would pass
-/// it is left as it is, and said so. `run` makes the results again, as the
-/// first time.
+/// plan that made a folder; `took(folder)` how long that took; with a
+/// `deadline`, a folder whose estimated time would pass it is left as it
+/// is, and said so. `again` makes the results again from the plan, with
+/// its rounds raised.
 pub fn extend(
     run: &Path,
-    step: &StepOf,
+    step: &dyn Fn(&str) -> Option<Plan>,
     took: &dyn Fn(&str) -> Option<Duration>,
     deadline: Option<Instant>,
     again: &Again,
 ) -> Result<()> {
     for close in close_folders(run)? {
-        let Some((experiment, args)) = step(&close.folder) else { continue };
+        let Some(plan) = step(&close.folder) else { continue };
         let more = (close.rounds * ROUND_CAP).min(1000);
         if more <= close.rounds {
             continue;
@@ -263,7 +226,7 @@ pub fn extend(
                 close.looks.join("; ")
             ),
         );
-        again(experiment, with_rounds(&args, more), &ctx)?;
+        again(plan.with_rounds(more), &ctx)?;
     }
     Ok(())
 }
@@ -272,42 +235,52 @@ pub fn extend(
 mod tests {
     use super::*;
 
-    fn names(steps: &[Step]) -> Vec<&str> {
-        steps.iter().map(|s| s.folder.as_str()).collect()
+    fn names(steps: &[Step]) -> Vec<String> {
+        steps.iter().map(Step::folder).collect()
+    }
+
+    fn step<'a>(steps: &'a [Step], folder: &str) -> &'a Plan {
+        &steps.iter().find(|s| s.folder() == folder).unwrap().plan
     }
 
     #[test]
     fn the_plan_adds_a_one_cpu_run_where_a_claim_asks_and_the_controls() {
-        let steps = plan(&[]);
+        let steps = plan(&AllArgs::default());
         let folders = names(&steps);
         for one in ["fork-vs-thread/cpu0", "create-destroy/cpu0", "mq-sweep/cpu0"] {
-            assert!(folders.contains(&one), "{folders:?}");
+            assert!(folders.iter().any(|f| f == one), "{folders:?}");
         }
-        assert!(!folders.contains(&"pipe-speed/cpu0"), "{folders:?}");
-        assert_eq!(folders.last(), Some(&"controls"));
-        let cpu0 = steps.iter().find(|s| s.folder == "mq-sweep/cpu0").unwrap();
-        let args: Vec<_> = cpu0.args.iter().map(|a| a.to_string_lossy()).collect();
-        let servers = ["--redis-io-threads", "1", "--nats-gomaxprocs", "2"];
-        let pipelined = ["--pipeline", "1,16", "--pipelined-threads", "10"];
+        assert!(!folders.iter().any(|f| f == "pipe-speed/cpu0"), "{folders:?}");
+        assert_eq!(folders.last().map(String::as_str), Some("controls"));
         // Its one-CPU claims' points only, at the rounds a verdict needs.
         assert_eq!(
-            args,
-            [
-                &["--rounds", "6", "--threads", "10,100"][..],
-                &servers,
-                &["--pipeline", "1"],
-                &["--variant", "cpu0", "--cpus", "0"]
-            ]
-            .concat()
+            step(&steps, "mq-sweep/cpu0").command(),
+            "lab run mq-sweep --threads 10,100 --pipeline 1 --redis-io-threads 1 \
+             --nats-gomaxprocs 2 --variant cpu0 --cpus 0"
         );
+        let mq = step(&steps, "mq-sweep");
+        assert_eq!((mq.common.rounds, mq.common.cpus.is_none()), (2, true));
         // Confined by --cpus: no one-CPU runs of its own.
-        let confined = plan(&["--cpus".into(), "0".into()]);
+        let cpus = crate::report::parse_allowed_cpus("0").unwrap();
+        let confined = plan(&AllArgs { cpus: Some(cpus), rounds: None });
         assert!(!names(&confined).iter().any(|f| f.ends_with("/cpu0")));
+        assert!(confined.iter().all(|s| s.plan.common.cpus.is_some()));
         // --rounds given to all replaces an experiment's own.
-        let given = plan(&["--rounds".into(), "7".into()]);
-        let mq = given.iter().find(|s| s.folder == "mq-sweep").unwrap();
-        let args: Vec<_> = mq.args.iter().map(|a| a.to_string_lossy()).collect();
-        assert_eq!(args, [&servers[..], &pipelined, &["--rounds", "7"]].concat());
+        let given = plan(&AllArgs { cpus: None, rounds: Some(7) });
+        assert!(given.iter().all(|s| s.plan.common.rounds == 7));
+        assert_eq!(
+            step(&given, "mq-sweep").command(),
+            "lab run mq-sweep --pipeline 1,16 --pipelined-threads 10 \
+             --redis-io-threads 1 --nats-gomaxprocs 2 --rounds 7"
+        );
+    }
+
+    #[test]
+    fn every_declared_run_parses() {
+        // A declaration's options are parsed when a plan is made of them:
+        // one that does not parse panics here, not in a reader's run.
+        let steps = [plan(&AllArgs::default()), reference_plan()].concat();
+        assert!(steps.len() > 2 * experiments::every().count());
     }
 
     #[test]
@@ -315,26 +288,41 @@ mod tests {
         let steps = reference_plan();
         let folders = names(&steps);
         for e in experiments::every() {
-            assert!(folders.contains(&e.name), "{folders:?}");
+            assert!(folders.iter().any(|f| f == e.name), "{folders:?}");
         }
         // fork-vs-thread's own settings first, then its one-CPU run.
-        let at = folders.iter().position(|f| *f == "fork-vs-thread").unwrap();
+        let at = folders.iter().position(|f| f == "fork-vs-thread").unwrap();
         assert_eq!(folders[at + 1], "fork-vs-thread/cpu0");
-        for s in &steps {
-            assert!(s.args.iter().any(|a| a == "--reference"), "{}", s.folder);
-        }
-        assert!(folders.contains(&"ctx-switch/cross-long"), "{folders:?}");
+        assert!(steps.iter().all(|s| s.plan.common.reference));
+        assert_eq!(
+            step(&steps, "ctx-switch/cross-long").command(),
+            "lab run ctx-switch --iterations 100000 --pins cross --rounds 16 \
+             --variant cross-long --reference"
+        );
+        assert_eq!(
+            step(&steps, "fork-vs-thread/cpu0").command(),
+            "lab run fork-vs-thread --vs-c --variant cpu0 --cpus 0 --reference"
+        );
     }
 
     #[test]
-    fn rounds_are_replaced_not_added() {
-        let args: Vec<OsString> = ["--rounds", "3", "--cpus", "0", "--rounds=4"]
-            .map(OsString::from)
-            .to_vec();
-        let out: Vec<_> = with_rounds(&args, 9)
-            .into_iter()
-            .map(|a| a.into_string().unwrap())
-            .collect();
-        assert_eq!(out, ["--cpus", "0", "--rounds", "9"]);
+    fn a_plan_edited_says_itself_as_a_command_and_runs_with_its_edits() {
+        let e = experiments::find("fork-vs-thread").unwrap();
+        let words = ["--procs", "2,3", "--counts=5", "--rounds", "4", "--vs-c"];
+        let plan = Plan::parse(e, words.map(std::ffi::OsString::from)).unwrap();
+        assert_eq!(
+            plan.command(),
+            "lab run fork-vs-thread --procs 2,3 --counts 5 --vs-c --rounds 4"
+        );
+        let plan = plan.with_rounds(12).confined(&[0], "cpu0");
+        assert_eq!(
+            plan.command(),
+            "lab run fork-vs-thread --procs 2,3 --counts 5 --vs-c --rounds 12 \
+             --variant cpu0 --cpus 0"
+        );
+        // The same command parses back to the same plan.
+        let words: Vec<std::ffi::OsString> =
+            plan.command().split(' ').skip(3).map(Into::into).collect();
+        assert_eq!(Plan::parse(e, words).unwrap().command(), plan.command());
     }
 }

@@ -13,15 +13,26 @@
 //! `1 - 2 / 2^n`, which is 93.75% at five rounds. Six rounds are the fewest
 //! for 95%.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A summary of repeated measurements of one quantity.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+/// A summary of repeated measurements of one quantity: the median, the
+/// range, and the median's interval by order statistics ([`median_interval`]
+/// at [`LEVEL`]) with its exact coverage (below 95% for five rounds or
+/// fewer, which is then the range).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema,
+)]
 pub struct Summary {
     pub n: usize,
     pub median: f64,
     pub min: f64,
     pub max: f64,
+    /// Absent in results written before it was recorded.
+    #[serde(default)]
+    pub interval: [f64; 2],
+    #[serde(default)]
+    pub coverage: f64,
 }
 
 impl Summary {
@@ -33,9 +44,12 @@ impl Summary {
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
         let n = v.len();
-        let median =
-            if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Summary { n, median, min: v[0], max: v[n - 1] })
+        let median = median(&v);
+        let (interval, coverage) = match median_interval(&v, LEVEL) {
+            Some(i) => ([i.lo, i.hi], i.coverage),
+            None => ([v[0], v[n - 1]], 0.0),
+        };
+        Some(Summary { n, median, min: v[0], max: v[n - 1], interval, coverage })
     }
 
     /// Summarise one quantity over an experiment's rounds. There is always
@@ -70,6 +84,11 @@ pub fn balanced(n: usize, rounds: usize) -> bool {
 pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<Summary> {
     Summary::of(&paired_ratios(a, b)?)
 }
+
+/// Rounds per setting unless a plan says otherwise: the fewest whose
+/// interval of a median covers 95% ([`rounds_for`]), and even, so that two
+/// conditions go first equally often.
+pub const DEFAULT_ROUNDS: u32 = 6;
 
 /// The coverage a figure's interval is asked for.
 pub const LEVEL: f64 = 0.95;
@@ -219,7 +238,13 @@ impl SplitMix64 {
 
 /// The median of `values`, which are not empty.
 pub fn median(values: &[f64]) -> f64 {
-    Summary::of(values).map_or(f64::NAN, |s| s.median)
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 /// The percentile bootstrap interval of the median that results of schema

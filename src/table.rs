@@ -21,6 +21,27 @@ impl Table {
         }
     }
 
+    /// A table of `rows`, one line each, its cells made by `columns`:
+    /// `Table::of(title, &rows, &[col("P", |r| ..), col("fork s", |r| ..)])`.
+    pub fn of<'r, R: 'r>(
+        title: impl Into<String>,
+        rows: impl IntoIterator<Item = &'r R>,
+        columns: &[Column<'_, R>],
+    ) -> Table {
+        let headers: Vec<&str> = columns.iter().map(|c| c.header.as_str()).collect();
+        let mut t = Table::new(title, &headers);
+        for r in rows {
+            t.row(columns.iter().map(|c| (c.cell)(r)).collect());
+        }
+        t
+    }
+
+    /// The same, with a note.
+    pub fn noted(mut self, note: impl Into<String>) -> Table {
+        self.note(note);
+        self
+    }
+
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }
@@ -33,17 +54,24 @@ impl Table {
     /// (numbers right-aligned), then the notes.
     pub fn render(&self) -> String {
         let cols = self.headers.len();
+        // A `|` in a cell (rounds in clusters: `864-1190 (7) | 7500-8038
+        // (8)`) would end the cell: Markdown's escape keeps it.
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|cell| cell.replace('|', "\\|")).collect())
+            .collect();
         // At least 3 wide: a Markdown rule needs `--:` or `:--`.
         let mut width: Vec<usize> =
             self.headers.iter().map(|h| h.chars().count().max(3)).collect();
-        for row in &self.rows {
+        for row in &rows {
             for (w, cell) in width.iter_mut().zip(row) {
                 *w = (*w).max(cell.chars().count());
             }
         }
         let numeric: Vec<bool> = (0..cols)
             .map(|c| {
-                self.rows.iter().all(|r| {
+                rows.iter().all(|r| {
                     r.get(c).is_none_or(|cell| {
                         cell.starts_with(|ch: char| {
                             ch.is_ascii_digit() || ch == '-' || ch == '.'
@@ -77,7 +105,7 @@ impl Table {
             })
             .collect();
         out.push_str(&format!("| {} |\n", rule.join(" | ")));
-        for row in &self.rows {
+        for row in &rows {
             out.push_str(&line(row));
         }
         for note in &self.notes {
@@ -85,6 +113,20 @@ impl Table {
         }
         out
     }
+}
+
+/// A column of a [`Table::of`]: its header, and how a row makes its cell.
+pub struct Column<'a, R: ?Sized> {
+    pub header: String,
+    pub cell: Box<dyn Fn(&R) -> String + 'a>,
+}
+
+/// A column headed `header` whose cells `cell` makes.
+pub fn col<'a, R: ?Sized>(
+    header: impl Into<String>,
+    cell: impl Fn(&R) -> String + 'a,
+) -> Column<'a, R> {
+    Column { header: header.into(), cell: Box::new(cell) }
 }
 
 /// A figure to three significant digits, no exponent: `148`, `12.3`,
@@ -168,6 +210,22 @@ mod tests {
         );
         let s = Summary::of(&[2.0, 0.5, 1.0]).unwrap();
         assert_eq!(range(&s, 2), "1.00 (0.50-2.00)");
+        let rows = [(1, 0.5), (2, 0.25)];
+        let t = Table::of(
+            "Of",
+            &rows,
+            &[
+                col("n", |r: &(i32, f64)| r.0.to_string()),
+                col("s", |r: &(i32, f64)| format!("{:.2}", r.1)),
+            ],
+        )
+        .noted("a note");
+        assert_eq!(t.headers, ["n", "s"]);
+        assert_eq!(t.rows, [["1", "0.50"], ["2", "0.25"]]);
+        assert_eq!(t.notes, ["a note"]);
+        let mut split = Table::new("", &["rounds"]);
+        split.row(vec!["1-2 (3) | 8-9 (3)".into()]);
+        assert_eq!(split.render().lines().last(), Some("| 1-2 (3) \\| 8-9 (3) |"));
         let mut narrow = Table::new("", &["P"]);
         narrow.row(vec!["3".into()]);
         assert_eq!(narrow.render(), "|   P |\n| --: |\n|   3 |\n");

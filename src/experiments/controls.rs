@@ -10,33 +10,36 @@
 //! It is no article's experiment, so it has no chapter of its own: the
 //! methodology page shows the reference's controls. `lab run all` runs it.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::report::{Common, Context, Published, Report};
+use crate::engine::{Engine, setting};
+use crate::plan::Plan;
+use crate::report::{Common, Context, Figure, Published, Report};
 use crate::results::Header;
-use crate::stats::round_order;
-use crate::table::Table;
+use crate::table::{Table, col};
 use clap::Parser;
 use labkit::{Error, Result};
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "controls",
     "A-against-A controls: a create loop, a pipe and a printing run, each against itself",
     main,
 )
-.under_all(&["--rounds", "10"])
-.for_reference(&[&["--rounds", "10"]]);
+.under_all(Declared::DEFAULT.rounds(10))
+.for_reference(&[Declared::DEFAULT.rounds(10)])
+.headline(&["create_loop", "pipe", "printing"])
+.data::<Data>();
 
 /// One program against itself, for each kind of ratio the claims judge.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
 }
+crate::options!(Args);
 
 /// The three controls: key, what runs, and one run of it.
 struct Control {
@@ -45,16 +48,15 @@ struct Control {
     run: Box<dyn Fn() -> Result<f64>>,
 }
 
-#[derive(Serialize)]
+/// What each control ran; its rounds are the observations (condition
+/// `first` and `second` at setting `control = KEY`).
+#[derive(Serialize, schemars::JsonSchema)]
 struct Row {
     key: &'static str,
     what: String,
-    /// Each round's figure of the copy listed first, and of the second.
-    first: Vec<f64>,
-    second: Vec<f64>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     controls: Vec<Row>,
@@ -90,63 +92,62 @@ fn controls(bins: &[PathBuf]) -> Vec<Control> {
     ]
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let bins = crate::bins::programs(&["forkcreat", "pipespeed2t", "fork"])?;
     let list = controls(&bins);
-    let rounds = args.common.rounds as usize;
-    let bar =
-        crate::progress::bar((list.len() * rounds * 2) as u64, EXPERIMENT.name);
-    let mut rows = Vec::new();
-    for c in &list {
-        let mut copies = [Vec::new(), Vec::new()];
-        for round in 0..rounds {
-            for k in round_order(2, round) {
-                copies[k].push((c.run)()?);
-                bar.inc(1);
-            }
-        }
-        let [first, second] = copies;
-        rows.push(Row { key: c.key, what: c.what.clone(), first, second });
-    }
-    bar.finish_and_clear();
-    let data = Data { rounds: args.common.rounds, controls: rows };
+    let copies = ["first", "second"];
+    let mut engine = Engine::new(args.common.rounds);
+    engine.progress(list.len() * engine.runs_for(2), EXPERIMENT.name);
     let mut headline = crate::report::headline();
-    for r in &data.controls {
+    for c in &list {
+        let at = setting([("control", c.key.into())]);
+        engine.measure(&at, &copies, |_| (c.run)())?;
+        let obs = engine.observations();
         headline = headline.paired(
-            r.key,
-            &format!("{}: first copy over second, in the same round", r.what),
-            Some(r.first.clone()),
-            Some(r.second.clone()),
+            c.key,
+            &format!("{}: first copy over second, in the same round", c.what),
+            obs.rounds(&at, "first", "value"),
+            obs.rounds(&at, "second", "value"),
         );
     }
     let headline = headline.build();
-    let mut t = Table::new(
+    let figures = Published::figures_of(&headline).map_err(Error::failed)?;
+    let t = Table::of(
         "Controls: each program against itself (the ratio must come out at 1)",
-        &["control", "ratio", "95% interval", "contains 1.00"],
-    );
-    for (key, figure) in Published::figures_of(&headline).map_err(Error::failed)? {
-        let [lo, hi] = figure.interval;
-        t.row(vec![
-            key,
-            format!("{:.3}", figure.value),
-            format!("{lo:.3} to {hi:.3}"),
-            if lo <= 1.0 && 1.0 <= hi { "yes".into() } else { "no: noisy".into() },
-        ]);
-    }
-    t.note(format!(
-        "{} rounds; both copies run back to back in each round, each in turn first. \
-         A control whose interval does not contain 1.00 marks the run noisy.",
-        data.rounds
+        &figures,
+        &[
+            col("control", |(key, _): &(String, Figure)| key.clone()),
+            col("ratio", |(_, f): &(String, Figure)| format!("{:.3}", f.value)),
+            col("95% interval", |(_, f): &(String, Figure)| {
+                format!("{:.3} to {:.3}", f.interval[0], f.interval[1])
+            }),
+            col("contains 1.00", |(_, f): &(String, Figure)| {
+                let [lo, hi] = f.interval;
+                if lo <= 1.0 && 1.0 <= hi {
+                    "yes".into()
+                } else {
+                    "no: noisy".into()
+                }
+            }),
+        ],
+    )
+    .noted(format!(
+        "{} rounds; both copies run back to back in each round, each in turn first, \
+         after a warm-up run of each. A control whose interval does not contain \
+         1.00 marks the run noisy.",
+        args.common.rounds
     ));
+    let controls = list.iter().map(|c| Row { key: c.key, what: c.what.clone() });
     let report = Report {
         header: Header::new(EXPERIMENT.name),
         headline,
         tables: vec![t],
         charts: Vec::new(),
         files: Vec::new(),
-        data,
+        observations: engine.finish(),
+        data: Data { rounds: args.common.rounds, controls: controls.collect() },
     };
     report.publish(&args.common, &out)
 }

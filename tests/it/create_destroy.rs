@@ -17,20 +17,38 @@ fn create_destroy_smoke_run_writes_results() {
     .stdout_has("| Processes");
     let r = common::read_json(dir.path().join("create-destroy.json"));
     assert_eq!(r["experiment"], "create-destroy");
-    let programs = common::strings(&r["article"], "program");
+    let programs = r["programs"].as_array().unwrap();
     assert_eq!(
         programs,
-        ["forkcreat --reap sigchld", "forkcreat --reap wait", "pthreadcreat"]
+        &["forkcreat --reap sigchld", "forkcreat --reap wait", "pthreadcreat"]
     );
-    for row in r["article"].as_array().unwrap() {
+    // Each program's series at table 1's setting: two rounds, even
+    // already, so the engine's order is balanced as asked.
+    let series = r["series"].as_array().unwrap();
+    let find = |f: &dyn Fn(&serde_json::Value) -> bool| {
+        let found: Vec<_> = series.iter().filter(|s| f(s)).collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found[0]
+    };
+    for program in programs {
+        let row = find(&|s| s["loops"] == "article" && s["condition"] == *program);
         assert_eq!(row["iterations"], 30);
-        assert_eq!(row["runs_us"].as_array().unwrap().len(), 2);
+        assert_eq!(row["us_per_create"]["n"], 2);
         assert!(row["us_per_create"]["median"].as_f64().unwrap() > 0.0, "{row}");
     }
-    let ct = r["creattime"].as_array().unwrap();
-    assert_eq!(ct.len(), 2);
-    assert_eq!(ct[1]["samples"], 5);
-    assert!(ct[1]["ratio"]["median"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["samples"], serde_json::json!([3, 5]));
+    let ct = find(&|s| s["samples"] == 5 && s["condition"] == "creattime");
+    assert!(ct["ratio"]["median"].as_f64().unwrap() > 0.0);
+    // Every run is an observation, exactly once: a warm-up of each program
+    // (the lecture's are table 1's), then each setting's rounds.
+    let obs = r["observations"].as_array().unwrap();
+    let warm = obs.iter().filter(|o| o["round"].is_null()).count();
+    assert_eq!((warm, obs.len()), (3 + 1, 3 + 1 + 3 * 2 + 2 * 2 + 2 * 2));
+    let mut seen = std::collections::BTreeSet::new();
+    for o in obs.iter().filter(|o| !o["round"].is_null()) {
+        let key = (o["setting"].to_string(), o["condition"].to_string());
+        assert!(seen.insert((key, o["round"].as_u64())), "twice: {o}");
+    }
     for file in ["tables.md", "creattime.svg", "create-destroy.svg"] {
         assert!(dir.path().join(file).is_file(), "{file} missing");
     }
@@ -60,8 +78,12 @@ fn create_destroy_pairs_rust_with_c() {
         "{r}"
     );
     assert!(pairs.iter().all(|p| p["ratio"]["median"].as_f64().unwrap() > 0.0));
+    // One round asked is two, so that each pair goes in each order once.
+    assert!(pairs.iter().all(|p| p["ratio"]["n"] == 2), "{r}");
     // creattime.c ran beside creattime, read through the same report.
-    let c = r["creattime_c"].as_array().unwrap();
+    let series = r["series"].as_array().unwrap();
+    let c: Vec<_> =
+        series.iter().filter(|s| s["condition"] == "creattime (C)").collect();
     assert_eq!(c.len(), 1, "{r}");
     assert_eq!(c[0]["samples"], 2);
     assert!(c[0]["thread_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");
@@ -158,18 +180,42 @@ fn spawn_methods_smoke_run_writes_results() {
     let dir = labtest::tempdir();
     let args = ["--rounds", "1", "--budget", "0.002", "--rss", "0,8M"];
     let r = common::run_json("spawn-methods", &args, dir.path());
-    let methods = r["methods"].as_array().unwrap();
+    let series = r["series"].as_array().unwrap();
+    let part = |name: &'static str| series.iter().filter(move |s| s["part"] == name);
+    // Every method, each a condition: eleven of them, in one round asked,
+    // made two so that each pair goes in each order once.
+    let methods: Vec<_> = part("methods").collect();
     assert_eq!(methods.len(), 11, "{r}");
-    assert!(methods.iter().all(|m| m["us"]["median"].as_f64().unwrap() > 0.0));
-    let rss = r["rss"].as_array().unwrap();
-    assert_eq!(rss[1]["touched_bytes"], 8 << 20);
+    for m in &methods {
+        assert!(m["us"]["median"].as_f64().unwrap() > 0.0, "{m}");
+        assert_eq!(m["us"]["n"], 2, "{m}");
+    }
+    // A warm-up of each method, the first time it runs: eleven in all.
+    let obs = r["observations"].as_array().unwrap();
+    assert_eq!(obs.iter().filter(|o| o["round"].is_null()).count(), 11);
+    assert_eq!(r["rss"], serde_json::json!([0, 8 << 20]));
     // The touched region really was resident while the children forked.
-    let (small, big) = (
-        rss[0]["vm_rss_kib"].as_u64().unwrap(),
-        rss[1]["vm_rss_kib"].as_u64().unwrap(),
-    );
-    assert!(big >= small + 7 * 1024, "{small} KiB then {big} KiB");
-    assert!(r["placement"].as_array().unwrap().len() >= 2);
+    let vm_rss = |bytes: u64| {
+        let fork = part("rss")
+            .find(|s| s["touched_bytes"] == bytes && s["condition"] == "fork-wait");
+        fork.unwrap()["vm_rss_kib"]["median"].as_f64().unwrap()
+    };
+    let (small, big) = (vm_rss(0), vm_rss(8 << 20));
+    assert!(big >= small + 7.0 * 1024.0, "{small} KiB then {big} KiB");
+    // The pool's hand-off at each placement: unpinned and on one CPU, and
+    // with two CPUs on two.
+    let placements: Vec<&str> = r["placements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect();
+    assert!(placements.len() >= 2 && placements[..2] == ["unpinned", "one-cpu"]);
+    for p in placements {
+        let pool = part("placement")
+            .find(|s| s["placement"] == p && s["condition"] == "pool");
+        assert!(pool.is_some(), "no pool hand-off at {p}");
+    }
     for file in ["tables.md", "spawn-methods.svg", "rss.svg", "placement.svg"] {
         assert!(dir.path().join(file).is_file(), "{file} missing");
     }

@@ -291,7 +291,7 @@ fn a_perf_that_fails_is_named_with_its_first_line_of_error() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let saved: serde_json::Value = labtest::json(&out.stdout);
+    let saved: serde_json::Value = common::printed_json(&out.stdout);
     let note = saved["perf"]["note"].as_str().unwrap();
     assert_eq!(
         note,

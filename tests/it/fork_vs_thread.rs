@@ -18,22 +18,36 @@ fn a_tiny_run_writes_parseable_results() {
     assert_eq!(saved["rounds"], 2);
     let grids = saved["grids"].as_array().unwrap();
     assert_eq!(grids.len(), 1);
-    assert_eq!(grids[0]["axis"], "count");
-    let rows = grids[0]["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 2);
-    for (row, count) in rows.iter().zip([5, 20]) {
-        assert_eq!(row["procs"], 3);
-        assert_eq!(row["count"], count);
-        let programs = row["programs"].as_array().unwrap();
-        assert_eq!(common::strings(&row["programs"], "program"), ["fork", "thread"]);
-        for p in programs {
-            assert_eq!(p["runs"].as_array().unwrap().len(), 2);
-            let wall = &p["wall_s"];
+    assert_eq!(
+        (&grids[0]["name"], &grids[0]["axis"]),
+        (&"custom".into(), &"count".into())
+    );
+    // One series per program and setting, named by its factors.
+    let series = saved["series"].as_array().unwrap();
+    assert_eq!(series.len(), 4);
+    for count in [5, 20] {
+        for program in ["fork", "thread"] {
+            let s = series
+                .iter()
+                .find(|s| s["count"] == count && s["condition"] == program)
+                .unwrap_or_else(|| panic!("no series {program} at {count}"));
+            assert_eq!(s["procs"], 3);
+            let wall = &s["wall_s"];
+            assert_eq!(wall["n"], 2);
             assert!(wall["min"].as_f64().unwrap() > 0.0);
             assert!(wall["min"].as_f64() <= wall["median"].as_f64());
             assert!(wall["median"].as_f64() <= wall["max"].as_f64());
-            assert!(p["runs"][0]["max_rss_kib"].as_u64().unwrap() > 0);
+            assert!(s["max_rss_kib"]["min"].as_f64().unwrap() > 0.0);
         }
+    }
+    // Every run is an observation: a warm-up of each program, then two
+    // rounds of each at each setting, in the engine's order.
+    let obs = saved["observations"].as_array().unwrap();
+    assert_eq!(obs.len(), 2 + 2 * 2 * 2);
+    let warm: Vec<_> = obs.iter().filter(|o| o["round"].is_null()).collect();
+    assert_eq!(warm.len(), 2);
+    for o in obs.iter().filter(|o| !o["round"].is_null()) {
+        assert!(o["metrics"]["wall_s"].as_f64().unwrap() > 0.0, "{o}");
     }
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("| fork/thread |"), "{tables}");
@@ -98,11 +112,10 @@ fn vs_c_runs_the_c_originals_and_checks_their_bytes() {
     let dir = labtest::tempdir();
     let args = ["--procs", "3", "--counts", "4", "--rounds", "2", "--vs-c"];
     let saved = run_json("fork-vs-thread", &args, dir.path());
-    let row = &saved["grids"][0]["rows"][0];
-    let names = common::strings(&row["programs"], "program");
+    let names = common::strings(&saved["series"], "condition");
     assert_eq!(names, ["fork", "thread", "fork.c", "thread.c"]);
-    for p in row["programs"].as_array().unwrap() {
-        assert_eq!(p["runs"].as_array().unwrap().len(), 2, "{p}");
+    for s in saved["series"].as_array().unwrap() {
+        assert_eq!(s["wall_s"]["n"], 2, "two rounds, balanced as they are: {s}");
     }
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("fork/fork.c | thread/thread.c |"), "{tables}");

@@ -94,7 +94,7 @@ fn the_lists_of_experiments_agree() {
     );
     let mut reference: Vec<String> = lab::schedule::reference_plan()
         .iter()
-        .map(|s| s.experiment.name.to_string())
+        .map(|s| s.plan.experiment.name.to_string())
         .collect();
     reference.dedup();
     let every =

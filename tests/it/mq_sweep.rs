@@ -3,9 +3,6 @@
 
 use crate::common;
 
-use mq::Stats;
-use mq::load::LoadReport;
-
 #[test]
 fn tiny_sweep_writes_parsable_results() {
     let dir = labtest::tempdir();
@@ -17,32 +14,54 @@ fn tiny_sweep_writes_parsable_results() {
     let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
     assert_eq!(doc["experiment"], "mq-sweep");
     assert_eq!(doc["switch_cost"]["us"], 2.0);
-    let rows = doc["rows"].as_array().unwrap();
+    let rows = doc["designs"].as_array().unwrap();
     let modes: Vec<(&str, u64)> = rows
         .iter()
         .map(|r| (r["mode"].as_str().unwrap(), r["threads"].as_u64().unwrap()))
         .collect();
     assert_eq!(modes, [("threads", 1), ("threads", 3), ("event-loop", 0)]);
+    // Every run is an observation: a warm-up of each design and of the
+    // floor, then one round of each asked, made two so that each pair goes
+    // in each order once, then one of the open-loop point (the lab's best
+    // design, at half its rate).
+    let observations = doc["observations"].as_array().unwrap();
+    assert_eq!(observations.len(), 3 * (rows.len() + 1) + 1);
+    let open = keys_at(&doc, 1, doc["open_loop"]["rate"].as_u64().unwrap());
+    assert_eq!(open.len(), 1);
     for r in rows {
-        assert!(r["messages_per_s"]["median"].as_f64().unwrap() > 0.0, "{r}");
-        // Each run holds what the two programs printed, as their own types.
-        let run = &r["runs"][0];
-        let load: LoadReport = serde_json::from_value(run["load"].clone()).unwrap();
-        let broker: Stats = serde_json::from_value(run["broker"].clone()).unwrap();
-        assert!(load.sent > 0);
-        assert_eq!((load.received, load.lost), (load.sent, 0));
-        assert_eq!(
-            (broker.messages_in, broker.messages_out),
-            (load.sent, load.sent)
-        );
-        // The share is switches x 2 µs over the broker's CPU time.
-        let switches = broker.voluntary_switches + broker.involuntary_switches;
-        let want = 100.0 * switches as f64 * 2e-6 / (broker.user_s + broker.sys_s);
-        let share = r["switch_share_pct"]["median"].as_f64().unwrap();
-        assert!((share - want).abs() <= 1e-9 * want.max(1.0), "{share} vs {want}");
+        let key = r["condition"].as_str().unwrap();
+        let s = series(&doc, 1, key);
+        assert!(s["messages_per_s"]["median"].as_f64().unwrap() > 0.0, "{s}");
+        let runs = runs_of(&doc, key);
+        let rounds = 2 + usize::from(open.contains(&key));
+        assert_eq!(runs.len(), 1 + rounds, "{key}: a warm-up and its rounds");
+        // Each run holds what the two programs printed.
+        for m in runs {
+            let sent = m["sent"].as_f64().unwrap();
+            assert!(sent > 0.0);
+            assert_eq!(
+                (m["received"].as_f64(), m["lost"].as_f64()),
+                (Some(sent), Some(0.0))
+            );
+            assert_eq!(
+                (m["messages_in"].as_f64(), m["messages_out"].as_f64()),
+                (Some(sent), Some(sent))
+            );
+            // The share is switches x 2 µs over the broker's CPU time.
+            let switches = m["voluntary_switches"].as_f64().unwrap()
+                + m["involuntary_switches"].as_f64().unwrap();
+            let want = 100.0 * switches * 2e-6 / m["cpu_s"].as_f64().unwrap();
+            let share = m["switch_share_pct"].as_f64().unwrap();
+            assert!(
+                (share - want).abs() <= 1e-9 * want.max(1.0),
+                "{share} vs {want}"
+            );
+        }
     }
     // acceptor + 3 pools of 3
-    assert_eq!(rows[1]["runs"][0]["broker"]["threads_joined"], 10);
+    for m in runs_of(&doc, "threads-3") {
+        assert_eq!(m["threads_joined"], 10.0);
+    }
     for file in ["mq-sweep.json", "tables.md", "throughput.svg", "switch-share.svg"]
     {
         assert!(dir.path().join(file).is_file(), "{file} missing");
@@ -69,6 +88,46 @@ fn tiny_sweep_writes_parsable_results() {
     }
 }
 
+/// The series of design `key` at `pipeline` messages per write (no rate).
+fn series<'a>(
+    doc: &'a serde_json::Value,
+    pipeline: u32,
+    key: &str,
+) -> &'a serde_json::Value {
+    let all = doc["series"].as_array().unwrap();
+    all.iter()
+        .find(|s| {
+            s["pipeline"] == pipeline && s["rate"] == 0 && s["condition"] == key
+        })
+        .unwrap_or_else(|| panic!("no series {key} at {pipeline} per write"))
+}
+
+/// The metrics of every run of `key` (warm-up included), at any setting.
+fn runs_of<'a>(doc: &'a serde_json::Value, key: &str) -> Vec<&'a serde_json::Value> {
+    let all = doc["observations"].as_array().unwrap();
+    all.iter().filter(|o| o["condition"] == key).map(|o| &o["metrics"]).collect()
+}
+
+/// The designs that ran at `pipeline` messages per write and `rate`, in
+/// their order (the floor left out).
+fn keys_at(doc: &serde_json::Value, pipeline: u32, rate: u64) -> Vec<&str> {
+    let all = doc["series"].as_array().unwrap();
+    let at = |s: &&serde_json::Value| s["pipeline"] == pipeline && s["rate"] == rate;
+    let keys = all.iter().filter(at).map(|s| s["condition"].as_str().unwrap());
+    keys.filter(|k| *k != "floor").collect()
+}
+
+/// A run's messages: a few thousand sent at least, each received exactly
+/// once (none lost, duplicated or damaged); how many.
+fn exactly_once(m: &serde_json::Value, key: &str) -> f64 {
+    let sent = m["sent"].as_f64().unwrap();
+    assert!(sent >= 1000.0, "{key}: {sent} sent");
+    let counts =
+        ["received", "lost", "duplicated", "corrupt"].map(|c| m[c].as_f64());
+    assert_eq!(counts, [Some(sent), Some(0.0), Some(0.0), Some(0.0)], "{key}");
+    sent
+}
+
 /// A real ctx-switch results file, from a tiny `lab run ctx-switch`, gives
 /// mq-sweep its cost of one switch: threads on one CPU, net of the pipe.
 #[test]
@@ -80,9 +139,9 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
     let args = [&args[..], &["--modes", "threads"]].concat();
     let ctx_doc = common::run_json("ctx-switch", &args, &ctx);
     let results = ctx.join("ctx-switch.json");
-    let cell = &ctx_doc["cells"][0];
-    let (net, raw) =
-        (cell["net_us_per_switch"].as_f64(), cell["us_per_switch"].as_f64());
+    // The figures as its headline gives them, each the median of its rounds.
+    let figure = |key: &str| ctx_doc["headline"][key]["value"].as_f64();
+    let (net, raw) = (figure("threads_same_net_us"), figure("threads_same_us"));
     let (want, key) = match net {
         Some(net) if net > 0.0 => (net, "net_us_per_switch"),
         _ => (raw.unwrap(), "us_per_switch"),
@@ -155,7 +214,7 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     let done =
         cmd.env("LAB_CHECKOUT", checkout.path()).arg("--json").output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
-    let doc: serde_json::Value = labtest::json(&done.stdout);
+    let doc: serde_json::Value = common::printed_json(&done.stdout);
     let source = doc["switch_cost"]["source"].as_str().unwrap();
     assert!(source.starts_with("measured"), "{source}");
 }
@@ -218,28 +277,23 @@ fn redis_and_nats_take_the_same_load_exactly_once() {
         &["--duration", "0.3"],
     ];
     let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
-    let rows = doc["rows"].as_array().unwrap();
-    let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
+    let rows = doc["designs"].as_array().unwrap();
+    let keys = common::strings(&doc["designs"], "condition");
     assert_eq!(keys, ["redis-1", "redis-2", "redis-2-reads", "nats-1"]);
+    assert_eq!(keys_at(&doc, 1, 0), keys);
     for r in rows {
-        let load: LoadReport =
-            serde_json::from_value(r["runs"][0]["load"].clone()).unwrap();
-        // A few thousand messages at least, each delivered exactly once.
-        assert!(load.sent >= 1000, "{}: {} sent", r["key"], load.sent);
-        assert_eq!(
-            (load.received, load.lost, load.duplicated, load.corrupt),
-            (load.sent, 0, 0, 0),
-            "{}",
-            r["key"]
-        );
-        assert_eq!(load.protocol.name(), r["mode"].as_str().unwrap());
-        // The server's own accounting, and what it was.
-        let usage = &r["runs"][0]["server"];
-        assert!(
-            usage["user_s"].as_f64().unwrap() + usage["sys_s"].as_f64().unwrap()
-                > 0.0
-        );
-        assert!(r["voluntary_per_message"]["median"].as_f64().unwrap() >= 0.0);
+        let key = r["condition"].as_str().unwrap();
+        // The load spoke the server's protocol (the runner refuses a report
+        // in another) and delivered a few thousand messages at least, each
+        // exactly once, in every run.
+        for m in runs_of(&doc, key) {
+            exactly_once(m, key);
+            // The server's own accounting.
+            assert!(m["cpu_s"].as_f64().unwrap() > 0.0, "{key}");
+        }
+        let s = series(&doc, 1, key);
+        assert!(s["voluntary_per_message"]["median"].as_f64().unwrap() >= 0.0);
+        // What it was.
         let server = &r["server"];
         assert!(!server["version"].as_str().unwrap().is_empty(), "{server}");
         assert!(server["settings"].to_string().contains(if r["mode"] == "redis" {
@@ -269,43 +323,52 @@ fn every_broker_takes_16_per_write_exactly_once() {
         &["--redis-io-threads", "1", "--nats-gomaxprocs", "1", "--duration", "0.3"],
     ];
     let doc = common::run_json("mq-sweep", &args.concat(), dir.path());
-    assert_eq!(doc["rows"], serde_json::json!([]), "no run at 1 per write");
-    let rows = doc["pipelined"].as_array().unwrap();
-    let keys: Vec<&str> = rows.iter().map(|r| r["key"].as_str().unwrap()).collect();
-    assert_eq!(
-        keys,
-        ["threads-2-p16", "event-loop-p16", "redis-1-p16", "nats-1-p16"]
-    );
-    let open = doc["open_loop"]["rows"].as_array().unwrap();
-    assert_eq!(open.len(), 3, "one open-loop row per broker");
+    assert!(keys_at(&doc, 1, 0).is_empty(), "no run at 1 per write");
+    let keys = keys_at(&doc, 16, 0);
+    assert_eq!(keys, ["threads-2", "event-loop", "redis-1", "nats-1"]);
     let rate = doc["open_loop"]["rate"].as_u64().unwrap();
     assert!(rate > 0);
-    for r in rows.iter().chain(open) {
-        let load: LoadReport =
-            serde_json::from_value(r["runs"][0]["load"].clone()).unwrap();
-        assert_eq!(load.pipeline, 16, "{}", r["key"]);
-        assert!(load.sent >= 1000, "{}: {} sent", r["key"], load.sent);
-        assert_eq!(load.sent % 16, 0, "{}: whole writes of 16", r["key"]);
-        assert_eq!(
-            (load.received, load.lost, load.duplicated, load.corrupt),
-            (load.sent, 0, 0, 0),
-            "{}",
-            r["key"]
+    assert_eq!(doc["open_loop"]["pipeline"], 16);
+    assert_eq!(keys_at(&doc, 16, rate).len(), 3, "one open-loop design per broker");
+    for key in keys {
+        let runs = runs_of(&doc, key);
+        // A warm-up and two rounds at 16 per write, and for the open-loop
+        // point's three designs (one per broker) its two rounds: each at
+        // 16 per write.
+        assert!(runs.len() == 3 || runs.len() == 5, "{key}: {} runs", runs.len());
+        for m in runs {
+            assert_eq!(m["per_write"], 16.0, "{key}");
+            let sent = exactly_once(m, key);
+            assert_eq!(sent % 16.0, 0.0, "{key}: whole writes of 16");
+            assert!(m["load_cpu_us_per_message"].as_f64().unwrap() > 0.0, "{key}");
+        }
+        assert!(
+            series(&doc, 16, key)["load_cpu_us_per_message"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
         );
-        assert!(load.cpu_us_per_message > 0.0, "{}", r["key"]);
-        assert!(r["load_cpu_us_per_message"]["median"].as_f64().unwrap() > 0.0);
     }
-    for r in open {
-        assert_eq!(r["rate"].as_u64(), Some(rate), "{}", r["key"]);
-        assert!(r["key"].as_str().unwrap().starts_with("open-"), "{}", r["key"]);
+    for o in doc["observations"].as_array().unwrap() {
+        let open = o["setting"]["rate"] != 0;
+        assert!(!open || o["setting"]["rate"] == rate, "{o}");
     }
-    let floor = &doc["floor"][0];
-    assert_eq!(floor["pipeline"], 16);
-    let f = floor["floor_messages_per_s"]["median"].as_f64().unwrap();
-    for r in rows {
-        let fraction = r["fraction_of_floor"]["median"].as_f64().unwrap();
-        let rate = r["messages_per_s"]["median"].as_f64().unwrap();
-        assert!((fraction - rate / f).abs() <= 1e-9 * fraction.max(1.0), "{r}");
+    // The floor at 16 per write, and the lab's best as a fraction of it,
+    // round by round: each round's best over the same round's floor.
+    let floor = series(&doc, 16, "floor")["messages_per_s"]["median"].as_f64();
+    let h = |key: &str| doc["headline"][key].clone();
+    assert_eq!(h("floor_messages_per_s_p16")["value"].as_f64(), floor);
+    let rounds = |key: &str| -> Vec<f64> {
+        let r = h(key)["rounds"].as_array().unwrap().clone();
+        r.iter().map(|v| v.as_f64().unwrap()).collect()
+    };
+    let (best, floors) =
+        (rounds("ours_best_messages_per_s_p16"), rounds("floor_messages_per_s_p16"));
+    let fractions = rounds("ours_fraction_of_floor_p16");
+    assert_eq!((best.len(), floors.len(), fractions.len()), (2, 2, 2));
+    for k in 0..2 {
+        let want = best[k] / floors[k];
+        assert!((fractions[k] - want).abs() <= 1e-9 * want.max(1.0), "{k}: {want}");
     }
     for key in ["ours_over_nats_p16", "ours_over_redis_p16", "open_loop_p99_ms_nats"]
     {
@@ -343,13 +406,9 @@ fn a_missing_server_gives_a_row_that_says_how_to_install_it() {
     );
     let doc = common::read_json(dir.path().join("mq-sweep.json"));
     assert_eq!(doc["missing"][0]["program"], "redis-server");
-    let keys: Vec<&str> = doc["rows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| r["key"].as_str().unwrap())
-        .collect();
+    let keys = common::strings(&doc["designs"], "condition");
     assert_eq!(keys, ["nats-1"], "the rest of the sweep ran");
+    assert_eq!(keys_at(&doc, 1, 0), ["nats-1"]);
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(
         tables.contains(

@@ -103,15 +103,25 @@ fn two_runs_at_once_both_succeed_each_into_its_own_folder() {
     assert_eq!(runs.len(), 2, "{runs:?}");
     for run in &runs {
         let dir = checkout.path().join("runs").join(run);
-        // Whole runs only: the results, the verdicts, the manifest (with
-        // its end), no staging folder.
+        // Whole runs only: the results, the verdicts and the rules they were
+        // judged by, the manifest (with its end, the folders it holds and
+        // the rules' hash), no staging folder.
         assert_eq!(
             entries(&dir),
-            ["fork-vs-thread", "run.json", "then-and-now.json", "then-and-now.md"]
+            [
+                "claims.toml",
+                "fork-vs-thread",
+                "run.json",
+                "then-and-now.json",
+                "then-and-now.md"
+            ]
         );
         let manifest = common::read_json(dir.join("run.json"));
         assert_eq!(manifest["kind"], "run");
         assert!(manifest["ended"].is_string(), "{manifest}");
+        assert_eq!(manifest["folders"], serde_json::json!(["fork-vs-thread"]));
+        let rules = std::fs::read_to_string(dir.join("claims.toml")).unwrap();
+        assert_eq!(manifest["rules"]["sha256"], lab::claims::sha256(&rules));
         assert!(dir.join("fork-vs-thread/fork-vs-thread.json").is_file());
     }
 }
@@ -320,6 +330,127 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
 }
 
 #[test]
+fn a_run_is_judged_by_the_rules_stored_with_it_and_compare_names_what_differs() {
+    let root = labtest::tempdir();
+    let (a, b) =
+        (root.path().join("2026-01-01-a"), root.path().join("2026-01-01-b"));
+    for (run, kernel) in [(&a, "6.1"), (&b, "6.8")] {
+        manifest(run, true);
+        results(run, "fork-vs-thread", kernel, 2, &[("fork_over_thread", 1.0)]);
+    }
+    // A was judged by a lab whose printing-same held only from 2x, and
+    // which had no java-337: its rules and their hash stored with it.
+    lab::claims::write(&a).unwrap();
+    let today = std::fs::read_to_string(a.join("claims.toml")).unwrap();
+    let at = today.find("id = \"printing-same\"").unwrap();
+    let from = at + today[at..].find("holds = ").unwrap();
+    let to = from + today[from..].find('\n').unwrap();
+    let mut older = format!("{}holds = [2.0, 3.0]{}", &today[..from], &today[to..]);
+    let java = older.find("[[claim]]\nid = \"java-337\"").unwrap();
+    let next = java + 1 + older[java + 1..].find("[[claim]]").unwrap();
+    older.replace_range(java..next, "");
+    std::fs::write(a.join("claims.toml"), &older).unwrap();
+    let mut m = common::read_json(a.join("run.json"));
+    assert_eq!(m["rules"]["file"], "claims.toml");
+    m["rules"]["sha256"] = lab::claims::sha256(&older).into();
+    std::fs::write(a.join("run.json"), m.to_string()).unwrap();
+    std::fs::remove_file(a.join("then-and-now.json")).unwrap();
+    // Its verdicts, by its rules: 1.0x no longer holds there.
+    let out = lab().arg("verdicts").arg(&a).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("printing-same            no longer holds"), "{text}");
+    assert!(!text.contains("java-337"), "{text}");
+    assert!(
+        text.trim_end().ends_with(&format!(
+            "Judged by the rules stored with the run (claims.toml, SHA-256 {}).",
+            &lab::claims::sha256(&older)[..12]
+        )),
+        "{text}"
+    );
+    // B has none: today's, and it says so, once.
+    let out = lab().arg("verdicts").arg(&b).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("printing-same            holds"), "{text}");
+    assert_eq!(text.matches("has no rules stored with it").count(), 1, "{text}");
+    // Compared, the two sides' rules differ, and the claims that do are named.
+    let saved = root.path().join("saved");
+    let out = lab()
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .arg("--out")
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line =
+        text.lines().find(|l| l.contains("judged by different rules")).unwrap();
+    assert!(
+        line.ends_with(
+            "; this run's, beside the other's: removed: java-337; changed: \
+             printing-same (holds)"
+        ),
+        "{line}"
+    );
+    assert!(
+        text.contains("rules: the run against is judged by today's claims.toml"),
+        "{text}"
+    );
+    assert!(!text.contains("rules: this run is judged by today's"), "{text}");
+    assert!(text.contains("\n  printing-same  <- the verdicts differ\n"), "{text}");
+    let md = std::fs::read_to_string(saved.join("compare.md")).unwrap();
+    assert!(
+        md.contains("Rules: the two runs were judged by different rules"),
+        "{md}"
+    );
+    let json = common::read_json(saved.join("compare.json"));
+    let rules = &json["rules"];
+    assert_eq!(rules["differ"], true);
+    assert_eq!(rules["run_stored"], true);
+    assert_eq!(rules["against_stored"], false);
+    assert_eq!(rules["diff"]["removed"], serde_json::json!(["java-337"]));
+    assert_eq!(
+        rules["diff"]["changed"],
+        serde_json::json!([{"id": "printing-same", "fields": ["holds"]}])
+    );
+    // A class: each run judged by its own rules, and the preamble says
+    // which.
+    let c = root.path().join("2026-01-01-c");
+    manifest(&c, true);
+    results(&c, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.1)]);
+    let out = lab().arg("compare").args([&a, &b, &c]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (shown_b, shown_c) = (b.display(), c.display());
+    assert!(
+        text.contains(&format!(
+            "Judged by today's claims.toml, having no rules stored with them: \
+             {shown_b}, {shown_c}."
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "{} was judged by the rules stored with it (SHA-256 {}), which differ \
+             from today's: removed: java-337; changed: printing-same (holds).",
+            a.display(),
+            &lab::claims::sha256(&older)[..12]
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nprinting-same\n  verdicts: 2 holds, 1 no longer holds\n"),
+        "{text}"
+    );
+    // A hand edit of the stored rules is refused, in one line.
+    std::fs::write(a.join("claims.toml"), &today).unwrap();
+    let line = common::lab_fails(lab().arg("verdicts").arg(&a));
+    assert!(line.contains("claims.toml: its SHA-256 is"), "{line}");
+}
+
+#[test]
 fn compare_without_runs_says_what_is_missing() {
     let checkout = labtest::tempdir();
     let out =
@@ -497,12 +628,14 @@ fn cpus_confines_the_programs_and_is_recorded() {
     let mut cmd = common::lab_run("fork-vs-thread", &args, out_dir.path());
     let out = cmd.env("LAB_BIN_DIR", bins.path()).args(TINY).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = common::printed_json(&out.stdout);
+    // Every run of a program, its warm-up included, is one observation.
     let seen = std::fs::read_to_string(&record).unwrap();
-    assert_eq!(seen.lines().count(), 2, "{seen}");
+    let runs = json["observations"].as_array().unwrap().len();
+    assert_eq!(seen.lines().count(), runs, "{seen}");
     for line in seen.lines() {
         assert_eq!(line.split_whitespace().last(), Some("0"), "{seen}");
     }
-    let json: serde_json::Value = labtest::json(&out.stdout);
     assert_eq!(json["settings"]["cpus"], "0");
     assert_eq!(json["settings"]["cpus_allowed"], "0");
     assert_eq!(json["settings"]["cpu_count"], 1);
@@ -514,12 +647,12 @@ fn cpus_confines_the_programs_and_is_recorded() {
 fn run_all_checks_its_flags_before_anything_starts() {
     let checkout = scratch_checkout();
     for (args, says) in [
-        (&["--cpus", "9999"][..], "--cpus 9999: "),
+        (&["--cpus", "9999"][..], "'9999' for '--cpus <LIST>'"),
         (&["--cpus", "0,0"], "names CPU 0 twice"),
-        (&["--cpus"], "--cpus needs a CPU list"),
-        (&["--rounds", "0"], "--rounds 0: rounds are a whole number"),
-        (&["--rounds=x"], "--rounds x: "),
-        (&["--bogus"], "takes only --cpus LIST and --rounds N"),
+        (&["--cpus"], "a value is required for '--cpus <LIST>'"),
+        (&["--rounds", "0"], "'0' for '--rounds <N>': 0 is not in 1..=1000"),
+        (&["--rounds=x"], "'x' for '--rounds <N>'"),
+        (&["--bogus"], "unexpected argument '--bogus'"),
     ] {
         let out = lab()
             .env("LAB_CHECKOUT", checkout.path())
@@ -530,7 +663,10 @@ fn run_all_checks_its_flags_before_anything_starts() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
-        assert!(err.starts_with("lab: ") && err.contains(says), "{args:?}: {err}");
+        assert!(
+            err.starts_with("lab run all: ") && err.contains(says),
+            "{args:?}: {err}"
+        );
         // Refused before the first experiment: no run folder at all.
         assert!(!checkout.path().join("runs").exists(), "{args:?}");
     }
@@ -1125,14 +1261,14 @@ fn busy_is_shown_wherever_a_verdict_is() {
     );
 }
 
-/// A program that waits `first` seconds on its first call, `later` on its
-/// second and third, and then (the added rounds) an hour, before running
-/// the real one.
+/// A program that runs at once on its first call (the engine's warm-up),
+/// waits `first` seconds on its second, `later` on its third to fifth, and
+/// then (the added rounds) an hour, before running the real one.
 fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
     let path = dir.join(name);
     let script = format!(
         "#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n\
-         case $n in 1) sleep {first};; 2|3) sleep {later};; *) sleep 3600;; esac\n\
+         case $n in 1) ;; 2) sleep {first};; 3|4|5) sleep {later};; *) sleep 3600;; esac\n\
          exec {real} \"$@\"\n",
         count = dir.join(format!("{name}.count")).display(),
         real = bin_dir().join(name).display(),
@@ -1147,9 +1283,10 @@ fn a_run_cut_short_while_adding_rounds_is_never_finished() {
     let checkout = labtest::tempdir();
     let reference = checkout.path().join("results/2026-01-01-ref");
     results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
-    // fork over thread: far below 0.8 in the first round, far above 1.25
-    // in the next two, so printing-same is too close to call at 3 rounds
-    // and the run adds rounds, in which the programs wait.
+    // After each program's warm-up run, fork over thread: far below 0.8 in
+    // the first round, far above 1.25 in the next three (3 rounds asked,
+    // 4 run, so that each goes first as often), so printing-same is too
+    // close to call and the run adds rounds, in which the programs wait.
     let bins = labtest::tempdir();
     slow_program(bins.path(), "fork", "0", "0.6");
     slow_program(bins.path(), "thread", "0.3", "0.3");

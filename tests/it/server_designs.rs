@@ -342,30 +342,39 @@ fn tiny_run_writes_the_table_and_the_verdict() {
     let doc = common::run_json("server-designs", &args, dir.path());
     assert_eq!(doc["experiment"], "server-designs");
     assert_eq!(doc["connections_per_run"], 20);
-    assert_eq!(doc["baseline"]["design"], "iterative");
-    let rows = doc["rows"].as_array().unwrap();
-    let names = common::strings(&doc["rows"], "design");
-    assert_eq!(
-        names,
-        ["fork", "prefork", "prefork-mutex", "thread", "prethread-mutex", "epoll"]
-    );
-    for r in rows {
-        assert_eq!(r["runs"].as_array().unwrap().len(), 2);
-        for run in r["runs"].as_array().unwrap() {
-            assert_eq!(run["client"]["connections_ok"], 20);
-            assert_eq!(run["server"]["requests"], 20);
-        }
-        assert!(r["connections_per_s"]["median"].as_f64().unwrap() > 0.0);
+    let designs =
+        ["fork", "prefork", "prefork-mutex", "thread", "prethread-mutex", "epoll"];
+    assert_eq!(doc["designs"], serde_json::json!(designs));
+    // One series per design, the baseline first, under the closed loop;
+    // two rounds, even already, so balanced as asked.
+    assert_eq!(doc["rounds"], 2);
+    let series = doc["series"].as_array().unwrap();
+    let names = common::strings(&doc["series"], "condition");
+    assert_eq!(names[0], "iterative");
+    assert_eq!(names[1..], designs);
+    for s in series {
+        assert_eq!(s["load"], "closed", "{s}");
+        assert_eq!(s["connections_per_s"]["n"], 2, "{s}");
+        assert!(s["connections_per_s"]["median"].as_f64().unwrap() > 0.0);
     }
+    // Every run is an observation, a warm-up of each design included, and
+    // every one served every connection.
+    let obs = doc["observations"].as_array().unwrap();
+    assert_eq!(obs.len(), 7 + 7 * 2);
+    assert_eq!(obs.iter().filter(|o| o["round"].is_null()).count(), 7);
+    for o in obs {
+        assert_eq!(o["metrics"]["connections_ok"], 20.0, "{o}");
+        assert_eq!(o["metrics"]["requests"], 20.0, "{o}");
+    }
+    // Each design's CPU above the same round's baseline, and the verdict.
+    let above = doc["above_baseline"].as_array().unwrap();
+    assert_eq!(common::strings(&doc["above_baseline"], "condition"), designs);
+    let fork = &above[0];
+    assert!(fork["cpu_us_per_connection"]["median"].as_f64().unwrap().is_finite());
     let v = &doc["verdict"];
-    assert_eq!(v["designs"].as_object().unwrap().len(), rows.len());
-    let fork = &v["designs"]["fork"];
-    assert!(
-        fork["cpu_us_per_connection_above_baseline"].as_f64().unwrap().is_finite()
-    );
     // Switch counts and CPU ratios are the kernel's and the scheduler's:
     // only their place in the JSON (which the book quotes) is checked.
-    assert!(fork["switches_per_connection"].is_f64());
+    assert!(series[1]["switches_per_connection"]["median"].is_f64());
     assert!(
         ["prefork", "prefork-mutex"]
             .contains(&v["best_prefork"]["design"].as_str().unwrap())

@@ -48,6 +48,7 @@ pub use text::render;
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Two threads of one process: a switch keeps the address space
@@ -60,6 +61,7 @@ pub enum Mode {
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Pin {
     /// Both on one CPU: every round trip is two real task-to-task switches
@@ -111,6 +113,7 @@ pub const SLACK: u64 = 10;
 /// The method's assumption, two switches per round trip, against the
 /// kernel's count for both tasks over all round trips (warm-up included).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Switches {
     /// Two per round trip.
     pub expected: u64,
@@ -126,6 +129,7 @@ pub struct Switches {
 
 /// One run's figures. Times are microseconds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     pub mode: Mode,
     pub pin: Pin,

@@ -56,6 +56,7 @@ use serde::{Deserialize, Serialize};
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Threads,
@@ -64,6 +65,7 @@ pub enum Kind {
 
 /// Memory figures at one moment, KiB.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Snapshot {
     /// Sum over this process and its children of `Pss`.
     pub pss_kib: u64,
@@ -86,6 +88,7 @@ pub struct Snapshot {
 
 /// What one run measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Footprint {
     pub kind: Kind,
     pub workers: u32,

@@ -75,49 +75,62 @@ where
     A: Into<std::ffi::OsString> + Clone,
 {
     let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
-    match T::try_parse_from(&args) {
+    let mut matches = matches_from(T::command(), args);
+    match T::from_arg_matches_mut(&mut matches) {
         Ok(parsed) => parsed,
-        Err(e) => {
-            use clap::error::ErrorKind;
-            // The process ends here: the runner's guard, if it has one,
-            // is reaped first, so nothing outlives it.
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
-            {
-                let _ = e.print();
-                let _ = std::io::Write::flush(&mut std::io::stdout());
-                crate::cleanup::exiting();
-                std::process::exit(0)
-            }
-            let name = args.first().map_or_else(
-                || T::command().get_name().to_string(),
-                |a| {
-                    let a = std::path::Path::new(a);
-                    a.file_name()
-                        .unwrap_or(a.as_os_str())
-                        .to_string_lossy()
-                        .into_owned()
-                },
-            );
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                // clap would print the whole help; one line names the
-                // choices instead.
-                let command = T::command();
-                let subcommands: Vec<&str> = command
-                    .get_subcommands()
-                    .map(clap::Command::get_name)
-                    .filter(|n| *n != "help")
-                    .collect();
-                eprintln!(
-                    "{name}: a subcommand is required ({}); see '{name} --help'",
-                    subcommands.join(", ")
-                );
-            } else {
-                eprintln!("{}", usage_line(&name, &e.render().to_string()));
-            }
-            crate::cleanup::exiting();
-            std::process::exit(crate::ExitCode::Usage as i32)
-        }
+        Err(e) => fail(&T::command(), T::command().get_name(), &e),
     }
+}
+
+/// `command`'s arguments parsed from `args`, the first being the program's
+/// name as it should appear in a message: what [`parse_outer`] does, for a
+/// command put together at run time (`lab run NAME`'s). `--help` prints
+/// and exits 0; a usage error is one line on stderr and exit 2.
+pub fn matches_from(
+    command: clap::Command,
+    args: Vec<std::ffi::OsString>,
+) -> clap::ArgMatches {
+    let name = args.first().map_or_else(
+        || command.get_name().to_string(),
+        |a| {
+            let a = std::path::Path::new(a);
+            a.file_name().unwrap_or(a.as_os_str()).to_string_lossy().into_owned()
+        },
+    );
+    match command.clone().try_get_matches_from(&args) {
+        Ok(m) => m,
+        Err(e) => fail(&command, &name, &e),
+    }
+}
+
+/// End the process for clap's error `e`: help and version printed, exit 0;
+/// anything else one line, exit 2. The runner's guard, if it has one, is
+/// reaped first, so nothing outlives it.
+fn fail(command: &clap::Command, name: &str, e: &clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        crate::cleanup::exiting();
+        std::process::exit(0)
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        // clap would print the whole help; one line names the choices
+        // instead.
+        let subcommands: Vec<&str> = command
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .filter(|n| *n != "help")
+            .collect();
+        eprintln!(
+            "{name}: a subcommand is required ({}); see '{name} --help'",
+            subcommands.join(", ")
+        );
+    } else {
+        eprintln!("{}", usage_line(name, &e.render().to_string()));
+    }
+    crate::cleanup::exiting();
+    std::process::exit(crate::ExitCode::Usage as i32)
 }
 
 /// clap's several lines ("error: ...", a tip, the usage, "For more

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// What one run of a program cost, as the kernel and a clock saw it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Usage {
     pub wall_s: f64,
     pub user_s: f64,

@@ -223,6 +223,7 @@ impl Drop for Slot {
 
 /// The final stats line.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stats {
     pub mode: String,
     pub readers: usize,

@@ -103,6 +103,7 @@ use labkit::latency::Latency;
 
 /// What a run saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LoadReport {
     /// The protocol it spoke (the lab broker's when absent).
     #[serde(default)]
@@ -612,6 +613,7 @@ fn verify(
 /// a message cost (the sender's write, the broker's read and its write,
 /// the receiver's read), measured two ways on this machine.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FloorReport {
     pub size: usize,
     /// Messages per write on the loopback hop.

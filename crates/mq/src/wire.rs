@@ -35,6 +35,7 @@ use crate::protocol::{self, HELLO_RECV, HELLO_SEND, Stamp};
     Deserialize,
     clap::ValueEnum,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Wire {
     /// The lab's broker (`broker`)

@@ -36,7 +36,7 @@ pub const MB: f64 = 1e6;
 /// What a run did, printed as one line or as one JSON object. The C
 /// references (`c/pipespeed2.c`, `pipespeed2t.c`) print the same object
 /// with `--json`, and the runner reads both as this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Report {
     /// `pipespeed2`, `pipespeed2t`, or the C twin's `pipespeed2.c`, ...
     pub program: String,
@@ -56,6 +56,11 @@ pub struct Report {
     pub pipe_size: Option<u64>,
     /// Every byte was counted and checked against what was written.
     pub verified: bool,
+    /// `pipespeed2t --cpus A,B`: the CPUs the writer and the reader ended
+    /// their loops on, as the kernel said (A and B, where each was pinned);
+    /// absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<[usize; 2]>,
 }
 
 impl Report {
@@ -289,6 +294,7 @@ pub fn run(count: u64, block: u64, pipe_size: Option<u64>) -> Result<Report> {
         mb_per_s: total as f64 / elapsed_s / MB,
         pipe_size: Some(size),
         verified: true,
+        cpus: None,
     })
 }
 

@@ -36,7 +36,7 @@ pub struct Options {
 }
 
 /// What `copylimit --json` prints; the runner reads it as this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CopyReport {
     pub program: String,
     pub block_bytes: u64,

@@ -18,6 +18,13 @@
 //!   a pipe), `--processes` (the reader is a forked child process) and
 //!   `--vmsplice` (the writer hands its pages to the pipe instead of
 //!   copying them, to see what one copy less buys).
+//! - `--cpus A,B` pins the writer to CPU A (before the clock starts) and
+//!   the reader (thread or child process) to CPU B (first thing it does):
+//!   `--cpus 0,0` puts both on one CPU, where every hand-off is a context
+//!   switch, `--cpus 0,1` one on each, where every hand-off is a wake-up
+//!   across CPUs. Unpinned, a run lands on either, which is why unpinned
+//!   rates scatter. The report then names the CPU each loop ended on
+//!   (`cpus`).
 //! - A reader that goes away early gives the writer `EPIPE`, reported in
 //!   one line: Rust programs ignore `SIGPIPE`, so the writer is not killed
 //!   by it, and it still joins the reader (or reaps the child).
@@ -38,8 +45,9 @@ use std::time::Instant;
 use labkit::error::{Error, Result, describe_errno};
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
+use nix::sched::{CpuSet, sched_getcpu, sched_setaffinity};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
-use nix::unistd::{ForkResult, fork};
+use nix::unistd::{ForkResult, Pid, fork};
 use pipespeed2::{MB, Report, buffers, grow_pipe, matches, pipe_size, write_all};
 
 /// What carries the bytes.
@@ -78,6 +86,8 @@ pub struct Options {
     pub vmsplice: bool,
     /// Fault drill: the reader closes its end after this many bytes.
     pub reader_stops_after: Option<u64>,
+    /// Pin the writer to the first CPU and the reader to the second.
+    pub cpus: Option<[usize; 2]>,
 }
 
 /// What the reader saw.
@@ -194,6 +204,14 @@ pub fn run(opts: &Options) -> Result<Report> {
     let (block, mut buf) = buffers(opts.block)?;
     let (rx, tx, size) = channel(opts)?;
     let stop = opts.reader_stops_after.unwrap_or(u64::MAX);
+    if let Some([writer, _]) = opts.cpus {
+        pin(Some(writer)).map_err(|errno| {
+            Error::failed(format!(
+                "cannot pin the writer to CPU {writer}: {}",
+                describe_errno(errno)
+            ))
+        })?;
+    }
     let start = Instant::now();
     let job = Job {
         rx,
@@ -203,6 +221,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         count: opts.count,
         stop,
         gift: opts.vmsplice,
+        reader_cpu: opts.cpus.map(|[_, reader]| reader),
     };
     let (written, received) =
         if opts.processes { with_process(job)? } else { with_thread(job) };
@@ -214,7 +233,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         if opts.processes { "reader process" } else { "reader thread" }
     );
     // The reader's own failure is the cause of anything the writer saw.
-    let got = received?;
+    let (got, reader_cpu) = received?;
     match written {
         Err(errno @ (Errno::EPIPE | Errno::ECONNRESET)) => {
             return Err(Error::failed(format!(
@@ -227,7 +246,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         Err(errno) => {
             return Err(Error::failed(format!("write: {}", describe_errno(errno))));
         }
-        Ok(()) => {}
+        Ok(_) => {}
     }
     if let Some(at) = got.mismatch_at {
         return Err(Error::failed(format!(
@@ -258,23 +277,38 @@ pub fn run(opts: &Options) -> Result<Report> {
         mb_per_s: total as f64 / elapsed_s / MB,
         pipe_size: size,
         verified: true,
+        cpus: opts.cpus.and(written.ok()).map(|writer| [writer, reader_cpu]),
     })
 }
 
+/// Pin the calling thread to `cpu` (none: leave it where it is). No
+/// allocation: a forked child may call it.
+fn pin(cpu: Option<usize>) -> Result<(), Errno> {
+    let Some(cpu) = cpu else { return Ok(()) };
+    let mut set = CpuSet::new();
+    set.set(cpu)?;
+    sched_setaffinity(Pid::from_raw(0), &set)
+}
+
+/// The CPU the calling thread runs on now (0 if the kernel will not say).
+fn cpu_now() -> usize {
+    sched_getcpu().unwrap_or(0)
+}
+
 /// The writer's loop: `count` whole blocks, then close the write end so
-/// the reader sees end of file.
+/// the reader sees end of file; the CPU it ended on.
 fn write_blocks(
     tx: OwnedFd,
     block: &[u8],
     count: u64,
     gift: bool,
-) -> Result<(), Errno> {
+) -> Result<usize, Errno> {
     // ANCHOR: writer
     for _ in 0..count {
         if gift { vmsplice_all(&tx, block)? } else { write_all(&tx, block)? }
     }
     // ANCHOR_END: writer
-    Ok(()) // dropping `tx` closes the write end: the reader sees end of file
+    Ok(cpu_now()) // dropping `tx` closes the write end: the reader sees end of file
 }
 
 // ANCHOR: vmsplice
@@ -303,7 +337,8 @@ fn vmsplice_all(fd: &OwnedFd, mut buf: &[u8]) -> Result<(), Errno> {
 
 /// What the writer and the reader are given: the two ends, the block to
 /// send `count` times (given to the pipe with vmsplice if `gift`), the
-/// buffer to read into, and where the reader stops (the fault drill).
+/// buffer to read into, where the reader stops (the fault drill) and the
+/// CPU it is pinned to.
 struct Job<'a> {
     rx: OwnedFd,
     tx: OwnedFd,
@@ -312,31 +347,44 @@ struct Job<'a> {
     count: u64,
     stop: u64,
     gift: bool,
+    reader_cpu: Option<usize>,
 }
 
-/// What the writer saw, and what the reader received.
-type Outcome = (Result<(), Errno>, Result<Received>);
+/// What the writer saw, and what the reader received, each with the CPU
+/// its loop ended on.
+type Outcome = (Result<usize, Errno>, Result<(Received, usize)>);
 
 /// The article's way: the reader is a second thread, joined before the
 /// clock stops (the C program's `pthread_create` and `pthread_join`).
 fn with_thread(job: Job<'_>) -> Outcome {
-    let Job { rx, tx, block, buf, count, stop, gift } = job;
+    let Job { rx, tx, block, buf, count, stop, gift, reader_cpu } = job;
     // ANCHOR: spawn
     let (written, received) = std::thread::scope(|s| {
-        let reader = s.spawn(|| read_all(rx, block, buf, stop));
+        let reader = s.spawn(|| reader_thread(rx, block, buf, stop, reader_cpu));
         let written = write_blocks(tx, block, count, gift);
         (written, reader.join())
     });
     // ANCHOR_END: spawn
-    let received = match received {
-        Ok(Ok(got)) => Ok(got),
-        Ok(Err(errno)) => Err(Error::failed(format!(
-            "reader thread: read: {}",
-            describe_errno(errno)
-        ))),
-        Err(_) => Err(Error::failed("the reader thread panicked")),
-    };
+    let received = received
+        .unwrap_or_else(|_| Err(Error::failed("the reader thread panicked")));
     (written, received)
+}
+
+/// The reader thread: pinned to `cpu` if asked, [`read_all`], and the CPU
+/// it ended on.
+fn reader_thread(
+    rx: OwnedFd,
+    block: &[u8],
+    buf: &mut [u8],
+    stop: u64,
+    cpu: Option<usize>,
+) -> Result<(Received, usize)> {
+    let fail = |what: String, errno| {
+        Error::failed(format!("reader thread: {what}: {}", describe_errno(errno)))
+    };
+    pin(cpu).map_err(|e| fail(format!("cannot pin it to CPU {cpu:?}"), e))?;
+    let got = read_all(rx, block, buf, stop).map_err(|e| fail("read".into(), e))?;
+    Ok((got, cpu_now()))
 }
 
 /// What the reader child leaves for its parent, in a shared page.
@@ -346,12 +394,14 @@ struct Shared {
     /// `u64::MAX`: no mismatch.
     mismatch_at: u64,
     errno: i32,
+    /// The CPU its loop ended on.
+    cpu: u32,
 }
 
 /// The reader is a forked child process, reaped before the clock stops;
 /// it tells what it received through a shared anonymous page.
 fn with_process(job: Job<'_>) -> Result<Outcome> {
-    let Job { rx, tx, block, buf, count, stop, gift } = job;
+    let Job { rx, tx, block, buf, count, stop, gift, reader_cpu } = job;
     let len = NonZeroUsize::new(std::mem::size_of::<Shared>()).expect("not empty");
     // SAFETY: a fresh anonymous mapping, shared with the child to come;
     // mmap zero-fills it, which is a valid `Shared`.
@@ -365,14 +415,15 @@ fn with_process(job: Job<'_>) -> Result<Outcome> {
     }
     .map_err(|errno| Error::failed(format!("mmap: {}", describe_errno(errno))))?;
     let shared = page.cast::<Shared>();
-    // SAFETY: the child only closes descriptors, reads, compares memory,
-    // stores into the shared page and leaves with _exit, all
-    // async-signal-safe, and allocates nothing (`buf` exists already), so
-    // it is sound even if the parent has a second thread.
+    // SAFETY: the child only closes descriptors, sets its CPU, reads,
+    // compares memory, stores into the shared page and leaves with _exit,
+    // all async-signal-safe, and allocates nothing (`buf` exists already),
+    // so it is sound even if the parent has a second thread.
     let child = match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(tx);
-            let (got, errno) = match read_all(rx, block, buf, stop) {
+            let read = pin(reader_cpu).and_then(|()| read_all(rx, block, buf, stop));
+            let (got, errno) = match read {
                 Ok(got) => (got, 0),
                 Err(errno) => (Received::default(), errno as i32),
             };
@@ -380,6 +431,7 @@ fn with_process(job: Job<'_>) -> Result<Outcome> {
                 bytes: got.bytes,
                 mismatch_at: got.mismatch_at.unwrap_or(u64::MAX),
                 errno,
+                cpu: cpu_now() as u32,
             };
             // SAFETY: the page is mapped, aligned and only this process
             // writes it; the parent reads it after reaping us.
@@ -405,15 +457,17 @@ fn with_process(job: Job<'_>) -> Result<Outcome> {
             let report = unsafe { shared.as_ptr().read_volatile() };
             if report.errno != 0 {
                 Err(Error::failed(format!(
-                    "reader process: read: {}",
+                    "reader process: {}: {}",
+                    if reader_cpu.is_some() { "pin or read" } else { "read" },
                     describe_errno(Errno::from_raw(report.errno))
                 )))
             } else {
-                Ok(Received {
+                let got = Received {
                     bytes: report.bytes,
                     mismatch_at: (report.mismatch_at != u64::MAX)
                         .then_some(report.mismatch_at),
-                })
+                };
+                Ok((got, report.cpu as usize))
             }
         }
         Ok(Some((status, _))) => Err(Error::failed(format!(
@@ -443,6 +497,7 @@ mod tests {
             processes,
             vmsplice: false,
             reader_stops_after: None,
+            cpus: None,
         }
     }
 
@@ -480,6 +535,20 @@ mod tests {
             let err = run(&opts(0, Transport::Pipe, processes)).unwrap_err();
             assert!(matches!(err.code, labkit::error::ExitCode::Usage), "{err}");
         }
+    }
+
+    #[test]
+    fn pinned_parties_end_on_their_cpus() {
+        let cpus = labkit::affinity::allowed_cpus().unwrap();
+        let (a, b) = (cpus[0], *cpus.last().unwrap());
+        for processes in [false, true] {
+            let o = Options {
+                cpus: Some([a, b]),
+                ..opts(4096, Transport::Pipe, processes)
+            };
+            assert_eq!(run(&o).unwrap().cpus, Some([a, b]));
+        }
+        assert_eq!(run(&opts(4096, Transport::Pipe, false)).unwrap().cpus, None);
     }
 
     #[test]

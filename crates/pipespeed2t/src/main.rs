@@ -74,6 +74,14 @@ struct Cli {
     #[arg(long, requires = "method")]
     busy_poll: bool,
 
+    /// Pin the writer to CPU A and the reader (thread, or child process with
+    /// --processes) to CPU B: A,A puts both on one CPU, A,B one on each;
+    /// the report then says where each loop ended [default: where the
+    /// scheduler puts them]
+    #[arg(long, value_name = "A,B", value_parser = parse_cpus,
+          conflicts_with = "method")]
+    cpus: Option<[usize; 2]>,
+
     /// Fault drill: the reader closes its end after this many bytes, so the
     /// writer meets EPIPE (the run then fails, exit 1) [default: never]
     #[arg(long, value_name = "BYTES", value_parser = labkit::limits::parse_size)]
@@ -82,6 +90,17 @@ struct Cli {
     /// Print one JSON object instead of the line
     #[arg(long)]
     json: bool,
+}
+
+/// `A,B`: two CPUs (the same one twice for one CPU), each one this process
+/// may run on.
+fn parse_cpus(text: &str) -> Result<[usize; 2], String> {
+    let bad = || format!("'{text}' is not two CPUs like 0,1 or 0,0");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    let cpu = |c: &str| c.trim().parse::<usize>().map_err(|_| bad());
+    let cpus = [cpu(a)?, cpu(b)?];
+    labkit::affinity::check_allowed(&cpus).map_err(|e| e.message)?;
+    Ok(cpus)
 }
 
 fn main() -> std::process::ExitCode {
@@ -115,6 +134,7 @@ fn main() -> std::process::ExitCode {
             processes: cli.processes,
             vmsplice: cli.vmsplice,
             reader_stops_after: cli.reader_stops_after,
+            cpus: cli.cpus,
         };
         pipespeed2t::run(&opts)
             .and_then(|report| labkit::cli::emit(cli.json, &report, Report::text))

@@ -38,6 +38,7 @@ pub struct Config {
 
 /// Errors by kind.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Errors {
     pub connect: u64,
     pub write: u64,
@@ -73,6 +74,7 @@ use labkit::latency::Latency;
 
 /// What `client --json` prints.
 #[derive(Clone, Debug, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Report {
     pub addr: String,
     pub children: usize,

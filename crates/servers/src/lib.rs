@@ -179,6 +179,7 @@ pub struct Config {
 
 /// What the server prints when it stops.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Stats {
     pub design: String,
     /// Pool members started (0 for designs without a pool).

@@ -31,6 +31,7 @@ use methods::Exec;
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     /// fork, the child _exits, waitpid

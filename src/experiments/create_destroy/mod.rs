@@ -6,35 +6,44 @@
 //!
 //! Every program, Rust or C, is run with `--json` and its report read
 //! into the program crate's own type (`forkcreat::Report`,
-//! `pthreadcreat::Report`, `creattime::Report`): [`run`]. The tables,
-//! charts and headline are made from the [`Data`] alone: [`tables`].
+//! `pthreadcreat::Report`, `creattime::Report`): [`run`]. The engine
+//! measures each table's programs at its setting (table 1's loops, table
+//! 2's, creattime at each sample count), and the tables, charts and
+//! headline are made from its observations alone: [`tables`].
 
 mod run;
 mod tables;
 
-use std::ffi::OsString;
-
+use crate::engine::{Engine, Paired, Series, Setting, setting};
 use crate::results::Header;
-use crate::stats::{Summary, round_order};
 use clap::Parser;
 use labkit::Result;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
-use run::{Ct, Loop};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "create-destroy",
     "forkcreat vs pthreadcreat, the lecture's loop, creattime (Zhou Li et al.; the 2004 lecture; Czuczy, 2004)",
     main,
 )
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.for_reference(&[
+    Declared::DEFAULT,
+    Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
+])
+.headline(&[
+    "fork_us", "thread_us", "fork_over_thread", "lecture_fork_us",
+    "lecture_thread_us", "lecture_fork_over_thread", "creattime_ratio_{samples}",
+    "creattime_ratio_spread", "zombies_before_reaping", "zombie_share",
+])
+.data::<Data>();
 
 /// forkcreat vs pthreadcreat (Zhou Li et al.), the lecture's 2000-iteration
 /// loops (the 2004 lecture) and creattime at 20/128/255 samples (Czuczy, 2004), each table beside
 /// the articles' figures.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -63,187 +72,116 @@ struct Args {
     #[arg(long)]
     vs_c: bool,
 }
+crate::options!(Args);
 
-/// One program run's own figure: microseconds per create+destroy, as the
-/// program measured it around its loop.
-#[derive(Clone, Debug, Serialize)]
-struct LoopRow {
-    program: String,
-    iterations: u64,
-    us_per_create: Summary,
-    /// Wall seconds of the whole process, timed from outside.
-    wall_s: Summary,
-    runs_us: Vec<f64>,
+/// The setting of table 1's loops (`article`) or table 2's (`lecture`).
+fn loops(table: &str, iterations: u64) -> Setting {
+    setting([("loops", table.into()), ("iterations", iterations.into())])
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct CreattimeRow {
-    samples: u64,
-    fork_ms: Summary,
-    thread_ms: Summary,
-    /// Median of the runs' average fork/thread ratios.
-    ratio: Summary,
-    zombies_before_reaping: Summary,
-    /// Each round's run.
-    runs: Vec<Ct>,
+/// The setting of creattime at `samples`.
+fn samples(samples: u64) -> Setting {
+    setting([("samples", samples.into())])
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct Pair {
-    program: String,
-    /// The C twin's row in table 1: "<program> (C)", or "<program> (C,
-    /// Rust's mappings)" for forkcreat.c linked with rust_image.c.
-    against: String,
-    /// Rust us / C us in each round, run back to back.
-    ratio: Summary,
+/// A C twin's Rust program, from its label: `pthreadcreat (C)` is
+/// `pthreadcreat`'s.
+fn rust_of(label: &str) -> Option<&str> {
+    label.split_once(" (").map(|(rust, _)| rust)
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
+    /// Rounds asked for; each setting runs them balanced over its programs
+    /// (each goes first equally often), so table 1 with --vs-c runs a
+    /// multiple of eight.
     rounds: u32,
     full: bool,
-    article: Vec<LoopRow>,
-    lecture: Vec<LoopRow>,
-    creattime: Vec<CreattimeRow>,
-    vs_c: Vec<Pair>,
-    /// creattime.c at the same sample counts, run back to back with
-    /// creattime (with --vs-c; else empty).
-    creattime_c: Vec<CreattimeRow>,
+    /// Creations per program run in table 1, and in the lecture's loops.
+    iterations: u64,
+    lecture_iterations: u64,
+    samples: Vec<u64>,
+    /// Table 1's programs, each Rust program followed by its C twins.
+    programs: Vec<String>,
+    /// Each program at each setting (`loops` and `iterations`, or
+    /// creattime's `samples`): every figure of its rounds.
+    series: Vec<Series>,
+    /// Each C twin against its Rust program (with --vs-c): the Rust
+    /// program's µs over the C one's, paired round by round.
+    vs_c: Vec<Paired>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let n =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
     let bins = crate::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
     let c = if args.vs_c { Some(run::c_programs()?) } else { None };
-    let rounds = args.common.rounds as usize;
-
     let article = run::loops(&bins, c.as_ref(), n, &["sigchld", "wait"]);
     let lecture = run::loops(&bins, None, args.lecture_iterations, &["wait"]);
     // creattime, and creattime.c back to back with it.
-    let mut creattimes = vec![bins[2].clone()];
-    creattimes.extend(c.as_ref().map(|c| c.creattime.clone()));
-    let steps =
-        (article.len() + lecture.len() + args.samples.len() * creattimes.len())
-            * rounds;
-    let bar = crate::progress::bar(steps as u64, EXPERIMENT.name);
+    let mut creattimes = vec![("creattime", bins[2].clone())];
+    creattimes.extend(c.as_ref().map(|c| ("creattime (C)", c.creattime.clone())));
+    let programs: Vec<String> = article.iter().map(|l| l.label.clone()).collect();
+    let ct_names: Vec<&str> = creattimes.iter().map(|c| c.0).collect();
 
-    let mut article_runs = vec![Vec::new(); article.len()];
-    let mut lecture_runs = vec![Vec::new(); lecture.len()];
-    let mut creattime_runs = vec![vec![Vec::new(); args.samples.len()]; 2];
-    for round in 0..rounds {
-        for i in run::order(&article, round) {
-            article_runs[i].push(run::run_loop(&article[i])?);
-            bar.inc(1);
-        }
-        for i in run::order(&lecture, round) {
-            lecture_runs[i].push(run::run_loop(&lecture[i])?);
-            bar.inc(1);
-        }
-        for (i, &s) in args.samples.iter().enumerate() {
-            for k in round_order(creattimes.len(), round) {
-                creattime_runs[k][i].push(run::run_creattime(&creattimes[k], s)?);
-                bar.inc(1);
-            }
-        }
+    let mut engine = Engine::new(args.common.rounds);
+    let runs = engine.runs_for(article.len())
+        + engine.runs_for(lecture.len())
+        + args.samples.len() * engine.runs_for(creattimes.len());
+    engine.progress(runs, EXPERIMENT.name);
+    for (list, at) in [
+        (&article, loops("article", n)),
+        (&lecture, loops("lecture", args.lecture_iterations)),
+    ] {
+        let names: Vec<&str> = list.iter().map(|l| l.label.as_str()).collect();
+        engine.measure(&at, &names, |i| run::run_loop(&list[i]))?;
     }
-    bar.finish_and_clear();
-
-    let mut creattime_runs = creattime_runs.into_iter();
-    let rust_creattime = creattime_rows(&args.samples, creattime_runs.next());
-    let c_creattime = match c {
-        Some(_) => creattime_rows(&args.samples, creattime_runs.next()),
-        None => Vec::new(),
-    };
+    for &s in &args.samples {
+        engine.measure(&samples(s), &ct_names, |k| {
+            run::run_creattime(&creattimes[k].1, s)
+        })?;
+    }
+    let obs = engine.observations();
+    let twins = programs.iter().filter_map(|c| Some((rust_of(c)?, c.as_str())));
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
-        vs_c: pairs(&article, &article_runs),
-        article: loop_rows(&article, article_runs, n),
-        lecture: loop_rows(&lecture, lecture_runs, args.lecture_iterations),
-        creattime: rust_creattime,
-        creattime_c: c_creattime,
+        iterations: n,
+        lecture_iterations: args.lecture_iterations,
+        samples: args.samples.clone(),
+        series: obs.series(),
+        vs_c: twins
+            .flat_map(|(rust, c)| obs.pairs(rust, c, "us_per_create"))
+            .collect(),
+        programs,
     };
+    let (headline, tables) =
+        (tables::headline(&data, obs), tables::tables(&data, obs));
+    let (charts, bars) = (tables::charts(&data, obs), tables::bars(&data, obs));
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: tables::headline(&data),
-        tables: tables::tables(&data),
-        charts: tables::charts(&data),
-        files: vec![("create-destroy.svg".into(), tables::bars(&data))],
+        headline,
+        tables,
+        charts,
+        files: vec![("create-destroy.svg".into(), bars)],
+        observations: engine.finish(),
         data,
     };
     report.publish(&args.common, &out)
-}
-
-/// Each loop's rounds: (us per create+destroy, whole-run wall seconds).
-fn loop_rows(list: &[Loop], runs: Vec<Vec<(f64, f64)>>, n: u64) -> Vec<LoopRow> {
-    list.iter()
-        .zip(runs)
-        .map(|(l, runs)| {
-            let us: Vec<f64> = runs.iter().map(|r| r.0).collect();
-            let wall: Vec<f64> = runs.iter().map(|r| r.1).collect();
-            LoopRow {
-                program: l.label.clone(),
-                iterations: n,
-                us_per_create: Summary::of_rounds(us.iter().copied()),
-                wall_s: Summary::of_rounds(wall),
-                runs_us: us,
-            }
-        })
-        .collect()
-}
-
-/// Each C twin against its Rust program, round by round.
-fn pairs(list: &[Loop], runs: &[Vec<(f64, f64)>]) -> Vec<Pair> {
-    let us = |i: usize| runs[i].iter().map(|r| r.0).collect::<Vec<_>>();
-    list.iter()
-        .enumerate()
-        .filter_map(|(i, l)| {
-            let twin = l.twin_of?;
-            let ratio = crate::stats::paired_ratio(&us(twin), &us(i))
-                .expect("at least one round");
-            Some(Pair {
-                program: list[twin].label.clone(),
-                against: l.label.clone(),
-                ratio,
-            })
-        })
-        .collect()
-}
-
-fn creattime_rows(samples: &[u64], runs: Option<Vec<Vec<Ct>>>) -> Vec<CreattimeRow> {
-    samples
-        .iter()
-        .zip(runs.unwrap_or_default())
-        .map(|(&samples, runs)| {
-            let pick = |f: fn(&Ct) -> f64| Summary::of_rounds(runs.iter().map(f));
-            CreattimeRow {
-                samples,
-                fork_ms: pick(|r| r.fork_ms),
-                thread_ms: pick(|r| r.thread_ms),
-                ratio: pick(|r| r.fork_ms / r.thread_ms),
-                zombies_before_reaping: pick(|r| r.zombies),
-                runs,
-            }
-        })
-        .collect()
 }
 
 /// One run of the article's process loop (`forkcreat -n N --reap sigchld`):
 /// microseconds per create and destroy. The controls run it against
 /// itself.
 pub(crate) fn control_once(forkcreat: &std::path::Path, n: u64) -> Result<f64> {
-    let l = Loop {
-        label: "forkcreat --reap sigchld".into(),
-        path: forkcreat.to_path_buf(),
-        args: ["-n", &n.to_string(), "--reap", "sigchld", "--json"]
-            .map(String::from)
-            .to_vec(),
-        kind: run::Kind::Fork,
-        twin_of: None,
-        group: 0,
-    };
-    Ok(run::run_loop(&l)?.0)
+    let args = ["-n", &n.to_string(), "--reap", "sigchld"];
+    let l = run::Loop::new(
+        "forkcreat --reap sigchld",
+        run::Kind::Fork,
+        forkcreat,
+        &args,
+    );
+    Ok(run::run_loop(&l)?.0.us_per_create.expect("run_loop checks it"))
 }

@@ -2,14 +2,16 @@
 //! message-queue sweep of the 2006 message-queue post (book References: mq-2006) because
 //! that sweep's verdict (30% of the CPU spent switching) rests on it.
 //!
-//! For threads and processes, each pinned to the same CPU, to two CPUs, or
-//! not at all, it runs `ctxswitch` (two tasks bouncing a byte over two
-//! pipes) and, when `perf` works, `perf bench sched pipe` in the same mode
-//! and placement as an outside reference, the two in the lab's round order
-//! (`stats::round_order`: they alternate which goes first).
+//! For threads and processes, in each placement of the two tasks (the
+//! engine's [`Placement`]: both on one CPU, one on each of two, or
+//! unpinned, which `ctxswitch` calls its pins `same`, `cross` and `none`),
+//! it runs `ctxswitch` (two tasks bouncing a byte over two pipes) and, when
+//! `perf` works, `perf bench sched pipe` in the same mode and placement as
+//! an outside reference, the two measured by the engine (they alternate
+//! which goes first).
 //!
-//! `run` spawns the two tools; `tables` turns the results into the tables,
-//! the headline and the chart.
+//! `run` spawns the two tools; `tables` turns the observations into the
+//! tables, the headline and the chart.
 
 mod run;
 mod tables;
@@ -17,33 +19,50 @@ mod tables;
 pub(crate) use run::ctxswitch_once;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::engine::{Engine, Observed, Paired, Placement, Series, Setting, setting};
 use crate::results::Header;
-use crate::stats::{Summary, paired_ratio, round_order};
 use clap::Parser;
 use ctxswitch::{Mode, Pin};
 use labkit::{Error, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "ctx-switch",
     "ctxswitch vs perf bench sched pipe: the cost of one context switch",
     main,
 )
 .for_reference(&[
-    &[],
-    &["--variant", "cross-long", "--pins", "cross", "--rounds", "16", "--iterations", "100000"],
-]);
+    Declared::DEFAULT,
+    Declared::own(&["--pins", "cross", "--iterations", "100000"])
+        .variant("cross-long")
+        .rounds(16),
+])
+.headline(&[
+    "threads_same_us",
+    "threads_same_net_us",
+    "threads_cross_us",
+    "threads_cross_net_us",
+    "threads_none_us",
+    "threads_none_net_us",
+    "processes_same_us",
+    "processes_same_net_us",
+    "processes_cross_us",
+    "processes_cross_net_us",
+    "processes_none_us",
+    "processes_none_net_us",
+])
+.data::<Data>();
 
 /// What one context switch costs: ctxswitch (a byte bounced over two
 /// pipes) for threads and processes on the same CPU, two CPUs or unpinned,
 /// beside `perf bench sched pipe` in the same mode and placement.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -74,6 +93,7 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     perf: Option<PathBuf>,
 }
+crate::options!(Args);
 
 const MODES: [&str; 2] = ["threads", "processes"];
 const PINS: [&str; 3] = ["same", "cross", "none"];
@@ -84,52 +104,7 @@ fn round_trips(iterations: u64, pin: Pin) -> u64 {
     if pin == Pin::Cross { (iterations / 5).max(1) } else { iterations }
 }
 
-/// One run of `perf bench sched pipe`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PerfRun {
-    /// perf's "usecs/op": one op is one round trip.
-    pub us_per_round_trip: f64,
-    /// For `cross`: how long after the start one worker was moved to the
-    /// second CPU (both started on the first, under taskset).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moved_after_ms: Option<f64>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PerfCell {
-    pub us_per_round_trip: Summary,
-    /// Median round trip / 2.
-    pub us_per_switch: f64,
-    pub runs: Vec<PerfRun>,
-}
-
-/// One mode and placement: every round of ctxswitch (its own report, as
-/// the program printed it) and of perf.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Cell {
-    pub mode: Mode,
-    pub pin: Pin,
-    /// Round trips per run of either tool.
-    pub iterations: u64,
-    /// CPUs of task A and task B (`null`: not pinned).
-    pub cpus: Option<[usize; 2]>,
-    /// ctxswitch's raw microseconds per switch (half a round trip), median
-    /// of the rounds.
-    pub us_per_switch: f64,
-    /// The same with the pipe calls' own cost subtracted (lmbench's way).
-    pub net_us_per_switch: f64,
-    pub us_per_round_trip: Summary,
-    pub pipe_us: Summary,
-    pub kernel_switches_per_round_trip: Summary,
-    /// The kernel's count agreed with 2 per round trip in every round.
-    pub counts_hold: bool,
-    pub perf: Option<PerfCell>,
-    /// ctxswitch's round trip / perf's, median of the rounds' pairs.
-    pub vs_perf: Option<f64>,
-    pub runs: Vec<ctxswitch::Report>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PerfInfo {
     pub used: bool,
     pub version: Option<String>,
@@ -137,49 +112,93 @@ pub struct PerfInfo {
     pub note: String,
 }
 
+/// A placement measured: the engine's (the `placement` factor of the
+/// observations), which `ctxswitch` calls its pin.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct Placed {
+    pub pin: Pin,
+    pub placement: Placement,
+}
+
+impl Placed {
+    /// The engine's setting of `mode` in this placement.
+    fn at(&self, mode: Mode) -> Setting {
+        let placement = self.placement.name().into();
+        setting([("mode", mode.name().into()), ("placement", placement)])
+    }
+}
+
+/// Mode -> pin -> a figure: `us_per_switch["threads"]["same"]`.
+pub type ByPin = BTreeMap<String, BTreeMap<String, f64>>;
+
 /// The experiment's results (the file `ctx-switch.json` holds them beside
-/// its header and headline); mq-sweep reads them back with this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// its header, headline and observations); mq-sweep reads them back with
+/// this type.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default)]
 pub struct Data {
-    /// Round trips per run (each cell says its own: a fifth for cross).
+    /// Round trips per run (a fifth for cross: each run's own are in the
+    /// series, `iterations`).
     pub iterations: u64,
+    /// Rounds of each mode and placement: those asked for, balanced over
+    /// the tools (each goes first equally often).
     pub rounds: u32,
     pub full: bool,
     pub perf: PerfInfo,
-    /// mode -> placement -> ctxswitch's median raw microseconds per switch.
-    pub us_per_switch: BTreeMap<String, BTreeMap<String, f64>>,
-    /// mode -> placement -> the same without the pipe calls' cost.
-    pub net_us_per_switch: BTreeMap<String, BTreeMap<String, f64>>,
-    pub cells: Vec<Cell>,
+    pub modes: Vec<Mode>,
+    pub placements: Vec<Placed>,
+    /// ctxswitch's median raw microseconds per switch.
+    pub us_per_switch: ByPin,
+    /// The same without the pipe calls' cost (lmbench's way).
+    pub net_us_per_switch: ByPin,
+    /// Each tool in each mode and placement: every figure of its rounds.
+    #[serde(skip_deserializing)]
+    pub series: Vec<Series>,
+    /// ctxswitch's round trip over perf's, paired round by round.
+    pub vs_perf: Vec<Paired>,
     pub skipped: Vec<String>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+impl Data {
+    /// `mode`'s raw and net microseconds per switch in `pin`, if measured.
+    pub fn per_switch(&self, mode: Mode, pin: Pin) -> Option<(f64, f64)> {
+        let get = |m: &ByPin| m.get(mode.name())?.get(pin.name()).copied();
+        Some((get(&self.us_per_switch)?, get(&self.net_us_per_switch)?))
+    }
+}
+
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let iterations =
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 10_000 });
     let ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);
     let allowed = labkit::affinity::allowed_cpus()?;
+    let asked = |names: &[String], name: &str| names.iter().any(|a| a == name);
+    let modes = [Mode::Threads, Mode::Processes].into_iter();
+    let modes: Vec<Mode> = modes.filter(|m| asked(&args.modes, m.name())).collect();
+    // Each pin asked for, as the engine's placement on the CPUs allowed.
+    let pinned = Placement::pinned(&allowed);
     let mut skipped = Vec::new();
-    let modes: Vec<Mode> = [Mode::Threads, Mode::Processes]
-        .into_iter()
-        .filter(|m| args.modes.iter().any(|a| a == m.name()))
-        .collect();
-    let pins: Vec<Pin> = [Pin::Same, Pin::Cross, Pin::None]
-        .into_iter()
-        .filter(|p| args.pins.iter().any(|a| a == p.name()))
-        .filter(|&p| {
-            let ok = p != Pin::Cross || allowed.len() >= 2;
-            if !ok {
-                skipped.push(format!(
-                    "cross: this process may run only on CPU {}",
-                    allowed[0]
-                ));
-            }
-            ok
-        })
-        .collect();
+    let mut placements = Vec::new();
+    for (pin, placement) in [
+        (Pin::Same, pinned.first()),
+        (Pin::Cross, pinned.get(1)),
+        (Pin::None, Some(&Placement::Unpinned)),
+    ] {
+        if !asked(&args.pins, pin.name()) {
+            continue;
+        }
+        match placement {
+            Some(&placement) => placements.push(Placed { pin, placement }),
+            None => skipped.push(format!(
+                "cross: this process may run only on CPU {}",
+                allowed[0]
+            )),
+        }
+    }
     let perf_path = args.perf.clone().unwrap_or_else(|| PathBuf::from("perf"));
     let perf = if args.no_perf {
         PerfInfo { used: false, version: None, note: "--no-perf".into() }
@@ -196,116 +215,55 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         }
         eprintln!("lab: note: running without perf: {}", perf.note);
     }
-    let rounds = args.common.rounds as usize;
-    let cells_n = modes.len() * pins.len();
-    // The tools of each round: ctxswitch (0) and, if it works, perf (1).
-    let tools = if perf.used { 2 } else { 1 };
-    let bar = crate::progress::bar((cells_n * rounds * tools) as u64, "ctx-switch");
-    let mut cells = Vec::new();
+    let tools: &[&str] =
+        if perf.used { &["ctxswitch", "perf"] } else { &["ctxswitch"] };
+    let mut engine = Engine::new(args.common.rounds);
+    let runs = modes.len() * placements.len() * engine.runs_for(tools.len());
+    engine.progress(runs, EXPERIMENT.name);
     for &mode in &modes {
-        for &pin in &pins {
-            bar.set_message(format!("{} {}", mode.name(), pin.name()));
-            let cpus = match pin {
-                Pin::Same => Some([allowed[0]; 2]),
-                Pin::Cross => Some([allowed[0], allowed[1]]),
-                Pin::None => None,
-            };
-            let n = round_trips(iterations, pin);
-            let mut runs = Vec::new();
-            let mut perf_runs = Vec::new();
-            for round in 0..rounds {
-                // The lab's round order: the tools alternate who goes
-                // first, so slow drift does not always favour one.
-                for tool in round_order(tools, round) {
-                    if tool == 0 {
-                        runs.push(run::ctxswitch_once(
-                            &ctxswitch, mode, pin, cpus, n,
-                        )?);
-                    } else {
-                        perf_runs.push(run::perf_once(&perf_path, mode, cpus, n)?);
-                    }
-                    bar.inc(1);
-                }
-            }
-            cells.push(cell(mode, pin, n, cpus, runs, perf_runs));
+        for &Placed { pin, placement } in &placements {
+            let (cpus, n) = (placement.cpus(), round_trips(iterations, pin));
+            let at = Placed { pin, placement }.at(mode);
+            engine.measure(&at, tools, |tool| -> Result<Box<dyn Observed>> {
+                Ok(match tool {
+                    0 => Box::new(run::ctxswitch_once(
+                        &ctxswitch, mode, pin, cpus, n,
+                    )?),
+                    _ => Box::new(run::perf_once(&perf_path, mode, cpus, n)?),
+                })
+            })?;
         }
     }
-    bar.finish_and_clear();
-    let mut us_per_switch: BTreeMap<_, BTreeMap<_, _>> = BTreeMap::new();
-    let mut net_us_per_switch: BTreeMap<_, BTreeMap<_, _>> = BTreeMap::new();
-    for c in &cells {
-        let (mode, pin) = (c.mode.name().to_string(), c.pin.name().to_string());
-        us_per_switch
-            .entry(mode.clone())
-            .or_default()
-            .insert(pin.clone(), c.us_per_switch);
-        net_us_per_switch.entry(mode).or_default().insert(pin, c.net_us_per_switch);
-    }
-    let data = Data {
+    let obs = engine.observations();
+    let balanced =
+        crate::engine::balanced_rounds(args.common.rounds as usize, tools.len());
+    let mut data = Data {
         iterations,
-        rounds: args.common.rounds,
+        rounds: balanced as u32,
         full: args.common.full,
         perf,
-        us_per_switch,
-        net_us_per_switch,
-        cells,
+        modes,
+        placements,
+        series: obs.series(),
+        vs_perf: obs.pairs("ctxswitch", "perf", "us_per_round_trip"),
         skipped,
+        ..Data::default()
     };
-    let mut tables = vec![tables::cost_table(&data)];
+    tables::per_switch(&mut data, obs);
+    let mut tables = vec![tables::cost_table(&data, obs)];
     if data.perf.used {
-        tables.push(tables::perf_table(&data));
+        tables.push(tables::perf_table(&data, obs));
     }
+    let headline = tables::headline(&data, obs);
+    let svg = tables::chart(&data, obs).to_svg();
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: tables::headline(&data),
+        headline,
         tables,
         charts: Vec::new(),
-        files: vec![("ctx-switch.svg".into(), tables::chart(&data).to_svg())],
+        files: vec![("ctx-switch.svg".into(), svg)],
+        observations: engine.finish(),
         data,
     };
     report.publish(&args.common, &out)
-}
-
-/// A mode and placement's rounds, summarised.
-fn cell(
-    mode: Mode,
-    pin: Pin,
-    iterations: u64,
-    cpus: Option<[usize; 2]>,
-    runs: Vec<ctxswitch::Report>,
-    perf_runs: Vec<PerfRun>,
-) -> Cell {
-    let round_trip = Summary::of_rounds(runs.iter().map(|r| r.us_per_round_trip));
-    let net = Summary::of_rounds(runs.iter().map(|r| r.net_us_per_switch));
-    let perf = (!perf_runs.is_empty()).then(|| {
-        let s = Summary::of_rounds(perf_runs.iter().map(|r| r.us_per_round_trip));
-        PerfCell {
-            us_per_round_trip: s,
-            us_per_switch: s.median / 2.0,
-            runs: perf_runs,
-        }
-    });
-    // Round k of ctxswitch and round k of perf ran back to back.
-    let vs_perf = perf.as_ref().and_then(|p| {
-        let ours: Vec<f64> = runs.iter().map(|r| r.us_per_round_trip).collect();
-        let theirs: Vec<f64> = p.runs.iter().map(|r| r.us_per_round_trip).collect();
-        paired_ratio(&ours, &theirs).map(|s| s.median)
-    });
-    Cell {
-        mode,
-        pin,
-        iterations,
-        cpus,
-        us_per_switch: round_trip.median / 2.0,
-        net_us_per_switch: net.median,
-        us_per_round_trip: round_trip,
-        pipe_us: Summary::of_rounds(runs.iter().map(|r| r.pipe_us)),
-        kernel_switches_per_round_trip: Summary::of_rounds(
-            runs.iter().map(|r| r.switches.per_round_trip),
-        ),
-        counts_hold: runs.iter().all(|r| r.switches.holds),
-        perf,
-        vs_perf,
-        runs,
-    }
 }

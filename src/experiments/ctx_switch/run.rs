@@ -5,10 +5,50 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::engine::Observed;
 use ctxswitch::{Mode, Pin};
 use labkit::{Error, Result};
 
-use super::{PerfInfo, PerfRun};
+use super::PerfInfo;
+
+/// A `ctxswitch` run's figures, as the program reported them: the kernel's
+/// count of switches and the CPUs each task ended on included.
+impl Observed for ctxswitch::Report {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let s = &self.switches;
+        vec![
+            ("iterations", self.iterations as f64),
+            ("us_per_round_trip", self.us_per_round_trip),
+            ("us_per_switch", self.us_per_switch),
+            ("pipe_us", self.pipe_us),
+            ("net_us_per_switch", self.net_us_per_switch),
+            ("switches_per_round_trip", s.per_round_trip),
+            ("expected_switches", s.expected as f64),
+            ("involuntary_switches", s.involuntary as f64),
+            ("counts_hold", f64::from(u8::from(s.holds))),
+            ("last_cpu_a", self.last_cpus[0] as f64),
+            ("last_cpu_b", self.last_cpus[1] as f64),
+        ]
+    }
+}
+
+/// One run of `perf bench sched pipe`.
+#[derive(Clone, Debug)]
+pub struct PerfRun {
+    /// perf's "usecs/op": one op is one round trip.
+    pub us_per_round_trip: f64,
+    /// For `cross`: how long after the start one worker was moved to the
+    /// second CPU (both started on the first, under taskset).
+    pub moved_after_ms: Option<f64>,
+}
+
+impl Observed for PerfRun {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let mut m = vec![("us_per_round_trip", self.us_per_round_trip)];
+        m.extend(self.moved_after_ms.map(|ms| ("moved_after_ms", ms)));
+        m
+    }
+}
 
 // ANCHOR: ctxswitch_once
 /// One `ctxswitch --json` run. A run whose switch count the kernel did not

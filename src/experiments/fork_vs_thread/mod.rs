@@ -5,31 +5,47 @@
 
 mod tables;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::engine::{self, Engine, Series};
 use crate::results::Header;
-use crate::stats::Summary;
 use clap::Parser;
 use labkit::lines::{check_log, payload};
 use labkit::measure::{Usage, run};
 use labkit::{Error, Result};
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "fork-vs-thread",
     "fork.c vs thread.c: N workers print COUNT lines each (Zhou Li et al.)",
     main,
 )
-.for_reference(&[&["--full", "--vs-c", "--rounds", "12"]]);
+.for_reference(&[Declared::own(&["--vs-c"]).full().rounds(12)])
+// The printing claims are judged on the article's own C programs on one
+// CPU (claims.toml says why): the one-CPU runs time them too.
+.one_cpu(Declared::own(&["--vs-c"]))
+.headline(&[
+    "fork_over_thread",
+    "fork_over_thread_at_largest_count",
+    "workers_slope_ratio",
+    "workers_slope_ratio_fork",
+    "workers_slope_ratio_thread",
+    "fork_over_thread_c",
+    "fork_over_thread_at_largest_count_c",
+    "workers_slope_ratio_c",
+    "workers_slope_ratio_fork_c",
+    "workers_slope_ratio_thread_c",
+])
+.data::<Data>();
 
 /// fork.c vs thread.c: N workers each print COUNT lines to stdout and a
 /// shared log, timed from outside like `time ./fork`.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -60,9 +76,10 @@ struct Args {
     #[arg(long)]
     vs_c: bool,
 }
+crate::options!(Args);
 
 /// One setting of the articles' macros.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, schemars::JsonSchema)]
 struct Setting {
     procs: u32,
     count: u64,
@@ -70,7 +87,7 @@ struct Setting {
 }
 
 /// Which macro a grid varies: its chart's x axis.
-#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum Axis {
     Count,
@@ -161,42 +178,44 @@ impl Program {
     }
 }
 
-#[derive(Serialize)]
-struct ProgramRuns {
-    program: &'static str,
-    /// Wall-clock seconds, like `time`'s real.
-    wall_s: Summary,
-    /// User + system CPU seconds of the program and its children.
-    cpu_s: Summary,
-    runs: Vec<Usage>,
-}
-
-#[derive(Serialize)]
-struct Row {
-    #[serde(flatten)]
-    setting: Setting,
-    programs: Vec<ProgramRuns>,
-}
-
-#[derive(Serialize)]
-struct GridResult {
+/// A grid as the results name it; its points are the series whose
+/// `grid` is its name.
+#[derive(Serialize, schemars::JsonSchema)]
+struct GridInfo {
     name: &'static str,
     title: String,
     axis: Axis,
-    rows: Vec<Row>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,
     stdout: &'static str,
-    grids: Vec<GridResult>,
+    grids: Vec<GridInfo>,
+    /// Each program at each setting (`grid`, `procs`, `count`, and
+    /// `line_bytes` where set): wall and CPU seconds, switches, RSS.
+    series: Vec<Series>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+impl Setting {
+    /// The engine's setting: the grid and the macros' values.
+    fn factors(&self, grid: &str) -> engine::Setting {
+        let mut at = engine::setting([
+            ("grid", grid.into()),
+            ("procs", self.procs.into()),
+            ("count", self.count.into()),
+        ]);
+        if let Some(n) = self.line_bytes {
+            at.insert("line_bytes".into(), n.into());
+        }
+        at
+    }
+}
+
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let grids = if args.procs.is_empty() {
         article_grids(args.common.full)
     } else {
@@ -213,44 +232,40 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         vec![grid("custom", "P workers, COUNT lines each", axis, settings)]
     };
     let programs = programs(args.vs_c)?;
-    let total = grids.iter().map(|g| g.settings.len()).sum::<usize>()
-        * programs.len()
-        * args.common.rounds as usize;
-    let bar = crate::progress::bar(total as u64, EXPERIMENT.name);
-    let mut results = Vec::new();
+    let labels: Vec<&str> = programs.iter().map(|p| p.label).collect();
+    let mut engine = Engine::new(args.common.rounds);
+    let points = grids.iter().map(|g| g.settings.len()).sum::<usize>();
+    engine.progress(points * engine.runs_for(labels.len()), EXPERIMENT.name);
     for g in &grids {
-        let mut rows = Vec::new();
         for s in &g.settings {
-            bar.set_message(format!("P={} COUNT={}", s.procs, s.count));
-            let mut runs: Vec<Vec<Usage>> = vec![Vec::new(); programs.len()];
-            for round in 0..args.common.rounds as usize {
-                for i in crate::stats::round_order(programs.len(), round) {
-                    runs[i].push(run_once(&programs[i], s, args.console)?);
-                    bar.inc(1);
-                }
-            }
-            rows.push(row(s, &programs, runs));
+            engine.measure(&s.factors(g.name), &labels, |i| {
+                run_once(&programs[i], s, args.console)
+            })?;
         }
-        results.push(GridResult {
-            name: g.name,
-            title: g.title.clone(),
-            axis: g.axis,
-            rows,
-        });
     }
-    bar.finish_and_clear();
+    let obs = engine.observations();
+    let headline = tables::headline(&grids, obs);
+    let tables =
+        grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect();
+    let charts =
+        grids.iter().filter_map(|g| tables::chart(g, &labels, obs)).collect();
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
         stdout: if args.console { "terminal" } else { "/dev/null" },
-        grids: results,
+        grids: grids
+            .iter()
+            .map(|g| GridInfo { name: g.name, title: g.title.clone(), axis: g.axis })
+            .collect(),
+        series: obs.series(),
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: tables::headline(&data),
-        tables: data.grids.iter().flat_map(tables::tables).collect(),
-        charts: data.grids.iter().filter_map(tables::chart).collect(),
+        headline,
+        tables,
+        charts,
         files: Vec::new(),
+        observations: engine.finish(),
         data,
     };
     report.publish(&args.common, &out)
@@ -326,20 +341,6 @@ fn check_c_log(data: &[u8], text_len: usize, s: &Setting) -> Result<(), String> 
     } else {
         Err(format!("{got} bytes, expected {expected}"))
     }
-}
-
-fn row(s: &Setting, programs: &[Program], runs: Vec<Vec<Usage>>) -> Row {
-    let programs = programs
-        .iter()
-        .zip(runs)
-        .map(|(p, runs)| ProgramRuns {
-            program: p.label,
-            wall_s: Summary::of_rounds(runs.iter().map(|u| u.wall_s)),
-            cpu_s: Summary::of_rounds(runs.iter().map(|u| u.user_s + u.sys_s)),
-            runs,
-        })
-        .collect();
-    Row { setting: *s, programs }
 }
 
 /// One `time ./fork` of `procs` workers printing `count` lines each: wall

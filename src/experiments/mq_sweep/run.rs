@@ -1,4 +1,5 @@
-//! Running the sweep's programs: the broker and the load generator, and
+//! Running the sweep's programs: the broker (or a server) and the load
+//! generator for each run of a design, `load --floor` for the floor, and
 //! `ctxswitch` for the cost of one switch when no ctx-switch results give
 //! it. Every program's output is read as that program's own type.
 
@@ -6,150 +7,155 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use ctxswitch::{Mode, Pin};
 use labkit::{Error, Result};
 use mq::Stats;
 use mq::load::LoadReport;
-
 use mq::wire::Wire;
 
-use super::servers::{Installed, Server, Setting};
-use super::{Args, Offer, Run, SwitchCost};
+use super::servers::Server;
+use super::{Args, Design, FLOOR, Found, Offer, Outcome, Point, Run, SwitchCost};
+use crate::engine::Engine;
 use crate::experiments::ctx_switch;
+use crate::report::Published;
 
 /// `broker` and `load`, the two binaries of the package `mq`.
 pub(super) fn programs() -> Result<Vec<PathBuf>> {
     crate::bins::package_programs("mq", &["broker", "load"])
 }
 
-// ANCHOR: run_once
-/// One run: start the broker, run the load generator against it, stop the
-/// broker with SIGTERM and read its final stats (CPU time, switches).
-pub(super) fn run_once(
-    broker: &Path,
-    load: &Path,
-    threads: Option<u32>,
-    a: &Args,
-    duration: f64,
-    offer: Offer,
-) -> Result<Run> {
-    let mut cmd = Command::new(broker);
-    match threads {
-        Some(t) => {
-            let t = t.to_string();
-            cmd.args(["--readers", &t, "--writers", &t, "--deliverers", &t]);
+/// What every run runs on: the programs, the flags, the servers found,
+/// the seconds of sending and the cost of one switch.
+pub(super) struct Sweep<'a> {
+    pub bins: &'a [PathBuf],
+    pub args: &'a Args,
+    pub installed: &'a [Found],
+    pub duration: f64,
+    pub cost: f64,
+}
+
+impl Sweep<'_> {
+    /// Measure `designs` (and the floor, if asked) at `offer`: each a
+    /// condition, every round running each once, in the engine's order.
+    pub(super) fn measure(
+        &self,
+        engine: &mut Engine,
+        offer: Offer,
+        designs: &[Design],
+        floor: bool,
+    ) -> Result<()> {
+        let mut names: Vec<&str> =
+            designs.iter().map(|d| d.condition.as_str()).collect();
+        names.extend(floor.then_some(FLOOR));
+        engine.measure(&offer.at(), &names, |k| match designs.get(k) {
+            Some(d) => {
+                self.run(d.point, offer).map(|r| Outcome::Design(Box::new(r)))
+            }
+            None => self.floor(offer.pipeline).map(Outcome::Floor),
+        })?;
+        Ok(())
+    }
+
+    // ANCHOR: run_once
+    /// One run: start the broker (or the server), run the load generator
+    /// against it, stop it with SIGTERM and take its accounting: the lab
+    /// broker's final stats (CPU time, switches, messages, checked against
+    /// the load's), or the kernel's of the server (`wait4`).
+    fn run(&self, p: Point, offer: Offer) -> Result<Run> {
+        let start = Instant::now();
+        let run = |load, broker, server| Run {
+            load,
+            broker,
+            server,
+            broker_wall_s: start.elapsed().as_secs_f64(),
+            switch_cost_us: self.cost,
+        };
+        let threads = match p {
+            Point::Pool(t) => Some(t),
+            Point::EventLoop => None,
+            Point::Server(s) => {
+                // A failed load drops the server: stopped, reaped, its
+                // folder gone.
+                let inst = &self
+                    .installed
+                    .iter()
+                    .find(|(k, _)| *k == s.kind)
+                    .expect("found")
+                    .1;
+                let server = Server::start(inst, &s)?;
+                let addr = format!("127.0.0.1:{}", server.port);
+                let load = self.load(&addr, s.kind, offer, &s.label())?;
+                return Ok(run(load, None, Some(server.stop()?)));
+            }
+        };
+        let mut cmd = Command::new(&self.bins[0]);
+        match threads {
+            Some(t) => {
+                let t = t.to_string();
+                cmd.args(["--readers", &t, "--writers", &t, "--deliverers", &t]);
+            }
+            None => {
+                cmd.arg("--event-loop");
+            }
         }
-        None => {
-            cmd.arg("--event-loop");
+        cmd.args(["--queues", &self.args.shape.queues.to_string(), "--json"]);
+        let what = threads
+            .map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
+        let broker = crate::service::Service::start(&mut cmd, &what)?;
+        let load = self.load(&broker.addr, Wire::Lab, offer, &what)?;
+        // SIGTERM: the broker delivers what it holds, joins its threads and
+        // prints its stats, as its own type; a missing or damaged line is
+        // an error that shows what came instead.
+        let last = broker.stop()?;
+        let stats: Stats = serde_json::from_str(&last).map_err(|e| {
+            Error::failed(format!("{what}: no JSON stats line ({e}): {last:?}"))
+        })?;
+        if stats.messages_out != load.received || stats.messages_in != load.sent {
+            return Err(Error::failed(format!(
+                "{what}: broker says {} in, {} out; load says {} sent, {} received",
+                stats.messages_in, stats.messages_out, load.sent, load.received
+            )));
         }
+        Ok(run(load, Some(stats), None))
     }
-    cmd.args(["--queues", &a.shape.queues.to_string(), "--json"]);
-    let what =
-        threads.map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
-    let start = Instant::now();
-    let broker = crate::service::Service::start(&mut cmd, &what)?;
-    let load = run_load(load, &broker.addr, Wire::Lab, a, duration, offer, &what)?;
-    // SIGTERM: the broker delivers what it holds, joins its threads and
-    // prints its stats.
-    let last = broker.stop()?;
-    let wall = start.elapsed().as_secs_f64();
-    // The broker's --json stats, as its own type; a missing or damaged
-    // line is an error that shows what came instead.
-    let stats: Stats = serde_json::from_str(&last).map_err(|e| {
-        Error::failed(format!("{what}: no JSON stats line ({e}): {last:?}"))
-    })?;
-    if stats.messages_out != load.received || stats.messages_in != load.sent {
-        return Err(Error::failed(format!(
-            "{what}: broker says {} in, {} out; load says {} sent, {} received",
-            stats.messages_in, stats.messages_out, load.sent, load.received
-        )));
-    }
-    Ok(Run { load, broker: Some(stats), server: None, broker_wall_s: wall })
-}
-// ANCHOR_END: run_once
+    // ANCHOR_END: run_once
 
-/// `load` against `addr` in `wire`'s protocol, with the sweep's shape,
-/// duration and rate; a failed load is an error with its last line.
-fn run_load(
-    load: &Path,
-    addr: &str,
-    wire: Wire,
-    a: &Args,
-    duration: f64,
-    offer: Offer,
-    what: &str,
-) -> Result<LoadReport> {
-    let mut cmd = Command::new(load);
-    cmd.args(["--addr", addr, "--json", "--protocol", wire.name()])
-        .args(a.shape.args())
-        .args(["--duration", &duration.to_string()])
-        .args(["--rate", &offer.rate.to_string()])
-        .args(["--pipeline", &offer.pipeline.to_string()]);
-    let output =
-        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
-    let said = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        return Err(Error::failed(format!(
-            "load against {what}: {} {}",
-            output.status,
-            said.lines().last().unwrap_or("")
-        )));
+    /// `load` against `addr` in `wire`'s protocol, with the sweep's shape,
+    /// duration and the offer; a failed load is an error with its last
+    /// line, and so is a report in another protocol than asked.
+    fn load(
+        &self,
+        addr: &str,
+        wire: Wire,
+        offer: Offer,
+        what: &str,
+    ) -> Result<LoadReport> {
+        let mut cmd = Command::new(&self.bins[1]);
+        cmd.args(["--addr", addr, "--json", "--protocol", wire.name()])
+            .args(self.args.shape.args())
+            .args(["--duration", &self.duration.to_string()])
+            .args(["--rate", &offer.rate.to_string()])
+            .args(["--pipeline", &offer.pipeline.to_string()]);
+        let (report, _): (LoadReport, _) =
+            crate::bins::run_json(cmd, &format!("load against {what}"))?;
+        if report.protocol != wire {
+            return Err(Error::failed(format!(
+                "load against {what} spoke {}, not {}",
+                report.protocol.name(),
+                wire.name()
+            )));
+        }
+        Ok(report)
     }
-    serde_json::from_slice(&output.stdout)
-        .map_err(|e| Error::failed(format!("load against {what}: bad JSON: {e}")))
-}
 
-/// One run on Redis or NATS: start the server for this point, run the same
-/// load against it in its protocol, stop and reap it, and take its CPU
-/// time and switches from the kernel's accounting of it.
-pub(super) fn run_server(
-    installed: &Installed,
-    setting: &Setting,
-    load: &Path,
-    a: &Args,
-    duration: f64,
-    offer: Offer,
-) -> Result<Run> {
-    let what = setting.label();
-    let start = Instant::now();
-    let server = Server::start(installed, setting)?;
-    let addr = format!("127.0.0.1:{}", server.port);
-    // A failed load drops the server: stopped, reaped, its folder gone.
-    let load =
-        run_load(load, &addr, setting.kind.wire(), a, duration, offer, &what)?;
-    let usage = server.stop()?;
-    Ok(Run {
-        load,
-        broker: None,
-        server: Some(usage),
-        broker_wall_s: start.elapsed().as_secs_f64(),
-    })
-}
-
-/// The floor of the work itself for `pipeline` messages per write: `load
-/// --floor` (no broker), for `duration` seconds.
-pub(super) fn run_floor(
-    load: &Path,
-    a: &Args,
-    pipeline: u32,
-    duration: f64,
-) -> Result<mq::load::FloorReport> {
-    let mut cmd = Command::new(load);
-    cmd.args(["--floor", "--json", "--size", &a.shape.size.to_string()])
-        .args(["--pipeline", &pipeline.to_string()])
-        .args(["--duration", &duration.to_string()]);
-    let output =
-        labkit::cleanup::output(&mut cmd).map_err(|e| Error::io("cannot run load", e))?;
-    if !output.status.success() {
-        let said = String::from_utf8_lossy(&output.stderr);
-        return Err(Error::failed(format!(
-            "load --floor: {} {}",
-            output.status,
-            said.lines().last().unwrap_or("")
-        )));
+    /// The floor of the work itself for `pipeline` messages per write:
+    /// `load --floor` (no broker), for at most a second.
+    fn floor(&self, pipeline: u32) -> Result<mq::load::FloorReport> {
+        let mut cmd = Command::new(&self.bins[1]);
+        cmd.args(["--floor", "--json", "--size", &self.args.shape.size.to_string()])
+            .args(["--pipeline", &pipeline.to_string()])
+            .args(["--duration", &self.duration.min(1.0).to_string()]);
+        Ok(crate::bins::run_json(cmd, "load --floor")?.0)
     }
-    serde_json::from_slice(&output.stdout)
-        .map_err(|e| Error::failed(format!("load --floor: bad JSON: {e}")))
 }
 
 /// The cost of one switch: given with `--switch-cost-us`, read from the
@@ -178,37 +184,43 @@ pub(super) fn switch_cost(args: &Args, run: Option<&Path>) -> Result<SwitchCost>
 /// Microseconds per switch from a ctx-switch results file: threads pinned
 /// to one CPU (there the time per switch is CPU time; unpinned figures
 /// include waiting for the other CPU to wake), else unpinned, with the pipe
-/// calls' own cost subtracted when that is positive.
+/// calls' own cost subtracted when that is positive. Read from its
+/// headline figures, each the median of its rounds.
 pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| Error::io(path.display(), e))?;
     let unusable = |why: String| {
         Error::failed(format!(
             "{}: no cost of one switch in it: {why}",
             path.display()
         ))
     };
-    let data: ctx_switch::Data =
-        serde_json::from_str(&text).map_err(|e| unusable(e.to_string()))?;
-    let (us, key, pin) = switch_cost_of(&data)
-        .ok_or_else(|| unusable("no threads cell with a positive cost".into()))?;
+    let doc = crate::document::Document::read(path)
+        .map_err(|e| unusable(e.message))?
+        .ok_or_else(|| unusable("no such file".into()))?;
+    let published = Published::of(&doc).map_err(|e| unusable(e.message))?;
+    let figure = |key: &str| {
+        let figure = published.figure(key).ok()??;
+        Some(figure.value)
+    };
+    let (us, key, pin) = switch_cost_of(figure)
+        .ok_or_else(|| unusable("no threads figure with a positive cost".into()))?;
     Ok(SwitchCost {
         us,
-        source: format!(
-            "from the ctx-switch results (threads, pin {}, {key})",
-            pin.name()
-        ),
+        source: format!("from the ctx-switch results (threads, pin {pin}, {key})"),
     })
 }
 
-/// The best cell of ctx-switch results for the sweep: threads on one CPU,
-/// else unpinned; its net cost per switch if positive, else the raw one.
-pub(super) fn switch_cost_of(data: &ctx_switch::Data) -> Option<(f64, &str, Pin)> {
-    let usable = |v: f64| (v.is_finite() && v > 0.0).then_some(v);
-    [Pin::Same, Pin::None].into_iter().find_map(|pin| {
-        let c =
-            data.cells.iter().find(|c| c.mode == Mode::Threads && c.pin == pin)?;
-        match (usable(c.net_us_per_switch), usable(c.us_per_switch)) {
+/// The best of ctx-switch's figures (`figure(key)`) for the sweep: threads
+/// on one CPU, else unpinned; the net cost per switch if positive, else
+/// the raw one. The figure, which it is, and the placement.
+pub(super) fn switch_cost_of(
+    figure: impl Fn(&str) -> Option<f64>,
+) -> Option<(f64, &'static str, &'static str)> {
+    let usable = |key: String| figure(&key).filter(|v| v.is_finite() && *v > 0.0);
+    ["same", "none"].into_iter().find_map(|pin| {
+        match (
+            usable(format!("threads_{pin}_net_us")),
+            usable(format!("threads_{pin}_us")),
+        ) {
             (Some(us), _) => Some((us, "net_us_per_switch", pin)),
             (None, Some(us)) => Some((us, "us_per_switch", pin)),
             _ => None,
@@ -232,6 +244,7 @@ fn measure_switch() -> Result<SwitchCost> {
 }
 
 fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
+    use ctxswitch::{Mode, Pin};
     let fail = |why: String| {
         Error::failed(format!(
             "cannot measure the cost of one switch: {why}; run `lab run \
@@ -272,62 +285,36 @@ fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::ctx_switch::{Cell, Data, PerfInfo};
-    use crate::stats::Summary;
 
-    fn cell(mode: Mode, pin: Pin, net: f64, raw: f64) -> Cell {
-        let s = Summary::of(&[2.0 * raw]).unwrap();
-        Cell {
-            mode,
-            pin,
-            iterations: 10,
-            cpus: None,
-            us_per_switch: raw,
-            net_us_per_switch: net,
-            us_per_round_trip: s,
-            pipe_us: s,
-            kernel_switches_per_round_trip: s,
-            counts_hold: true,
-            perf: None,
-            vs_perf: None,
-            runs: Vec::new(),
+    /// ctx-switch's headline figures for threads: (pin, net, raw).
+    fn figures(cells: &[(&str, f64, f64)]) -> impl Fn(&str) -> Option<f64> {
+        let mut map = std::collections::BTreeMap::new();
+        for &(pin, net, raw) in cells {
+            map.insert(format!("threads_{pin}_net_us"), net);
+            map.insert(format!("threads_{pin}_us"), raw);
         }
-    }
-
-    fn data(cells: Vec<Cell>) -> Data {
-        Data {
-            iterations: 10,
-            rounds: 1,
-            full: false,
-            perf: PerfInfo { used: false, version: None, note: String::new() },
-            us_per_switch: Default::default(),
-            net_us_per_switch: Default::default(),
-            cells,
-            skipped: Vec::new(),
-        }
+        // Processes pinned to one CPU: never the sweep's cost.
+        map.insert("processes_same_net_us".into(), 9.0);
+        move |key: &str| map.get(key).copied()
     }
 
     #[test]
     fn the_switch_cost_prefers_threads_on_one_cpu_net_of_the_pipe() {
-        let d = data(vec![
-            cell(Mode::Processes, Pin::Same, 9.0, 9.5),
-            cell(Mode::Threads, Pin::None, 2.5, 3.0),
-            cell(Mode::Threads, Pin::Same, 1.5, 2.0),
-            cell(Mode::Threads, Pin::Cross, 90.0, 95.0),
+        let f = figures(&[
+            ("none", 2.5, 3.0),
+            ("same", 1.5, 2.0),
+            ("cross", 90.0, 95.0),
         ]);
-        assert_eq!(switch_cost_of(&d), Some((1.5, "net_us_per_switch", Pin::Same)));
+        assert_eq!(switch_cost_of(f), Some((1.5, "net_us_per_switch", "same")));
     }
 
     #[test]
     fn the_switch_cost_falls_back_and_refuses_nonsense() {
         // A net figure that came out negative: the raw one is used.
-        let d = data(vec![cell(Mode::Threads, Pin::None, -0.2, 1.75)]);
-        assert_eq!(switch_cost_of(&d), Some((1.75, "us_per_switch", Pin::None)));
-        let d = data(vec![cell(Mode::Threads, Pin::Same, 0.0, f64::NAN)]);
-        assert_eq!(switch_cost_of(&d), None);
-        let d = data(vec![cell(Mode::Processes, Pin::Same, 3.0, 3.0)]);
-        assert_eq!(switch_cost_of(&d), None);
-        assert_eq!(switch_cost_of(&data(Vec::new())), None);
+        let f = figures(&[("none", -0.2, 1.75)]);
+        assert_eq!(switch_cost_of(f), Some((1.75, "us_per_switch", "none")));
+        assert_eq!(switch_cost_of(figures(&[("same", 0.0, f64::NAN)])), None);
+        assert_eq!(switch_cost_of(figures(&[])), None);
     }
 
     /// A stand-in for ctxswitch: a shell script that prints `stdout` and
@@ -353,35 +340,23 @@ mod tests {
         assert!(e.message.contains("ctxswitch: boom"), "{}", e.message);
         assert!(e.message.ends_with("or give --switch-cost-us"), "{}", e.message);
         // The kernel's count disagreed: ctxswitch printed figures and exit 1.
-        let mut report = ctxswitch::Report {
-            mode: Mode::Threads,
-            pin: Pin::Same,
-            cpus: Some([0, 0]),
-            last_cpus: [0, 0],
-            iterations: ROUND_TRIPS,
-            warmup: 1000,
-            elapsed_s: 0.1,
-            us_per_round_trip: 4.0,
-            us_per_switch: 2.0,
-            pipe_us: 0.5,
-            net_us_per_round_trip: 3.0,
-            net_us_per_switch: 1.5,
-            switches: ctxswitch::Switches {
-                expected: 42_000,
-                voluntary: 21_000,
-                involuntary: 0,
-                per_round_trip: 1.0,
-                holds: false,
-            },
+        let report = |holds: bool| {
+            let switches = serde_json::json!({"expected": 42_000, "voluntary": 21_000,
+                "involuntary": 0, "per_round_trip": 1.0, "holds": holds});
+            let r = serde_json::json!({"mode": "threads", "pin": "same", "cpus": [0, 0],
+                "last_cpus": [0, 0], "iterations": ROUND_TRIPS, "warmup": 1000, "elapsed_s": 0.1,
+                "us_per_round_trip": 4.0, "us_per_switch": 2.0, "pipe_us": 0.5,
+                "net_us_per_round_trip": 3.0, "net_us_per_switch": 1.5, "switches": switches});
+            // As ctxswitch prints its own report.
+            let r: ctxswitch::Report = serde_json::from_value(r).unwrap();
+            serde_json::to_string(&r).unwrap()
         };
-        let json = serde_json::to_string(&report).unwrap();
-        let off = fake_ctxswitch(dir.path(), &json, "ctxswitch: mismatch", 1);
+        let off =
+            fake_ctxswitch(dir.path(), &report(false), "ctxswitch: mismatch", 1);
         let e = measure_switch_with(&off).unwrap_err();
         assert!(e.message.contains("counted 1.00 switches per round trip"), "{e:?}");
         // And when it holds, the net figure is the cost.
-        report.switches.holds = true;
-        let json = serde_json::to_string(&report).unwrap();
-        let good = fake_ctxswitch(dir.path(), &json, "", 0);
+        let good = fake_ctxswitch(dir.path(), &report(true), "", 0);
         let cost = measure_switch_with(&good).unwrap();
         assert_eq!(cost.us, 1.5);
         assert!(

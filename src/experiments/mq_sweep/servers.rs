@@ -2,15 +2,15 @@
 //! `nats-server` (core pub/sub), driven by the same `load`
 //! (`--protocol redis|nats`, [`mq::wire`]).
 //!
-//! The runner owns each server as it owns its own broker. For every point
-//! of the sweep it starts one on a free loopback port, with persistence
-//! off and its configuration and log in a temporary directory of the run,
+//! The runner owns each server as it owns its own broker. For every run
+//! of a design it starts one on a free loopback port, with persistence off
+//! and its configuration and log in a temporary directory of the run,
 //! waits until it answers (Redis's `PING`, NATS's `INFO`), and after the
 //! load stops it with SIGTERM and reaps it. `wait4` then gives the
 //! kernel's accounting of the whole server, every thread included: its
 //! CPU time and its voluntary and involuntary context switches. It runs
 //! in a tracked process group with the death signal set, so an interrupt
-//! of `lab`, a failed point, or a `kill -9` of `lab` leaves no server
+//! of `lab`, a failed run, or a `kill -9` of `lab` leaves no server
 //! running, and the directory goes with it.
 
 use std::fs::File;
@@ -23,54 +23,31 @@ use std::time::{Duration, Instant};
 use labkit::cleanup::{TempDir, Tracked};
 use labkit::measure::Usage;
 use labkit::{Error, Result};
+use mq::wire::Wire;
 use serde::Serialize;
 
-/// Which server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(super) enum Kind {
-    Redis,
-    Nats,
+/// What the sweep needs of a server, by the protocol the load speaks to
+/// it (Redis's or NATS's): its program, and the variable that names a path
+/// to it instead of the search (the tests name a missing one).
+pub(super) fn program(kind: Wire) -> String {
+    format!("{}-server", kind.name())
 }
 
-impl Kind {
-    pub(super) fn program(self) -> &'static str {
-        match self {
-            Kind::Redis => "redis-server",
-            Kind::Nats => "nats-server",
-        }
-    }
+fn env(kind: Wire) -> String {
+    format!("LAB_{}_SERVER", kind.name().to_uppercase())
+}
 
-    /// What to install where it is missing (Debian and Ubuntu).
-    pub(super) fn install(self) -> &'static str {
-        match self {
-            Kind::Redis => "apt-get install redis-server",
-            Kind::Nats => "apt-get install nats-server",
-        }
-    }
-
-    pub(super) fn wire(self) -> mq::wire::Wire {
-        match self {
-            Kind::Redis => mq::wire::Wire::Redis,
-            Kind::Nats => mq::wire::Wire::Nats,
-        }
-    }
-
-    /// `LAB_REDIS_SERVER` or `LAB_NATS_SERVER`: a path that overrides the
-    /// search (the tests name a missing one).
-    fn env(self) -> &'static str {
-        match self {
-            Kind::Redis => "LAB_REDIS_SERVER",
-            Kind::Nats => "LAB_NATS_SERVER",
-        }
-    }
+/// What to install where it is missing (Debian and Ubuntu).
+pub(super) fn install(kind: Wire) -> String {
+    format!("apt-get install {}", program(kind))
 }
 
 /// One server setting of the sweep: Redis's `io-threads` and
 /// `io-threads-do-reads`, or NATS's `GOMAXPROCS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Setting {
-    pub kind: Kind,
+    /// Redis or NATS, by its protocol (never the lab's).
+    pub kind: Wire,
     /// io-threads, or GOMAXPROCS.
     pub threads: u32,
     /// Redis only: the I/O threads also read and parse (they always write).
@@ -78,43 +55,45 @@ pub(super) struct Setting {
 }
 
 impl Setting {
-    /// Its row's key, for the book's pointers: `redis-1`, `redis-2-reads`,
-    /// `nats-2`.
+    /// Its condition, which the book's pointers name: `redis-1`,
+    /// `redis-2-reads`, `nats-2`.
     pub(super) fn key(&self) -> String {
-        match (self.kind, self.reads) {
-            (Kind::Redis, true) => format!("redis-{}-reads", self.threads),
-            (Kind::Redis, false) => format!("redis-{}", self.threads),
-            (Kind::Nats, _) => format!("nats-{}", self.threads),
-        }
+        let reads = if self.reads { "-reads" } else { "" };
+        format!("{}-{}{reads}", self.kind.name(), self.threads)
     }
 
     /// How the tables name it.
     pub(super) fn label(&self) -> String {
         match (self.kind, self.threads, self.reads) {
-            (Kind::Redis, 1, _) => "Redis, io-threads 1 (all in the main thread)".into(),
-            (Kind::Redis, t, true) => format!("Redis, io-threads {t}, reads in them too"),
-            (Kind::Redis, t, false) => format!("Redis, io-threads {t}, writes only"),
-            (Kind::Nats, t, _) => format!("NATS, GOMAXPROCS {t}"),
+            (Wire::Redis, 1, _) => {
+                "Redis, io-threads 1 (all in the main thread)".into()
+            }
+            (Wire::Redis, t, true) => {
+                format!("Redis, io-threads {t}, reads in them too")
+            }
+            (Wire::Redis, t, false) => format!("Redis, io-threads {t}, writes only"),
+            (_, t, _) => format!("NATS, GOMAXPROCS {t}"),
         }
     }
 
     /// The settings as the server was given them, for the results.
     fn recorded(&self) -> Vec<(String, String)> {
-        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
-        match self.kind {
-            Kind::Redis => vec![
-                pair("io-threads", &self.threads.to_string()),
-                pair("io-threads-do-reads", if self.reads { "yes" } else { "no" }),
-                pair("save", "\"\" (no snapshots)"),
-                pair("appendonly", "no"),
-                pair("client-output-buffer-limit pubsub", PUBSUB_LIMIT),
+        let threads = self.threads.to_string();
+        let pairs = match self.kind {
+            Wire::Redis => vec![
+                ("io-threads", threads.as_str()),
+                ("io-threads-do-reads", if self.reads { "yes" } else { "no" }),
+                ("save", "\"\" (no snapshots)"),
+                ("appendonly", "no"),
+                ("client-output-buffer-limit pubsub", PUBSUB_LIMIT),
             ],
-            Kind::Nats => vec![
-                pair("GOMAXPROCS", &self.threads.to_string()),
-                pair("max_payload", "1048576"),
-                pair("persistence", "none (core NATS, no JetStream)"),
+            _ => vec![
+                ("GOMAXPROCS", threads.as_str()),
+                ("max_payload", "1048576"),
+                ("persistence", "none (core NATS, no JetStream)"),
             ],
-        }
+        };
+        pairs.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 }
 
@@ -125,25 +104,26 @@ impl Setting {
 const PUBSUB_LIMIT: &str = "256mb 64mb 60";
 
 /// A server found on this machine.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub(super) struct Installed {
-    pub program: &'static str,
+    pub program: String,
     pub path: PathBuf,
     /// As it gave it: `7.0.15`, `2.9.10`.
     pub version: String,
 }
 
-/// What the results record of the server a row ran on.
-#[derive(Clone, Debug, Serialize)]
+/// What the results record of the server a design ran on.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub(super) struct ServerInfo {
-    pub program: &'static str,
+    pub program: String,
     pub version: String,
     pub settings: Vec<(String, String)>,
 }
 
 impl Installed {
     pub(super) fn info(&self, s: &Setting) -> ServerInfo {
-        ServerInfo { program: self.program, version: self.version.clone(), settings: s.recorded() }
+        let (program, version) = (self.program.clone(), self.version.clone());
+        ServerInfo { program, version, settings: s.recorded() }
     }
 }
 
@@ -152,49 +132,52 @@ impl Installed {
 /// installs nats-server in /usr/sbin, which an ordinary user's `PATH` may
 /// lack). `None`: not installed. A server that is there but cannot say its
 /// version is an error.
-pub(super) fn find(kind: Kind) -> Result<Option<Installed>> {
+pub(super) fn find(kind: Wire) -> Result<Option<Installed>> {
     use std::os::unix::fs::PermissionsExt;
     let runnable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        std::fs::metadata(p)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
-    let path = match std::env::var_os(kind.env()) {
+    let program = program(kind);
+    let path = match std::env::var_os(env(kind)) {
         Some(p) => Some(PathBuf::from(p)).filter(|p| runnable(p)),
         None => {
             let path = std::env::var_os("PATH").unwrap_or_default();
             let sbin = ["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from);
             std::env::split_paths(&path)
                 .chain(sbin)
-                .map(|d| d.join(kind.program()))
+                .map(|d| d.join(&program))
                 .find(|p| runnable(p))
         }
     };
     let Some(path) = path else { return Ok(None) };
     let out = labkit::cleanup::output(Command::new(&path).arg("--version"))
-        .map_err(|e| Error::io(format!("cannot run {} --version", path.display()), e))?;
+        .map_err(|e| {
+            Error::io(format!("cannot run {} --version", path.display()), e)
+        })?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let version = version_of(&text).ok_or_else(|| {
+        let first = text.lines().next().unwrap_or("");
         Error::failed(format!(
-            "{} --version gave no version: {:?}",
-            path.display(),
-            text.lines().next().unwrap_or("")
+            "{} --version gave no version: {first:?}",
+            path.display()
         ))
     })?;
-    Ok(Some(Installed { program: kind.program(), path, version }))
+    Ok(Some(Installed { program, path, version }))
 }
 
 /// The version in `redis-server --version` (`Redis server v=7.0.15 sha=...`)
 /// or `nats-server --version` (`nats-server: v2.9.10`).
 fn version_of(text: &str) -> Option<String> {
-    let word = text.split_whitespace().find_map(|w| {
+    text.split_whitespace().find_map(|w| {
         let v = w.strip_prefix("v=").or_else(|| w.strip_prefix('v'))?;
-        v.chars().next().filter(char::is_ascii_digit).map(|_| v.to_string())
-    })?;
-    Some(word)
+        v.starts_with(|c: char| c.is_ascii_digit()).then(|| v.to_string())
+    })
 }
 
-/// A server running for one point.
+/// A server running for one run.
 pub(super) struct Server {
-    kind: Kind,
+    kind: Wire,
     started: Instant,
     child: Option<Tracked>,
     pub port: u16,
@@ -212,50 +195,54 @@ impl Server {
     /// until it answers. A port taken between the probe and the server's
     /// bind is tried again with another, twice.
     pub(super) fn start(installed: &Installed, setting: &Setting) -> Result<Server> {
-        let mut last = None;
-        for _ in 0..3 {
+        let mut tries = 0;
+        loop {
             match Server::start_once(installed, setting) {
-                Ok(s) => return Ok(s),
-                Err(e) if e.message.contains("in use") => last = Some(e),
-                Err(e) => return Err(e),
+                Err(e) if e.message.contains("in use") && tries < 2 => tries += 1,
+                done => return done,
             }
         }
-        Err(last.expect("three tries"))
     }
 
     fn start_once(installed: &Installed, setting: &Setting) -> Result<Server> {
         let what = format!("{} ({})", installed.program, setting.label());
-        let dir = labkit::cleanup::tempdir(&format!("lab-{}-", setting.kind.program()))
+        let program = program(setting.kind);
+        let dir = labkit::cleanup::tempdir(&format!("lab-{program}-"))
             .map_err(|e| Error::io("cannot make a temporary directory", e))?;
         let port = free_port()?;
-        let log = dir.path().join(format!("{}.log", setting.kind.program()));
+        let log = dir.path().join(format!("{program}.log"));
         let mut cmd = Command::new(&installed.path);
-        match setting.kind {
-            Kind::Redis => {
-                let conf = dir.path().join("redis.conf");
-                let text = format!(
+        let (name, conf) = match setting.kind {
+            Wire::Redis => (
+                "redis.conf",
+                format!(
                     "bind 127.0.0.1\nport {port}\nprotected-mode yes\ndaemonize no\n\
-                     save \"\"\nappendonly no\ndir {dir}\nlogfile {log}\n\
-                     io-threads {threads}\nio-threads-do-reads {reads}\n\
-                     client-output-buffer-limit pubsub {PUBSUB_LIMIT}\n",
+                 save \"\"\nappendonly no\ndir {dir}\nlogfile {log}\n\
+                 io-threads {threads}\nio-threads-do-reads {reads}\n\
+                 client-output-buffer-limit pubsub {PUBSUB_LIMIT}\n",
                     dir = dir.path().display(),
                     log = log.display(),
                     threads = setting.threads,
                     reads = if setting.reads { "yes" } else { "no" },
-                );
-                std::fs::write(&conf, text).map_err(|e| Error::io(conf.display(), e))?;
-                cmd.arg(&conf);
-            }
-            Kind::Nats => {
-                let conf = dir.path().join("nats.conf");
-                let text = format!(
+                ),
+            ),
+            _ => (
+                "nats.conf",
+                format!(
                     "listen: \"127.0.0.1:{port}\"\nmax_payload: 1048576\nlog_file: \"{}\"\n",
                     log.display()
-                );
-                std::fs::write(&conf, text).map_err(|e| Error::io(conf.display(), e))?;
-                cmd.arg("-c").arg(&conf).env("GOMAXPROCS", setting.threads.to_string());
-            }
-        }
+                ),
+            ),
+        };
+        let path = dir.path().join(name);
+        std::fs::write(&path, conf).map_err(|e| Error::io(path.display(), e))?;
+        match setting.kind {
+            Wire::Redis => cmd.arg(&path),
+            _ => cmd
+                .arg("-c")
+                .arg(&path)
+                .env("GOMAXPROCS", setting.threads.to_string()),
+        };
         // Whatever it prints before its log is open goes to the log too.
         let out = File::create(dir.path().join("console.log"))
             .map_err(|e| Error::io("cannot create the server's console log", e))?;
@@ -263,29 +250,27 @@ impl Server {
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
         let child = labkit::cleanup::spawn(&mut cmd)
             .map_err(|e| Error::io(format!("cannot start {what}"), e))?;
+        let (kind, started) = (setting.kind, Instant::now());
         let mut server =
-            Server { kind: setting.kind, started: Instant::now(), child: Some(child), port, log, what, _dir: dir };
-        server.wait_until_it_answers(setting.kind)?;
+            Server { kind, started, child: Some(child), port, log, what, _dir: dir };
+        server.wait_until_it_answers()?;
         Ok(server)
     }
 
     /// Poll until the server answers on its port; one that exits first, or
     /// says nothing by [`START_WITHIN`], is an error with its last line.
-    fn wait_until_it_answers(&mut self, kind: Kind) -> Result<()> {
+    fn wait_until_it_answers(&mut self) -> Result<()> {
         let start = Instant::now();
         loop {
-            let child = self.child.as_mut().expect("running");
-            if let Some(status) =
-                child.try_wait().map_err(|e| Error::io(format!("{}: wait", self.what), e))?
-            {
+            if let Some(status) = self.exited()? {
                 self.child = None; // reaped
+                let last = self.last_words();
                 return Err(Error::failed(format!(
-                    "{} exited at start ({status}): {}",
-                    self.what,
-                    self.last_words()
+                    "{} exited at start ({status}): {last}",
+                    self.what
                 )));
             }
-            if answers(kind, self.port) {
+            if answers(self.kind, self.port) {
                 return Ok(());
             }
             if start.elapsed() > START_WITHIN {
@@ -301,36 +286,49 @@ impl Server {
         }
     }
 
+    /// Its exit status, if it has ended (and is then reaped).
+    fn exited(&mut self) -> Result<Option<std::process::ExitStatus>> {
+        let child = self.child.as_mut().expect("running");
+        child.try_wait().map_err(|e| Error::io(format!("{}: wait", self.what), e))
+    }
+
     /// Stop it with SIGTERM and reap it: the kernel's accounting of it
     /// (`wait4`, every thread included), or an error if it had died already
     /// or ends other than by that signal or with 0.
     pub(super) fn stop(mut self) -> Result<Usage> {
         use std::os::unix::process::ExitStatusExt;
-        let mut child = self.child.take().expect("running");
-        if let Some(status) =
-            child.try_wait().map_err(|e| Error::io(format!("{}: wait", self.what), e))?
-        {
+        if let Some(status) = self.exited()? {
+            let last = self.last_words();
             return Err(Error::failed(format!(
-                "{} had ended during the run ({status}): {}",
-                self.what,
-                self.last_words()
+                "{} had ended during the run ({status}): {last}",
+                self.what
             )));
         }
+        let mut child = self.child.take().expect("running");
         let pid = nix::unistd::Pid::from_raw(child.pid());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
-            Error::failed(format!("kill {}: {}", self.what, labkit::error::describe_errno(e)))
-        })?;
-        let (status, ru) =
-            child.wait4().map_err(|e| Error::io(format!("{}: wait", self.what), e))?;
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(
+            |e| {
+                Error::failed(format!(
+                    "kill {}: {}",
+                    self.what,
+                    labkit::error::describe_errno(e)
+                ))
+            },
+        )?;
+        let (status, ru) = child
+            .wait4()
+            .map_err(|e| Error::io(format!("{}: wait", self.what), e))?;
         // nats-server shuts down on SIGTERM and then exits with status 1
         // (its signal handler's os.Exit(1)), having logged "Server Exiting".
-        let nats_done =
-            self.kind == Kind::Nats && status.code() == Some(1) && self.last_words().contains("Exiting");
-        if !(status.success() || status.signal() == Some(libc::SIGTERM) || nats_done) {
+        let nats_done = self.kind == Wire::Nats
+            && status.code() == Some(1)
+            && self.last_words().contains("Exiting");
+        if !(status.success() || status.signal() == Some(libc::SIGTERM) || nats_done)
+        {
+            let last = self.last_words();
             return Err(Error::failed(format!(
-                "{} ended with {status} when stopped: {}",
-                self.what,
-                self.last_words()
+                "{} ended with {status} when stopped: {last}",
+                self.what
             )));
         }
         Ok(labkit::measure::usage_from(self.started.elapsed(), &ru))
@@ -342,7 +340,9 @@ impl Server {
         [&self.log, &console]
             .iter()
             .filter_map(|p| std::fs::read_to_string(p).ok())
-            .filter_map(|t| t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string))
+            .filter_map(|t| {
+                t.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_string)
+            })
             .next()
             .unwrap_or_else(|| "it said nothing".into())
     }
@@ -352,25 +352,20 @@ impl Server {
 fn free_port() -> Result<u16> {
     let l = TcpListener::bind("127.0.0.1:0")
         .map_err(|e| Error::io("cannot find a free port on 127.0.0.1", e))?;
-    let port = l.local_addr().map_err(|e| Error::io("local address", e))?.port();
-    Ok(port)
+    Ok(l.local_addr().map_err(|e| Error::io("local address", e))?.port())
 }
 
 /// Does the server answer on `port`: Redis a `PING` with `+PONG`, NATS a
 /// connection with its `INFO` line?
-fn answers(kind: Kind, port: u16) -> bool {
+fn answers(kind: Wire, port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut line = String::new();
-    match kind {
-        Kind::Redis => {
-            if s.write_all(b"PING\r\n").is_err() {
-                return false;
-            }
-            BufReader::new(&mut s).read_line(&mut line).is_ok() && line.starts_with("+PONG")
-        }
-        Kind::Nats => BufReader::new(&mut s).read_line(&mut line).is_ok() && line.starts_with("INFO "),
+    if kind == Wire::Redis && s.write_all(b"PING\r\n").is_err() {
+        return false;
     }
+    let mut line = String::new();
+    let read = BufReader::new(&mut s).read_line(&mut line).is_ok();
+    read && line.starts_with(if kind == Wire::Redis { "+PONG" } else { "INFO " })
 }
 
 #[cfg(test)]
@@ -379,7 +374,8 @@ mod tests {
 
     #[test]
     fn versions_are_read_from_either_server() {
-        let redis = "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64\n";
+        let redis =
+            "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64\n";
         assert_eq!(version_of(redis).as_deref(), Some("7.0.15"));
         assert_eq!(version_of("nats-server: v2.9.10\n").as_deref(), Some("2.9.10"));
         assert_eq!(version_of("nothing here\n"), None);
@@ -387,11 +383,13 @@ mod tests {
 
     #[test]
     fn settings_have_keys_and_labels() {
-        let r = Setting { kind: Kind::Redis, threads: 2, reads: true };
+        let r = Setting { kind: Wire::Redis, threads: 2, reads: true };
         assert_eq!(r.key(), "redis-2-reads");
         assert!(r.label().contains("io-threads 2"));
-        assert!(r.recorded().contains(&("io-threads-do-reads".into(), "yes".into())));
-        let n = Setting { kind: Kind::Nats, threads: 1, reads: false };
+        assert!(
+            r.recorded().contains(&("io-threads-do-reads".into(), "yes".into()))
+        );
+        let n = Setting { kind: Wire::Nats, threads: 1, reads: false };
         assert_eq!(n.key(), "nats-1");
         assert_eq!(n.recorded()[0], ("GOMAXPROCS".into(), "1".into()));
     }
@@ -402,7 +400,7 @@ mod tests {
         // SAFETY: no other test of this binary reads or writes this
         // variable, and the ones that change the environment hold the lock.
         unsafe { std::env::set_var("LAB_NATS_SERVER", "/nonexistent/nats-server") };
-        let found = find(Kind::Nats);
+        let found = find(Wire::Nats);
         // SAFETY: as above.
         unsafe { std::env::remove_var("LAB_NATS_SERVER") };
         assert!(found.unwrap().is_none());

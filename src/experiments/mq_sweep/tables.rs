@@ -1,16 +1,297 @@
-//! The mq-sweep tables and charts, from the results alone.
+//! The mq-sweep headline, tables and charts, from the observations and
+//! the designs alone.
 
+use crate::chart::bars::{Bars, Row as Bar};
 use crate::chart::{Chart, Meaning};
-use crate::table::Table;
-
-use super::{Data, Row, Run, article};
+use crate::engine::Observations;
+use crate::report::{Headline, HeadlineBuilder};
 use crate::stats::Summary;
+use crate::table::{Column, Table, col, range};
+
+use super::{Data, Design, FLOOR, Offer, article};
+
+/// The results as the tables read them: the designs, the observations.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    d: &'a Data,
+    obs: Observations<'a>,
+}
+
+/// A row of a table: what it says, and its condition.
+type Line = (String, String);
+
+impl<'a> View<'a> {
+    /// The designs that ran at `offer`, in their order (round 1's).
+    fn designs(&self, offer: Offer) -> Vec<&'a Design> {
+        let at = offer.at();
+        let mut first: Vec<_> =
+            self.obs.at(&at).filter(|o| o.round == Some(1)).collect();
+        first.sort_by_key(|o| o.position);
+        let design = |c: &str| self.d.designs.iter().find(|d| d.condition == c);
+        first.iter().filter_map(|o| design(&o.condition)).collect()
+    }
+
+    /// The rounds run at `offer`.
+    fn rounds(&self, offer: Offer) -> usize {
+        self.obs.at(&offer.at()).filter_map(|o| o.round).max().unwrap_or(0)
+    }
+
+    fn summary(&self, offer: Offer, key: &str, metric: &str) -> Option<Summary> {
+        self.obs.summary(&offer.at(), key, metric)
+    }
+
+    fn median(&self, offer: Offer, key: &str, metric: &str) -> f64 {
+        self.summary(offer, key, metric).map_or(f64::NAN, |s| s.median)
+    }
+
+    /// The median of `metric`'s rounds with its 95% interval, as the
+    /// headline figures have: `157457 [141514, 168688]`; `-` for none.
+    fn cell(&self, offer: Offer, key: &str, metric: &str, digits: usize) -> String {
+        self.summary(offer, key, metric).map_or("-".into(), |s| interval(&s, digits))
+    }
+
+    /// Per round, the best msg/s among the designs at `offer` that `keep`
+    /// selects (all ran in that round), and the design that gave it.
+    fn best(
+        &self,
+        offer: Offer,
+        keep: &dyn Fn(&Design) -> bool,
+    ) -> Option<Vec<(&'a Design, f64)>> {
+        let designs: Vec<&Design> =
+            self.designs(offer).into_iter().filter(|d| keep(d)).collect();
+        let names: Vec<&str> =
+            designs.iter().map(|d| d.condition.as_str()).collect();
+        let best = self.obs.best(&offer.at(), &names, "messages_per_s")?;
+        Some(best.into_iter().map(|(k, v)| (designs[k], v)).collect())
+    }
+
+    /// Each row of a design at `offer`: its label at that offer, with ` *`
+    /// when `mark`ed and it has more threads than the CPUs allowed.
+    fn lines(&self, offer: Offer, mark: bool) -> Vec<Line> {
+        let star = |d: &Design| if mark && d.above_cpus { " *" } else { "" };
+        let line = |d: &&Design| {
+            (format!("{}{}", label(d, offer), star(d)), d.condition.clone())
+        };
+        self.designs(offer).iter().map(line).collect()
+    }
+}
+
+/// A design's label at an offer.
+fn label(d: &Design, offer: Offer) -> String {
+    match (offer.pipeline, offer.rate) {
+        (1, 0) => d.label.clone(),
+        (n, 0) => format!("{}, {n} per write", d.label),
+        (n, r) => format!("{}, {n} per write, at {r} msg/s", d.label),
+    }
+}
+
+/// Median [95% interval] of a summary of rounds (the rounds' whole range
+/// when they are too few for 95%).
+fn interval(s: &Summary, digits: usize) -> String {
+    let [lo, hi] = s.interval;
+    format!("{:.digits$} [{lo:.digits$}, {hi:.digits$}]", s.median)
+}
+
+/// The sweep at one message per write (at the rate asked).
+fn one(d: &Data) -> Offer {
+    Offer { pipeline: 1, rate: d.rate }
+}
+
+/// The figures the claims are judged on: throughput and switching share at
+/// 10 and 100 threads per pool, the best pool size, the event loop, each
+/// broker's best and their ratios, each server's fewest threads against
+/// more; then for each --pipeline, its floor and (above 1) the same
+/// comparisons at it (keys ending in `_p<N>`); then the open-loop point's
+/// latencies.
+pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
+    let v = View { d, obs };
+    let at = one(d);
+    let rounds = |key: &str, metric: &str| obs.rounds(&at.at(), key, metric);
+    let server_at = |mode: &str, n: u32| {
+        values(v.best(at, &|x| x.mode == mode && x.threads == n))
+    };
+    let msgs = "messages_per_s";
+    let mut h = crate::report::headline()
+        .rounds(
+            "messages_per_s_10",
+            "10 threads per pool",
+            rounds("threads-10", msgs),
+            "msg/s",
+        )
+        .rounds(
+            "messages_per_s_100",
+            "100 threads per pool",
+            rounds("threads-100", msgs),
+            "msg/s",
+        )
+        .rounds(
+            "switch_share_10",
+            "switching's share of broker CPU, 10 threads",
+            rounds("threads-10", "switch_share_pct"),
+            "%",
+        )
+        .rounds(
+            "switch_share_100",
+            "switching's share of broker CPU, 100 threads",
+            rounds("threads-100", "switch_share_pct"),
+            "%",
+        )
+        .rounds(
+            "event_loop_messages_per_s",
+            "the epoll event loop",
+            rounds("event-loop", msgs),
+            "msg/s",
+        );
+    h = compared(h, v, at)
+        .paired(
+            "redis_one_over_two",
+            "Redis: io-threads 1 over 2 (the better of reads or not), in the same round",
+            server_at("redis", 1),
+            server_at("redis", 2),
+        )
+        .paired(
+            "redis_one_over_four",
+            "Redis: io-threads 1 over 4 (above the CPUs), in the same round",
+            server_at("redis", 1),
+            server_at("redis", 4),
+        )
+        .paired(
+            "nats_one_over_two",
+            "NATS: GOMAXPROCS 1 over 2, in the same round",
+            server_at("nats", 1),
+            server_at("nats", 2),
+        );
+    for &n in &d.pipeline {
+        let offer = Offer { pipeline: n, rate: d.rate };
+        let floor = obs.rounds(&offer.at(), FLOOR, msgs);
+        h = h.rounds(
+            &format!("floor_messages_per_s_p{n}"),
+            &format!("the floor at {n} per write: two loopback hops on the CPUs allowed, no broker"),
+            floor.clone(),
+            "msg/s",
+        );
+        if n > 1 {
+            let ours = values(v.best(offer, &Design::ours));
+            let fraction = ours.zip(floor).map(|(o, f)| {
+                o.iter().zip(f).map(|(o, f)| o / f.max(1e-9)).collect()
+            });
+            h = compared(h, v, offer).rounds(
+                &format!("ours_fraction_of_floor_p{n}"),
+                &format!("the lab broker's best at {n} per write over the floor of the same round"),
+                fraction,
+                "",
+            );
+        }
+    }
+    if let Some(open) = &d.open_loop {
+        let design = |mode: &dyn Fn(&Design) -> bool| {
+            v.designs(open.offer).into_iter().find(|x| mode(x))
+        };
+        let p99 = |x: Option<&Design>| {
+            obs.rounds(&open.offer.at(), &x?.condition, "p99_ms")
+        };
+        let ours = p99(design(&Design::ours));
+        let nats = p99(design(&|x| x.mode == "nats"));
+        h = h
+            .exact("open_loop_rate", "the open-loop point's offered rate", Some(f64::from(open.offer.rate)), "msg/s")
+            .rounds("open_loop_p99_ms_ours", "p99 at the open-loop point, the lab broker's best design", ours.clone(), "ms")
+            .rounds("open_loop_p99_ms_redis", "p99 at the open-loop point, Redis", p99(design(&|x| x.mode == "redis")), "ms")
+            .rounds("open_loop_p99_ms_nats", "p99 at the open-loop point, NATS", nats.clone(), "ms")
+            .paired("open_loop_nats_over_ours_p99", "NATS's p99 over the lab broker's at the open-loop point, in the same round (at least 1: ours no worse)", nats, ours);
+    }
+    h.build()
+}
+
+/// Each round's best, without who gave it.
+fn values(best: Option<Vec<(&Design, f64)>>) -> Option<Vec<f64>> {
+    best.map(|b| b.into_iter().map(|(_, v)| v).collect())
+}
+
+/// The comparisons made at one message per write and at each pipeline
+/// above 1 (keys ending in `_p<N>`): 10 threads per pool over 100, the best
+/// pool size, each broker's best and the lab's over Redis's and NATS's.
+fn compared(h: HeadlineBuilder, v: View, offer: Offer) -> HeadlineBuilder {
+    let n = offer.pipeline;
+    let (key, at, comma) = if n == 1 {
+        (String::new(), String::new(), String::new())
+    } else {
+        (format!("_p{n}"), format!(" at {n} per write"), format!(", {n} per write"))
+    };
+    let rate = |t: &str| v.obs.rounds(&offer.at(), t, "messages_per_s");
+    let pools = v.best(offer, &|x| x.mode == "threads");
+    let ours = values(v.best(offer, &Design::ours));
+    let redis = values(v.best(offer, &|x| x.mode == "redis"));
+    let nats = values(v.best(offer, &|x| x.mode == "nats"));
+    let best_pool = if n == 1 {
+        "the round's best throughput over the pool sizes".to_string()
+    } else {
+        format!("the round's best pool size at {n} per write")
+    };
+    h.paired(
+        &format!("ten_over_hundred{key}"),
+        &format!(
+            "throughput at 10 threads per pool over 100{comma}, in the same round"
+        ),
+        rate("threads-10"),
+        rate("threads-100"),
+    )
+    .rounds(
+        &format!("best_pool{key}"),
+        &format!("threads per pool at the round's best throughput{comma}"),
+        pools.as_ref().map(|b| {
+            b.iter().map(|(x, _)| f64::from(x.threads)).collect::<Vec<_>>()
+        }),
+        "",
+    )
+    .rounds(
+        &format!("best_pool_messages_per_s{key}"),
+        &best_pool,
+        values(pools),
+        "msg/s",
+    )
+    .rounds(
+        &format!("ours_best_messages_per_s{key}"),
+        &format!("the lab broker's best design{at}, each round"),
+        ours.clone(),
+        "msg/s",
+    )
+    .rounds(
+        &format!("redis_best_messages_per_s{key}"),
+        &format!("Redis's best setting{at}, each round"),
+        redis.clone(),
+        "msg/s",
+    )
+    .rounds(
+        &format!("nats_best_messages_per_s{key}"),
+        &format!("NATS's best setting{at}, each round"),
+        nats.clone(),
+        "msg/s",
+    )
+    .paired(
+        &format!("ours_over_redis{key}"),
+        &format!("the lab broker's best over Redis's best{at}, in the same round"),
+        ours.clone(),
+        redis,
+    )
+    .paired(
+        &format!("ours_over_nats{key}"),
+        &format!("the lab broker's best over NATS's best{at}, in the same round"),
+        ours,
+        nats,
+    )
+}
 
 /// Three tables, each fitting the book's column with one line per row: the
 /// throughput and switching the chapter compares with 2006 (each column
 /// beside the article's figure), the broker's CPU and the latency, then
 /// every broker on the same load, Redis and NATS beside the lab's.
-pub(super) fn tables(d: &Data) -> Vec<Table> {
+pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
+    let (v, at) = (View { d, obs }, one(d));
+    let ours: Vec<&Design> =
+        v.designs(at).into_iter().filter(|x| x.ours()).collect();
+    if ours.is_empty() {
+        return vec![brokers(d, obs)]; // --brokers without lab: no pool to tabulate
+    }
     let offered = if d.rate == 0 {
         "as fast as the broker takes them".to_string()
     } else {
@@ -21,114 +302,111 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
          {}-byte messages {offered}, {} s per run",
         d.senders, d.receivers, d.queues, d.size, d.duration_s
     );
-    let mut t = Table::new(
-        title,
-        &[
-            "threads/pool",
-            "msg/s",
-            "2006 msg/s",
-            "switch share %",
-            "2006 switch share",
-            "switches/msg",
-        ],
-    );
-    let mut cost = Table::new(
-        "The broker's CPU and the messages' latency",
-        &["threads/pool", "broker CPU %", "CPU us/msg", "p50 ms", "p99 ms"],
-    );
-    for r in d.rows.iter().filter(|r| is_ours(r)) {
-        let (msgs, share) =
-            if r.mode == "threads" { article(r.threads) } else { ("-", "-") };
-        let threads = if r.mode == "threads" {
-            r.threads.to_string()
+    let threads = |x: &&Design| {
+        if x.mode == "threads" {
+            x.threads.to_string()
         } else {
             "event loop (1)".into()
-        };
-        t.row(vec![
-            threads.clone(),
-            format!(
-                "{:.0} ({:.0}-{:.0})",
-                r.messages_per_s.median, r.messages_per_s.min, r.messages_per_s.max
-            ),
-            msgs.into(),
-            format!("{:.1}", r.switch_share_pct.median),
-            share.into(),
-            format!("{:.3}", r.switches_per_message.median),
-        ]);
-        cost.row(vec![
-            threads,
-            format!("{:.0}", r.broker_cpu_pct.median),
-            format!("{:.2}", r.cpu_us_per_message.median),
-            format!("{:.1}", r.p50_ms.median),
-            format!("{:.1}", r.p99_ms.median),
-        ]);
-    }
-    t.note(format!(
+        }
+    };
+    let then = |x: &&Design| {
+        if x.mode == "threads" { article(x.threads) } else { ("-", "-") }
+    };
+    let median = |metric: &'static str, digits: usize| {
+        move |x: &&Design| format!("{:.digits$}", v.median(at, &x.condition, metric))
+    };
+    let t = Table::of(
+        title,
+        &ours,
+        &[
+            col("threads/pool", threads),
+            col("msg/s", |x: &&Design| {
+                v.summary(at, &x.condition, "messages_per_s").map_or("-".into(), |s| range(&s, 0))
+            }),
+            col("2006 msg/s", |x| then(x).0.to_string()),
+            col("switch share %", median("switch_share_pct", 1)),
+            col("2006 switch share", |x| then(x).1.to_string()),
+            col("switches/msg", median("switches_per_message", 3)),
+        ],
+    )
+    .noted(format!(
         "Medians of {} round(s) (msg/s: median (min-max)). Switches are the \
          broker's voluntary+involuntary context switches (getrusage). Switch \
          share = switches x {:.2} us / broker CPU time; the {:.2} us per switch: {}. \
          The 2006 figures: the single-CPU server of the 2006 message-queue post (see the \
          book's References).",
-        d.rounds, d.switch_cost.us, d.switch_cost.us, d.switch_cost.source
+        v.rounds(at),
+        d.switch_cost.us,
+        d.switch_cost.us,
+        d.switch_cost.source
     ));
-    cost.note(
+    let cost = Table::of(
+        "The broker's CPU and the messages' latency",
+        &ours,
+        &[
+            col("threads/pool", threads),
+            col("broker CPU %", median("broker_cpu_pct", 0)),
+            col("CPU us/msg", median("cpu_us_per_message", 2)),
+            col("p50 ms", median("p50_ms", 1)),
+            col("p99 ms", median("p99_ms", 1)),
+        ],
+    )
+    .noted(
         "Medians of the rounds. Broker CPU % is its user+sys time (whole life, \
          set-up and drain included) over the sending window (first send to last \
          receipt); 100% is one core. CPU us/msg: the broker's CPU time per \
          message delivered. Latency is send to receipt; at saturation (no --rate) \
          it mostly measures the messages waiting in queues and socket buffers.",
     );
-    if d.rows.iter().any(is_ours) {
-        vec![t, cost, brokers(d)]
-    } else {
-        vec![brokers(d)] // --brokers without lab: no pool to tabulate
-    }
+    vec![t, cost, brokers(d, obs)]
 }
 
-/// A row's median of `value` over its rounds, with the interval of that
-/// median, as the headline figures have: `157457 [141514, 168688]`.
-fn with_interval(r: &Row, value: &dyn Fn(&Run) -> f64, digits: usize) -> String {
-    let rounds: Vec<f64> = r.runs.iter().map(value).collect();
-    interval_of(&rounds, digits)
+/// A column of a row's `metric` as median [interval], at `offer`.
+fn cells<'a>(
+    v: View<'a>,
+    offer: Offer,
+    header: &str,
+    metric: &'a str,
+    digits: usize,
+) -> Column<'a, Line> {
+    col(header, move |(_, key): &Line| v.cell(offer, key, metric, digits))
 }
 
-/// A row of the lab's own broker (a pool size or the event loop).
-pub(super) fn is_ours(r: &Row) -> bool {
-    r.mode == "threads" || r.mode == "event-loop"
+/// The columns every table of brokers has, at `offer`: the broker, msg/s,
+/// the latencies to `digits`, and the broker's CPU per message.
+fn broker_columns(
+    v: View<'_>,
+    offer: Offer,
+    digits: usize,
+) -> Vec<Column<'_, Line>> {
+    vec![
+        col("broker", |(line, _): &Line| line.clone()),
+        cells(v, offer, "msg/s", "messages_per_s", 0),
+        cells(v, offer, "p50 ms", "p50_ms", digits),
+        cells(v, offer, "p99 ms", "p99_ms", digits),
+        cells(v, offer, "CPU us/msg", "cpu_us_per_message", 2),
+    ]
 }
 
 /// Every broker on the same load: the lab's rows, then Redis's and NATS's,
 /// each with its CPU per message and its voluntary and involuntary
 /// switches per message, from its own counters.
-pub(super) fn brokers(d: &Data) -> Table {
-    let mut t = Table::new(
-        "Every broker on the same load: the lab's, Redis pub/sub and NATS core",
-        &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg", "vol. sw/msg", "invol. sw/msg"],
-    );
-    for r in &d.rows {
-        let mark = if r.above_cpus { " *" } else { "" };
-        let per_message = |n: u64, run: &Run| n as f64 / run.delivered().max(1) as f64;
-        t.row(vec![
-            format!("{}{mark}", r.label),
-            with_interval(r, &|run| run.load.messages_per_s, 0),
-            with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
-            with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
-            with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
-            with_interval(r, &|run| per_message(run.switches().0, run), 3),
-            with_interval(r, &|run| per_message(run.switches().1, run), 3),
-        ]);
+pub(super) fn brokers(d: &Data, obs: Observations) -> Table {
+    let (v, at) = (View { d, obs }, one(d));
+    let mut columns = broker_columns(v, at, 1);
+    columns.push(cells(v, at, "vol. sw/msg", "voluntary_per_message", 3));
+    columns.push(cells(v, at, "invol. sw/msg", "involuntary_per_message", 3));
+    let title =
+        "Every broker on the same load: the lab's, Redis pub/sub and NATS core";
+    let mut t = Table::of(title, &v.lines(at, true), &columns);
+    let designs = v.designs(at);
+    let mut versions: Vec<String> = Vec::new();
+    for s in designs.iter().filter_map(|x| x.server.as_ref()) {
+        let version = format!("{} {}", s.program, s.version);
+        if !versions.contains(&version) {
+            versions.push(version);
+        }
     }
-    let versions: Vec<String> = d
-        .rows
-        .iter()
-        .filter_map(|r| r.server.as_ref())
-        .map(|s| format!("{} {}", s.program, s.version))
-        .fold(Vec::new(), |mut v, s| {
-            if !v.contains(&s) {
-                v.push(s);
-            }
-            v
-        });
     t.note(format!(
         "{}, one pass over every broker per round. \
          The same load generator drives all: each sender and receiver a thread \
@@ -138,9 +416,9 @@ pub(super) fn brokers(d: &Data) -> Table {
          run with persistence off, each started for its point and stopped after \
          it; their CPU time and switches are the kernel's accounting of the whole \
          server (wait4), start-up included.{}{}",
-        crate::stats::interval_note(d.rounds as usize),
+        crate::stats::interval_note(v.rounds(at)),
         if versions.is_empty() { String::new() } else { format!(" Versions: {}.", versions.join(", ")) },
-        if d.rows.iter().any(|r| r.above_cpus) {
+        if designs.iter().any(|x| x.above_cpus) {
             " * a thread count (per pool, io-threads, GOMAXPROCS) above the CPUs the \
              run was allowed."
         } else {
@@ -148,7 +426,10 @@ pub(super) fn brokers(d: &Data) -> Table {
         }
     ));
     for m in &d.missing {
-        t.note(format!("{} is not installed here: `{}` adds its rows.", m.program, m.install));
+        t.note(format!(
+            "{} is not installed here: `{}` adds its rows.",
+            m.program, m.install
+        ));
     }
     t
 }
@@ -157,59 +438,42 @@ pub(super) fn brokers(d: &Data) -> Table {
 /// pool size with the columns of the sweep (intervals included) and the
 /// generator's CPU beside the broker's, each rate as a fraction of the
 /// floor; the floor itself; and the open-loop point.
-pub(super) fn pipelined(d: &Data) -> Vec<Table> {
+pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
+    let v = View { d, obs };
     let mut out = Vec::new();
-    let mut ns: Vec<u32> = d.pipelined.iter().map(|r| r.pipeline).collect();
-    ns.dedup();
-    for n in ns {
-        let floor = d.floor.iter().find(|f| f.pipeline == n);
-        let mut t = Table::new(
+    for &n in d.pipeline.iter().filter(|&&n| n > 1) {
+        let at = Offer { pipeline: n, rate: d.rate };
+        let mut lines = v.lines(at, true);
+        if lines.is_empty() {
+            continue;
+        }
+        let floor = v.summary(at, FLOOR, "messages_per_s").is_some();
+        if floor {
+            lines.push(("floor: the work alone, no broker".into(), FLOOR.into()));
+        }
+        let mut columns = broker_columns(v, at, 1);
+        columns.insert(
+            2,
+            col("of floor", move |(_, key): &Line| {
+                if key == FLOOR {
+                    return "1".into();
+                }
+                let of = obs.paired(&at.at(), key, FLOOR, "messages_per_s");
+                of.and_then(|r| Summary::of(&r))
+                    .map_or("-".into(), |s| interval(&s, 2))
+            }),
+        );
+        columns.push(cells(v, at, "load us/msg", "load_cpu_us_per_message", 2));
+        columns.push(cells(v, at, "sw/msg", "switches_per_message", 3));
+        let mut t = Table::of(
             format!(
                 "{n} messages per write: {} senders, {} receivers, {} queues, \
                  {}-byte messages, {} s per run",
                 d.senders, d.receivers, d.queues, d.size, d.duration_s
             ),
-            &["broker", "msg/s", "of floor", "p50 ms", "p99 ms", "CPU us/msg", "load us/msg", "sw/msg"],
+            &lines,
+            &columns,
         );
-        let per_message = |run: &Run| {
-            let (v, i) = run.switches();
-            (v + i) as f64 / run.delivered().max(1) as f64
-        };
-        for r in d.pipelined.iter().filter(|r| r.pipeline == n) {
-            let fraction = floor.map_or("-".to_string(), |f| {
-                let rounds: Vec<f64> = r
-                    .runs
-                    .iter()
-                    .zip(&f.runs)
-                    .map(|(run, f)| run.load.messages_per_s / f.floor_messages_per_s.max(1e-9))
-                    .collect();
-                interval_of(&rounds, 2)
-            });
-            t.row(vec![
-                format!("{}{}", r.label, if r.above_cpus { " *" } else { "" }),
-                with_interval(r, &|run| run.load.messages_per_s, 0),
-                fraction,
-                with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 1),
-                with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 1),
-                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
-                with_interval(r, &|run| run.load.cpu_us_per_message, 2),
-                with_interval(r, &per_message, 3),
-            ]);
-        }
-        if let Some(f) = floor {
-            let rounds: Vec<f64> = f.runs.iter().map(|f| f.floor_messages_per_s).collect();
-            let hop: Vec<f64> = f.runs.iter().map(|f| 2.0 * f.hop_cpu_us_per_message).collect();
-            t.row(vec![
-                "floor: the work alone, no broker".into(),
-                interval_of(&rounds, 0),
-                "1".into(),
-                "-".into(),
-                "-".into(),
-                interval_of(&hop, 2),
-                "-".into(),
-                "-".into(),
-            ]);
-        }
         t.note(format!(
             "{}. Each sender \
              writes {n} messages per write (Redis: {n} PUBLISH commands, replies read \
@@ -221,14 +485,20 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
              receiver: the four copies of a message), on the CPUs the run was \
              allowed; its CPU us/msg is those two hops'. `of floor`: msg/s over the \
              floor of the same round.",
-            crate::stats::interval_note(d.rounds as usize)
+            crate::stats::interval_note(v.rounds(at))
         ));
-        let pools = |rows: &[Row], n: u32| -> Vec<u32> {
-            rows.iter().filter(|r| r.mode == "threads" && r.pipeline == n).map(|r| r.threads).collect()
+        let pools = |o: Offer| -> Vec<u32> {
+            v.designs(o)
+                .iter()
+                .filter(|x| x.mode == "threads")
+                .map(|x| x.threads)
+                .collect()
         };
-        let (here, all) = (pools(&d.pipelined, n), pools(&d.rows, 1));
+        let (here, all) = (pools(at), pools(one(d)));
         if !all.is_empty() && here != all {
-            let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let list = |v: &[u32]| {
+                v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+            };
             t.note(format!(
                 "At {n} per write only {} threads per pool ran (of {} at one per write): \
                  `lab run all` takes one pipelined point per design to stay within its \
@@ -237,174 +507,154 @@ pub(super) fn pipelined(d: &Data) -> Vec<Table> {
                 list(&all)
             ));
         }
-        if let Some(f) = floor {
-            let memcpy: Vec<f64> = f.runs.iter().map(|f| f.memcpy4_ns_per_message).collect();
+        if floor {
             t.note(format!(
                 "The four copies alone (memcpy of a message, user space): {} ns per message.",
-                interval_of(&memcpy, 0)
+                v.cell(at, FLOOR, "memcpy4_ns_per_message", 0)
             ));
         }
         out.push(t);
     }
     if let Some(open) = &d.open_loop {
-        let mut t = Table::new(
-            format!("Open loop: {} messages/s offered, {} per write", open.rate, open.pipeline),
-            &["broker", "msg/s", "p50 ms", "p99 ms", "CPU us/msg"],
+        let (at, o) = (open.offer, open.offer);
+        out.push(
+            Table::of(
+                format!("Open loop: {} messages/s offered, {} per write", o.rate, o.pipeline),
+                &v.lines(at, false),
+                &broker_columns(v, at, 2),
+            )
+            .noted(format!(
+                "The rate: {}. Each sender sends on a fixed schedule and stamps each \
+                 message with the time it was due, not the time it went out, so a \
+                 broker that makes senders wait shows it in the latency (no \
+                 coordinated omission).",
+                open.rule
+            )),
         );
-        for r in &open.rows {
-            t.row(vec![
-                r.label.clone(),
-                with_interval(r, &|run| run.load.messages_per_s, 0),
-                with_interval(r, &|run| run.load.latency.p50_us / 1000.0, 2),
-                with_interval(r, &|run| run.load.latency.p99_us / 1000.0, 2),
-                with_interval(r, &|run| 1e6 * run.cpu_s() / run.delivered().max(1) as f64, 2),
-            ]);
-        }
-        t.note(format!(
-            "The rate: {}. Each sender sends on a fixed schedule and stamps each \
-             message with the time it was due, not the time it went out, so a \
-             broker that makes senders wait shows it in the latency (no \
-             coordinated omission).",
-            open.rule
-        ));
-        out.push(t);
     }
     out
 }
 
-/// Every broker's throughput at the open-loop point's pipeline (16 per
-/// write, or the largest swept), one bar per row: median, whisker min-max;
-/// the floor of the work, measured beside them, in the title.
-pub(super) fn pipelined_chart(d: &Data) -> Option<crate::chart::bars::Bars> {
-    use crate::chart::bars::{Bars, Row as Bar};
-    let n = d.pipelined.iter().map(|r| r.pipeline).max()?;
-    let n = if d.pipelined.iter().any(|r| r.pipeline == 16) { 16 } else { n };
-    let floor = d.floor.iter().find(|f| f.pipeline == n);
-    let title = match floor {
-        Some(f) => format!(
-            "{n} messages per write (the floor, no broker: {:.0} msg/s)",
-            f.floor_messages_per_s.median
-        ),
-        None => format!("{n} messages per write"),
-    };
-    let mut chart =
-        Bars::new(&title, "messages/s: median, whisker min-max of the rounds", false);
-    let meaning = |r: &Row| match r.mode {
+/// A design's meaning on the charts.
+fn meaning(x: &Design) -> Meaning {
+    match x.mode {
         "threads" => Meaning::Thread,
         "event-loop" => Meaning::EventLoop,
         "redis" => Meaning::Redis,
         _ => Meaning::Nats,
-    };
-    let rows: Vec<Bar> = d
-        .pipelined
-        .iter()
-        .filter(|r| r.pipeline == n)
-        .map(|r| {
-            let m = &r.messages_per_s;
-            Bar::new(meaning(r), r.label.clone(), m.median).range(m.min, m.max)
-        })
-        .collect();
-    chart = chart.group("", rows);
-    Some(chart)
-}
-
-/// Median [95% interval] of some rounds (order statistics; the rounds'
-/// whole range when they are too few for 95%).
-fn interval_of(rounds: &[f64], digits: usize) -> String {
-    let Some(crate::stats::Interval { lo, hi, .. }) =
-        crate::stats::median_interval(rounds, crate::stats::LEVEL)
-    else {
-        return "-".into();
-    };
-    let median = Summary::of_rounds(rounds.iter().copied()).median;
-    format!("{median:.digits$} [{lo:.digits$}, {hi:.digits$}]")
-}
-
-pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
-    let threaded: Vec<&Row> =
-        d.rows.iter().filter(|r| r.mode == "threads").collect();
-    let event = d.rows.iter().find(|r| r.mode == "event-loop");
-    if threaded.is_empty() {
-        return brokers_chart(d).into_iter().collect();
     }
-    let xs: Vec<f64> = threaded.iter().map(|r| f64::from(r.threads)).collect();
-    let flat = |s| xs.iter().map(move |&x| (x, s));
+}
+
+/// Every broker's throughput at the open-loop point's pipeline (16 per
+/// write, or the largest swept), one bar per design: median, whisker
+/// min-max; the floor of the work, measured beside them, in the title.
+pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
+    let v = View { d, obs };
+    let offer = |n| Offer { pipeline: n, rate: d.rate };
+    let ran: Vec<u32> = d
+        .pipeline
+        .iter()
+        .copied()
+        .filter(|&n| n > 1 && !v.designs(offer(n)).is_empty())
+        .collect();
+    let n = if ran.contains(&16) { 16 } else { ran.into_iter().max()? };
+    let at = offer(n);
+    let title = match v.summary(at, FLOOR, "messages_per_s") {
+        Some(f) => format!(
+            "{n} messages per write (the floor, no broker: {:.0} msg/s)",
+            f.median
+        ),
+        None => format!("{n} messages per write"),
+    };
+    let rows = v.designs(at).into_iter().filter_map(|x| {
+        let m = v.summary(at, &x.condition, "messages_per_s")?;
+        Some(Bar::new(meaning(x), label(x, at), m.median).range(m.min, m.max))
+    });
+    let unit = "messages/s: median, whisker min-max of the rounds";
+    Some(Bars::new(&title, unit, false).group("", rows.collect()))
+}
+
+pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
+    let (v, at) = (View { d, obs }, one(d));
+    let designs = v.designs(at);
+    let pools: Vec<&Design> =
+        designs.iter().copied().filter(|x| x.mode == "threads").collect();
+    if pools.is_empty() {
+        return brokers_chart(v).into_iter().collect();
+    }
+    let xs: Vec<f64> = pools.iter().map(|x| f64::from(x.threads)).collect();
+    let points = |metric: &'static str| {
+        pools.iter().filter_map(move |x| {
+            Some((f64::from(x.threads), v.summary(at, &x.condition, metric)?))
+        })
+    };
     let mut tp = Chart::new(
         "Throughput vs threads per pool",
         "threads/pool",
         "messages/s (median, band: min-max)",
     )
-    .summaries(
-        Meaning::Thread,
-        "thread pools",
-        threaded.iter().map(|r| (f64::from(r.threads), &r.messages_per_s)),
-    );
+    .summaries(Meaning::Thread, "thread pools", points("messages_per_s"));
     let mut share = Chart::new(
         "CPU share spent switching vs threads per pool",
         "threads/pool",
         "% of broker CPU (median, band: min-max)",
     )
-    .summaries(
-        Meaning::Thread,
-        "thread pools",
-        threaded.iter().map(|r| (f64::from(r.threads), &r.switch_share_pct)),
-    );
-    if let Some(e) = event {
+    .summaries(Meaning::Thread, "thread pools", points("switch_share_pct"));
+    if designs.iter().any(|x| x.mode == "event-loop") {
         let label = "event loop (1 thread)";
-        tp = tp.summaries(Meaning::EventLoop, label, flat(&e.messages_per_s));
-        share = share.summaries(Meaning::EventLoop, label, flat(&e.switch_share_pct));
+        let flat = |metric| {
+            let s = v.summary(at, "event-loop", metric);
+            xs.iter().filter_map(move |&x| Some((x, s?))).collect::<Vec<_>>()
+        };
+        tp = tp.summaries(Meaning::EventLoop, label, flat("messages_per_s"));
+        share = share.summaries(Meaning::EventLoop, label, flat("switch_share_pct"));
     }
-    let article_pts = |f: fn(u32) -> Option<f64>| {
-        threaded
-            .iter()
-            .filter_map(|r| f(r.threads).map(|y| (f64::from(r.threads), y)))
-            .collect::<Vec<_>>()
-    };
-    let a_tp = article_pts(|t| match t {
-        100 => Some(600.0),
-        10 => Some(800.0),
-        _ => None,
-    });
-    let a_sh = article_pts(|t| match t {
-        100 => Some(30.0),
-        10 => Some(10.0),
-        _ => None,
-    });
-    if xs.len() > 1 {
-        tp.log_x = true;
-        share.log_x = true;
-    }
-    tp.log_y = true;
-    if !a_tp.is_empty() {
-        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", a_tp);
-    }
-    if !a_sh.is_empty() {
-        share = share.series(Meaning::Article, "2006 article (1 CPU)", a_sh);
+    (tp.log_x, share.log_x, tp.log_y) = (xs.len() > 1, xs.len() > 1, true);
+    // The article's two points, where they were swept: 800 and 600 msg/s,
+    // 10% and 30% switching, at 10 and 100 threads per pool.
+    let then: Vec<_> = [(10.0, 800.0, 10.0), (100.0, 600.0, 30.0)]
+        .into_iter()
+        .filter(|p| xs.contains(&p.0))
+        .collect();
+    if !then.is_empty() {
+        let article = |y: fn(&(f64, f64, f64)) -> f64| {
+            then.iter().map(|p| (p.0, y(p))).collect()
+        };
+        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.1));
+        share =
+            share.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.2));
     }
     let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
-    out.extend(brokers_chart(d));
+    out.extend(brokers_chart(v));
     out
 }
 
 /// Redis's and NATS's throughput against their threads (io-threads,
-/// GOMAXPROCS), with the lab broker's best row as a guide; none without
+/// GOMAXPROCS), with the lab broker's best design as a guide; none without
 /// either server.
-fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
-    let series = |keep: &dyn Fn(&Row) -> bool| {
-        d.rows
-            .iter()
-            .filter(|r| keep(r))
-            .map(|r| (f64::from(r.threads), &r.messages_per_s))
-            .collect::<Vec<_>>()
+fn brokers_chart(v: View) -> Option<(String, Chart)> {
+    let at = one(v.d);
+    let designs = v.designs(at);
+    let series = |keep: &dyn Fn(&Design) -> bool| {
+        let of = designs.iter().filter(|x| keep(x));
+        of.filter_map(|x| {
+            Some((
+                f64::from(x.threads),
+                v.summary(at, &x.condition, "messages_per_s")?,
+            ))
+        })
+        .collect::<Vec<_>>()
     };
-    let writes = series(&|r| r.mode == "redis" && r.reads_in_threads != Some(true));
+    let writes = series(&|x| x.mode == "redis" && x.reads_in_threads != Some(true));
     // Reading in the I/O threads starts from io-threads 1 (no I/O threads),
-    // the point both lines share; a line only where some row reads.
-    let some_read = d.rows.iter().any(|r| r.reads_in_threads == Some(true));
-    let reads = series(&|r| {
-        some_read && r.mode == "redis" && (r.reads_in_threads == Some(true) || r.threads == 1)
+    // the point both lines share; a line only where some design reads.
+    let some_read = designs.iter().any(|x| x.reads_in_threads == Some(true));
+    let reads = series(&|x| {
+        some_read
+            && x.mode == "redis"
+            && (x.reads_in_threads == Some(true) || x.threads == 1)
     });
-    let nats = series(&|r| r.mode == "nats");
+    let nats = series(&|x| x.mode == "nats");
     if writes.is_empty() && nats.is_empty() {
         return None;
     }
@@ -413,7 +663,8 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
         "threads (Redis io-threads, NATS GOMAXPROCS)",
         "messages/s (median, band: min-max)",
     );
-    let xs: Vec<u32> = d.rows.iter().filter(|r| !is_ours(r)).map(|r| r.threads).collect();
+    let xs: Vec<u32> =
+        designs.iter().filter(|x| !x.ours()).map(|x| x.threads).collect();
     chart.log_x = xs.iter().any(|&x| x != xs[0]);
     for (kind, label, points) in [
         (Meaning::Redis.form(0), "Redis, I/O threads write only", writes),
@@ -424,26 +675,29 @@ fn brokers_chart(d: &Data) -> Option<(String, Chart)> {
             chart = chart.summaries(kind, label, points);
         }
     }
-    let best = d.rows.iter().filter(|r| is_ours(r)).max_by(|a, b| {
-        a.messages_per_s.median.total_cmp(&b.messages_per_s.median)
-    });
+    let median = |x: &&&Design| v.median(at, &x.condition, "messages_per_s");
+    let best = designs
+        .iter()
+        .filter(|x| x.ours())
+        .max_by(|a, b| median(a).total_cmp(&median(b)));
     if let Some(b) = best {
-        chart = chart.guide(b.messages_per_s.median, &format!("the lab broker's best: {}", b.label));
+        let guide = format!("the lab broker's best: {}", label(b, at));
+        chart = chart.guide(median(&b), &guide);
     }
     Some(("brokers".into(), chart))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Offer, Point, Run, SwitchCost, row};
-
-    const ONE: Offer = Offer { pipeline: 1, rate: 0 };
+    use super::super::servers::Setting;
+    use super::super::{Point, Run, SwitchCost, design};
     use super::*;
+    use crate::engine::{Observation, Observed};
     use mq::Stats;
     use mq::load::LoadReport;
 
     /// One run: `out` messages in `elapsed` s, the broker spending `cpu` s
-    /// and switching `switches` times.
+    /// and switching `switches` times; a switch costs 2 µs.
     fn run(out: u64, elapsed: f64, cpu: f64, switches: u64) -> Run {
         let mut load = LoadReport {
             sent: out,
@@ -454,31 +708,42 @@ mod tests {
         };
         load.latency.p50_us = 1500.0;
         load.latency.p99_us = 9000.0;
-        let broker = Stats {
-            mode: "threads".into(),
-            readers: 1,
-            writers: 1,
-            deliverers: 1,
-            queues: 1,
-            messages_in: out,
-            messages_out: out,
-            connections: 2,
-            closed_bad: 0,
-            refused: 0,
-            threads_joined: 4,
-            user_s: cpu / 2.0,
-            sys_s: cpu / 2.0,
-            voluntary_switches: switches,
-            involuntary_switches: 0,
-        };
-        Run { load, broker: Some(broker), server: None, broker_wall_s: elapsed }
+        let broker = serde_json::json!({"mode": "threads", "readers": 1, "writers": 1,
+            "deliverers": 1, "queues": 1, "messages_in": out, "messages_out": out,
+            "connections": 2, "closed_bad": 0, "refused": 0, "threads_joined": 4,
+            "user_s": cpu / 2.0, "sys_s": cpu / 2.0, "voluntary_switches": switches,
+            "involuntary_switches": 0});
+        let broker: Stats = serde_json::from_value(broker).unwrap();
+        let broker = Some(broker);
+        Run {
+            load,
+            broker,
+            server: None,
+            broker_wall_s: elapsed,
+            switch_cost_us: 2.0,
+        }
     }
 
-    /// T=10 and T=100 (the article's points) and the event loop; a switch
-    /// costs 2 µs.
-    fn data() -> Data {
-        let cost = 2.0;
-        Data {
+    /// The designs' runs at one message per write, round by round, as the
+    /// engine records them, with the results they make.
+    fn measured(rows: Vec<(Point, Vec<Run>)>) -> (Data, Vec<Observation>) {
+        let mut log = Vec::new();
+        for (k, (p, runs)) in rows.iter().enumerate() {
+            for (i, r) in runs.iter().enumerate() {
+                log.push(Observation {
+                    setting: Offer { pipeline: 1, rate: 0 }.at(),
+                    condition: p.key(),
+                    round: Some(i + 1),
+                    position: k,
+                    metrics: r
+                        .metrics()
+                        .into_iter()
+                        .map(|(m, x)| (m.to_string(), x))
+                        .collect(),
+                });
+            }
+        }
+        let data = Data {
             rounds: 1,
             full: false,
             duration_s: 1.0,
@@ -487,36 +752,48 @@ mod tests {
             queues: 2,
             size: 64,
             rate: 0,
-            switch_cost: SwitchCost { us: cost, source: "test".into() },
-            missing: Vec::new(),
-            pipelined: Vec::new(),
-            floor: Vec::new(),
+            pipeline: vec![1],
+            switch_cost: SwitchCost { us: 2.0, source: "test".into() },
+            designs: rows.iter().map(|(p, _)| design(*p, &[], 0)).collect(),
             open_loop: None,
-            rows: vec![
-                // 1000 msgs in 1 s, 0.5 s CPU, 50000 switches: 20% share.
-                row(Point::Pool(10), ONE, vec![run(1000, 1.0, 0.5, 50_000)], cost),
-                row(Point::Pool(100), ONE, vec![run(500, 1.0, 0.5, 100_000)], cost),
-                row(Point::EventLoop, ONE, vec![run(2000, 1.0, 0.25, 0)], cost),
-            ],
-        }
+            missing: Vec::new(),
+            series: Vec::new(),
+        };
+        (data, log)
+    }
+
+    /// T=10 and T=100 (the article's points) and the event loop.
+    fn sweep() -> (Data, Vec<Observation>) {
+        measured(vec![
+            // 1000 msgs in 1 s, 0.5 s CPU, 50000 switches: 20% share.
+            (Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000)]),
+            (Point::Pool(100), vec![run(500, 1.0, 0.5, 100_000)]),
+            (Point::EventLoop, vec![run(2000, 1.0, 0.25, 0)]),
+        ])
     }
 
     #[test]
     fn rows_derive_share_and_cost_per_message_from_the_runs() {
-        let d = data();
-        let r = &d.rows[0];
-        assert_eq!(r.messages_per_s.median, 1000.0);
-        assert_eq!(r.broker_cpu_pct.median, 50.0);
-        assert_eq!(r.switches_per_message.median, 50.0);
-        assert!((r.switch_share_pct.median - 20.0).abs() < 1e-9);
-        assert_eq!(r.cpu_us_per_message.median, 500.0);
-        assert_eq!((r.p50_ms.median, r.p99_ms.median), (1.5, 9.0));
-        assert!((d.rows[1].switch_share_pct.median - 40.0).abs() < 1e-9);
+        let (d, log) = sweep();
+        let v = View { d: &d, obs: Observations(&log) };
+        let at = one(&d);
+        let m = |key: &str, metric: &str| v.median(at, key, metric);
+        assert_eq!(m("threads-10", "messages_per_s"), 1000.0);
+        assert_eq!(m("threads-10", "broker_cpu_pct"), 50.0);
+        assert_eq!(m("threads-10", "switches_per_message"), 50.0);
+        assert!((m("threads-10", "switch_share_pct") - 20.0).abs() < 1e-9);
+        assert_eq!(m("threads-10", "cpu_us_per_message"), 500.0);
+        assert_eq!(
+            (m("threads-10", "p50_ms"), m("threads-10", "p99_ms")),
+            (1.5, 9.0)
+        );
+        assert!((m("threads-100", "switch_share_pct") - 40.0).abs() < 1e-9);
     }
 
     #[test]
     fn the_tables_put_each_row_beside_the_articles_figures() {
-        let t = tables(&data());
+        let (d, log) = sweep();
+        let t = tables(&d, Observations(&log));
         assert_eq!(t.len(), 3);
         assert_eq!(
             t[0].rows[0],
@@ -534,13 +811,13 @@ mod tests {
 
     #[test]
     fn the_headline_pairs_rounds_for_ten_over_hundred() {
-        let mut d = data();
         // Round 2: both twice as fast; the paired ratio stays 2.
-        d.rows[0] =
-            row(Point::Pool(10), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)], 2.0);
-        d.rows[1] =
-            row(Point::Pool(100), ONE, vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)], 2.0);
-        let h = super::super::headline(&d);
+        let (d, log) = measured(vec![
+            (Point::Pool(10), vec![run(1000, 1.0, 0.5, 0), run(2000, 0.5, 0.5, 0)]),
+            (Point::Pool(100), vec![run(500, 1.0, 0.5, 0), run(1000, 0.5, 0.5, 0)]),
+            (Point::EventLoop, vec![run(2000, 1.0, 0.25, 0); 2]),
+        ]);
+        let h = headline(&d, Observations(&log));
         assert_eq!(h["ten_over_hundred"]["value"], 2.0);
         assert_eq!(h["event_loop_messages_per_s"]["value"], 2000.0);
         assert_eq!(h["best_pool"]["value"], 10.0);
@@ -548,34 +825,41 @@ mod tests {
 
     #[test]
     fn the_headline_pairs_each_server_setting_and_the_brokers_by_round() {
-        use super::super::servers::{Kind, Setting};
-        let redis = |threads| Point::Server(Setting { kind: Kind::Redis, threads, reads: false });
-        let mut d = data();
+        let redis = |threads| {
+            Point::Server(Setting {
+                kind: mq::wire::Wire::Redis,
+                threads,
+                reads: false,
+            })
+        };
         // Two rounds; the event loop (2000, 4000) is the lab's best.
-        d.rows[2] = row(Point::EventLoop, ONE, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)], 2.0);
-        d.rows.push(row(redis(1), ONE, vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)], 2.0));
-        d.rows.push(row(redis(4), ONE, vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)], 2.0));
-        for r in &mut d.rows {
-            while r.runs.len() < 2 {
-                r.runs.push(r.runs[0].clone());
-            }
-        }
-        let h = super::super::headline(&d);
+        let (d, log) = measured(vec![
+            (Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000); 2]),
+            (Point::Pool(100), vec![run(500, 1.0, 0.5, 100_000); 2]),
+            (Point::EventLoop, vec![run(2000, 1.0, 0.2, 0), run(4000, 1.0, 0.2, 0)]),
+            (redis(1), vec![run(1000, 1.0, 0.5, 0), run(2000, 1.0, 0.5, 0)]),
+            (redis(4), vec![run(250, 1.0, 0.5, 0), run(1000, 1.0, 0.5, 0)]),
+        ]);
+        let h = headline(&d, Observations(&log));
         // Per round: 1000/250 = 4 and 2000/1000 = 2; their median is 3.
         assert_eq!(h["redis_one_over_four"]["value"], 3.0);
         assert_eq!(h["redis_one_over_four"]["method"], "paired-ratio");
         // The lab's best over Redis's best: 2000/1000 and 4000/2000.
         assert_eq!(h["ours_over_redis"]["value"], 2.0);
-        assert_eq!(h["redis_best_messages_per_s"]["rounds"], serde_json::json!([1000.0, 2000.0]));
+        assert_eq!(
+            h["redis_best_messages_per_s"]["rounds"],
+            serde_json::json!([1000.0, 2000.0])
+        );
         assert!(h.get("nats_one_over_two").is_none(), "no NATS rows, no figure");
-        let t = brokers(&d);
+        let t = brokers(&d, Observations(&log));
         assert_eq!(t.rows.len(), 5);
         assert_eq!(t.rows[3][0], "Redis, io-threads 1 (all in the main thread)");
     }
 
     #[test]
     fn the_charts_have_the_pools_the_event_loop_and_the_article() {
-        let charts = charts(&data());
+        let (d, log) = sweep();
+        let charts = charts(&d, Observations(&log));
         let names: Vec<&str> = charts.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["throughput", "switch-share"]);
         let tp = &charts[0].1;

@@ -3,12 +3,16 @@
 //! between two, beside the limit that memory copying sets (a pipe copies
 //! every byte twice: into the kernel's buffer and out again).
 //!
-//! Each point is one program run as a whole process, `rounds` times; the
+//! Each program with its flags is a condition, run as a whole process; the
 //! rate is the program's own (bytes moved / time of its loop, as the
 //! article's programs printed it), the context switches come from `wait4`.
-//! Programs sharing a block size take turns within each round (the lab's
-//! `stats::round_order`), and the limit is measured in the same round by
-//! the `copylimit` program (`pipespeed2t::copy`).
+//! At each block size the engine runs the conditions in turns, round after
+//! round, with the limit measured in the same rounds by the `copylimit`
+//! program (`pipespeed2t::copy`). The writer and the reader of
+//! `pipespeed2t` are two parties: each of its conditions runs at each
+//! placement (`--cpus A,B`): both on one CPU, one on each of two CPUs,
+//! and unpinned, which is what the article's figures (and the headline)
+//! are, and whose rounds may mix the other two.
 //!
 //! The pipe ladder (`ladder`) then climbs from the article's write and read
 //! to a zero-copy pipe, rung by rung, beside the limit memory sets.
@@ -17,42 +21,62 @@
 //! in pairs run back to back, twice: with every thread of both programs on
 //! one CPU, and unpinned.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::bins::run_json;
+use crate::engine::{Engine, Observed, Placement, Series, Setting, setting};
 use crate::results::Header;
-use crate::stats::{Summary, round_order};
 use clap::Parser;
-use labkit::Result;
-use labkit::limits::format_size;
 use labkit::measure::Usage;
+use labkit::{Error, Result};
+use pipespeed2::Report as PipeReport;
+use pipespeed2t::copy::CopyReport;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
 use crate::machine::loadavg;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
 mod ladder;
-mod run;
 mod tables;
 mod vs_c;
 
-use run::{run_once, spawn};
 pub use vs_c::c_twin;
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "pipe-speed",
     "pipespeed2 / pipespeed2t: pipe MB/s by block size (Bradford, 2001)",
     main,
 )
-.under_all(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"])
-.for_reference(&[&[], &["--variant", "vs-c", "--vs-c", "--rounds", "32"]]);
+.under_all(Declared::own(&["--ladder-blocks", "64k,1M", "--ladder-mib", "16"]))
+.for_reference(&[
+    Declared::DEFAULT,
+    Declared::own(&["--vs-c"]).variant("vs-c").rounds(32),
+])
+// Each two-thread figure unpinned, as the article ran it, and at each
+// pinned placement (`_one_cpu`, `_two_cpus`).
+.headline(&[
+    "pipe_buffer_bytes",
+    "one_thread_peak_mb_s",
+    "two_threads_peak_mb_s",
+    "two_threads_peak_mb_s_{placement}",
+    "two_threads_peak_block",
+    "two_threads_peak_block_{placement}",
+    "two_threads_largest_mb_s",
+    "two_threads_largest_mb_s_{placement}",
+    "two_threads_largest_over_peak",
+    "two_threads_largest_over_peak_{placement}",
+    "fifo_over_pipe",
+    "fifo_over_pipe_{placement}",
+])
+.data::<Data>();
 
 /// pipespeed2 and pipespeed2t: MB/s through a pipe by block size, one
 /// thread and two, named and unnamed, threads and processes, a socket pair
 /// and vmsplice, against the memory-copy limit.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -81,6 +105,7 @@ struct Args {
     #[command(flatten)]
     ladder: ladder::Flags,
 }
+crate::options!(Args);
 
 /// The article's block sizes (its bash script's `list`).
 const ARTICLE_BLOCKS: &[u64] = &[
@@ -90,7 +115,7 @@ const ARTICLE_BLOCKS: &[u64] = &[
     1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
 ];
 
-/// Beyond the article's list, for pipespeed2t.
+/// Beyond the article's list, for pipespeed2t: 8 KiB to 1 MiB.
 const LARGE_BLOCKS: &[u64] = &[
     8 << 10,
     16 << 10,
@@ -112,19 +137,44 @@ const ARTICLE_PIPE_BUFFER: u64 = 4096;
 const ARTICLE_PEAK_2T_MB_S: f64 = 700.0;
 const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
 
-/// One program with its flags: a line on the charts. The Rust programs
-/// and their C twins take `COUNT BYTES --json` alike and print one
+/// The condition that measures the copy limit, in each round of a block.
+const COPY: &str = "copylimit";
+
+/// One program with its flags: a condition. The Rust programs and their C
+/// twins take `COUNT BYTES --json` alike and print one
 /// `pipespeed2::Report`.
-#[derive(Clone)]
+#[derive(Clone, Serialize, schemars::JsonSchema)]
 struct Variant {
     key: &'static str,
     label: &'static str,
-    path: PathBuf,
+    /// The program's file name.
+    program: String,
     flags: Vec<String>,
+    #[serde(skip)]
+    path: PathBuf,
+    #[serde(skip)]
     blocks: Vec<u64>,
 }
 
 impl Variant {
+    fn new(
+        (key, label): (&'static str, &'static str),
+        path: &Path,
+        flags: &[&str],
+        blocks: Vec<u64>,
+    ) -> Variant {
+        let program =
+            path.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
+        let flags = flags.iter().map(|s| s.to_string()).collect();
+        Variant { key, label, program, flags, path: path.to_path_buf(), blocks }
+    }
+
+    /// A writer and a reader (pipespeed2t's every form), which run at each
+    /// placement; pipespeed2 is one thread.
+    fn two_party(&self) -> bool {
+        self.key != "pipespeed2"
+    }
+
     fn command(&self, count: u64, block: u64) -> Command {
         let mut cmd = Command::new(&self.path);
         cmd.args([count.to_string(), block.to_string(), "--json".into()]);
@@ -133,80 +183,59 @@ impl Variant {
     }
 }
 
-#[derive(Clone, Serialize)]
-struct RunRecord {
-    elapsed_s: f64,
-    mb_per_s: f64,
-    usage: Usage,
+/// What one run yields: a pipe program's report and what its process cost
+/// (wait4), or the copy limit.
+enum Run {
+    Pipe(PipeReport, Usage),
+    Copy(CopyReport),
 }
 
-#[derive(Serialize)]
-struct Point {
-    block_bytes: u64,
-    count: u64,
-    /// MB/s (10^6 bytes) as the program measured its own loop.
-    mb_per_s: Summary,
-    /// The memory-copy limit at this block size (`copy_limit`'s `mb_per_s`):
-    /// tables show `mb_per_s` as a fraction of it.
-    copy_limit_mb_per_s: f64,
-    /// Voluntary + involuntary context switches of the whole process per
-    /// block moved (median), from wait4.
-    switches_per_block: f64,
-    runs: Vec<RunRecord>,
+impl Observed for CopyReport {
+    /// Each byte copied twice, as a pipe must (src -> buffer -> dst), or
+    /// once (`--copies 1`), with memcpy, with a loop of 64-byte vector moves,
+    /// and the faster of the two.
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("memcpy_mb_per_s", self.memcpy_mb_per_s),
+            ("vector_loop_mb_per_s", self.vector_loop_mb_per_s),
+            ("mb_per_s", self.mb_per_s),
+        ]
+    }
 }
 
-#[derive(Serialize)]
-struct VariantResult {
-    key: &'static str,
-    label: &'static str,
-    program: String,
-    flags: Vec<String>,
-    points: Vec<Point>,
+impl Observed for Run {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        match self {
+            Run::Pipe(r, u) => vec![
+                ("mb_per_s", r.mb_per_s),
+                // Voluntary + involuntary switches of the whole process.
+                (
+                    "switches_per_block",
+                    (u.voluntary_switches + u.involuntary_switches) as f64
+                        / r.count as f64,
+                ),
+                ("cpu_s", u.user_s + u.sys_s),
+            ],
+            Run::Copy(c) => c.metrics(),
+        }
+    }
 }
 
-#[derive(Serialize)]
-struct CopyPoint {
-    block_bytes: u64,
-    /// MB/s when each byte is copied twice, as a pipe must (src -> buffer
-    /// -> dst), by the `copylimit` program once per round: the faster of
-    /// the two medians below.
-    mb_per_s: f64,
-    /// With the C library's memcpy.
-    memcpy: Summary,
-    /// With a loop of 64-byte vector moves.
-    vector_loop: Summary,
-}
-
-/// Where the comparison with C runs both programs.
-#[derive(Clone, Copy, Serialize)]
-struct Placement {
+/// A placement by name (a factor's value), with the CPUs of the writer and
+/// the reader when pinned.
+#[derive(Serialize, schemars::JsonSchema)]
+struct Placed {
     name: &'static str,
-    /// The one CPU every thread of both programs runs on; None: wherever
-    /// the scheduler puts them.
-    cpu: Option<usize>,
+    cpus: Option<[usize; 2]>,
 }
 
-/// A program against another at one placement: a Rust program against
-/// its C twin, or (the control) a C program against itself.
-#[derive(Serialize)]
-struct Comparison {
-    program: &'static str,
-    against: &'static str,
-    placement: Placement,
-    points: Vec<PairPoint>,
-}
-
-#[derive(Serialize)]
-struct PairPoint {
+#[derive(Serialize, schemars::JsonSchema)]
+struct CopyLimit {
     block_bytes: u64,
-    count: u64,
-    program_mb_per_s: Vec<f64>,
-    against_mb_per_s: Vec<f64>,
-    /// program MB/s over against MB/s, one ratio per round (back to back).
-    ratio: Summary,
+    mb_per_s: f64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct PipeFacts {
     /// `F_GETPIPE_SZ` of a new pipe, as pipespeed2 reported it.
     default_buffer_bytes: u64,
@@ -216,20 +245,27 @@ struct PipeFacts {
     article_buffer_bytes: u64,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,
-    placement: &'static str,
+    /// The placements pipespeed2t ran at.
+    placements: Vec<Placed>,
     /// `/proc/loadavg` before and after the run: how busy the machine was.
     loadavg_before: String,
     loadavg_after: String,
     pipe: PipeFacts,
-    copy_limit: Vec<CopyPoint>,
-    variants: Vec<VariantResult>,
-    /// `--vs-c`: empty without it.
-    vs_c: Vec<Comparison>,
-    /// The pipe ladder; None with `--no-ladder`.
+    /// The copy limit at each block: the faster of the medians of memcpy and
+    /// the vector loop (copylimit's series), each copying every byte twice.
+    copy_limit: Vec<CopyLimit>,
+    variants: Vec<Variant>,
+    /// Each condition at each setting (`part`: grid, ladder or vs-c;
+    /// `block_bytes`, `count`, `placement`; the vs-c `pair`): its MB/s,
+    /// switches per block and more, summed up over the rounds.
+    series: Vec<Series>,
+    /// `--vs-c`: each pair's ratio by block; empty without it.
+    vs_c: Vec<vs_c::Ratio>,
+    /// The pipe ladder's rungs and goals; None with `--no-ladder`.
     ladder: Option<ladder::Ladder>,
 }
 
@@ -253,107 +289,93 @@ fn pair_count(block: u64) -> u64 {
     (count_for(block, true) / 10).max(16)
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+/// The grid's setting at `block` bytes and `placement` (a query: the
+/// measured setting has the count too).
+fn grid(block: u64, placement: &str) -> Setting {
+    setting([
+        ("part", "grid".into()),
+        ("block_bytes", block.into()),
+        ("placement", placement.into()),
+    ])
+}
+
+/// The placements of a writer and a reader: unpinned (the article's, and
+/// the headline's), then pinned to one CPU and to two, as the CPUs allowed
+/// permit.
+fn placements() -> Result<Vec<Placement>> {
+    let allowed = labkit::affinity::allowed_cpus()?;
+    Ok([vec![Placement::Unpinned], Placement::pinned(&allowed)].concat())
+}
+
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let mut bins = crate::bins::programs(&["pipespeed2"])?;
     bins.extend(crate::bins::package_programs(
         "pipespeed2t",
         &["pipespeed2t", "copylimit"],
     )?);
     let facts = pipe_facts(&bins[0])?;
-    let variants = variants(&args, &bins, facts.default_buffer_bytes)?;
-
+    let variants = variants(&args, &bins, facts.default_buffer_bytes);
+    let placements = placements()?;
+    let loadavg_before = loadavg();
     let mut blocks: Vec<u64> =
         variants.iter().flat_map(|v| v.blocks.clone()).collect();
     blocks.sort_unstable();
     blocks.dedup();
-    let loadavg_before = loadavg();
-    let rounds = args.common.rounds as usize;
-    let total: usize =
-        variants.iter().map(|v| v.blocks.len()).sum::<usize>() * rounds;
-    let bar = crate::progress::bar(total as u64, EXPERIMENT.name);
-
-    let mut runs: Vec<Vec<(u64, u64, Vec<RunRecord>)>> =
-        variants.iter().map(|_| Vec::new()).collect();
-    let mut copy_limit = Vec::new();
+    // Each block at each placement: the variants that run there (at every
+    // placement the two-party ones; unpinned all, and the copy limit).
+    let mut steps = Vec::new();
     for &block in &blocks {
-        bar.set_message(format!("{} bytes", format_size(block)));
         let count = args.count.unwrap_or_else(|| count_for(block, args.common.full));
-        let here: Vec<usize> = (0..variants.len())
-            .filter(|&i| variants[i].blocks.contains(&block))
-            .collect();
-        let mut records: Vec<Vec<RunRecord>> = vec![Vec::new(); variants.len()];
-        let (mut copies, mut loops) = (Vec::new(), Vec::new());
-        for round in 0..rounds {
-            for i in round_order(here.len(), round).into_iter().map(|k| here[k]) {
-                records[i].push(run_once(&variants[i], count, block)?);
-                bar.inc(1);
-            }
-            let limit = run::copy_limit(&bins[2], block, &[])?;
-            copies.push(limit.memcpy_mb_per_s);
-            loops.push(limit.vector_loop_mb_per_s);
+        for p in &placements {
+            let unpinned = *p == Placement::Unpinned;
+            let here: Vec<&Variant> = variants
+                .iter()
+                .filter(|v| v.blocks.contains(&block) && (unpinned || v.two_party()))
+                .collect();
+            let mut names: Vec<&str> = here.iter().map(|v| v.key).collect();
+            names.extend(unpinned.then_some(COPY));
+            let mut at = grid(block, p.name());
+            at.insert("count".into(), count.into());
+            steps.push((at, here, names, *p, block, count));
         }
-        for i in here {
-            runs[i].push((block, count, std::mem::take(&mut records[i])));
-        }
-        let memcpy = Summary::of_rounds(copies);
-        let vector_loop = Summary::of_rounds(loops);
-        copy_limit.push(CopyPoint {
-            block_bytes: block,
-            mb_per_s: memcpy.median.max(vector_loop.median),
-            memcpy,
-            vector_loop,
-        });
     }
-    bar.finish_and_clear();
-
-    let limit = |block: u64| {
-        copy_limit
-            .iter()
-            .find(|c| c.block_bytes == block)
-            .map_or(f64::NAN, |c| c.mb_per_s)
-    };
-    let results: Vec<VariantResult> = variants
-        .iter()
-        .zip(runs)
-        .map(|(v, points)| VariantResult {
-            key: v.key,
-            label: v.label,
-            program: v
-                .path
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into()),
-            flags: v.flags.clone(),
-            points: points
-                .into_iter()
-                .map(|(block, count, runs)| {
-                    run::point(block, count, runs, limit(block))
-                })
-                .collect(),
-        })
-        .collect();
-    let ladder = ladder::run_ladder(
-        &args.ladder,
-        &args.common,
-        args.count,
-        &bins[1..],
-        &facts,
-    )?;
+    let mut engine = Engine::new(args.common.rounds);
+    let runs = steps.iter().map(|s| engine.runs_for(s.2.len())).sum();
+    engine.progress(runs, EXPERIMENT.name);
+    for (at, here, names, placement, block, count) in &steps {
+        engine.measure(at, names, |k| match here.get(k) {
+            Some(v) => run_once(v, *count, *block, *placement),
+            None => Ok(Run::Copy(copy_limit(&bins[2], *block, &[])?)),
+        })?;
+    }
+    let ladder = ladder::run_ladder(&args, &bins[1..], &facts, &mut engine)?;
     let vs_c = if args.vs_c {
-        vs_c::compare_with_c(&args, &bins, &variants)?
+        vs_c::compare_with_c(&args, &bins, &variants, &mut engine)?
     } else {
         Vec::new()
     };
+    let obs = engine.observations();
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
-        placement: "unpinned (the scheduler's choice of CPUs)",
+        placements: placements
+            .iter()
+            .map(|p| Placed { name: p.name(), cpus: p.cpus() })
+            .collect(),
         loadavg_before,
         loadavg_after: loadavg(),
         pipe: facts,
-        copy_limit,
-        variants: results,
+        copy_limit: blocks
+            .iter()
+            .filter_map(|&block_bytes| {
+                let mb_per_s = tables::limit(obs, block_bytes)?;
+                Some(CopyLimit { block_bytes, mb_per_s })
+            })
+            .collect(),
+        variants,
+        series: obs.series(),
         vs_c,
         ladder,
     };
@@ -362,18 +384,20 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         Some(ladder) => ladder.record(&mut header.settings),
         None => header.settings.used("ladder", "none (--no-ladder)"),
     }
-    let pairs = vs_c::pairs_tables(&data);
-    let mut tables = tables::tables(&data);
+    let pairs = vs_c::tables(&data.vs_c);
+    let mut tables = tables::tables(&data, obs);
     tables.extend(pairs.iter().cloned());
-    let mut charts = tables::charts(&data);
-    charts.extend(vs_c::chart(&data));
-    charts.extend(data.ladder.as_ref().map(ladder::chart));
+    let mut charts = tables::charts(&data, obs);
+    charts.extend(vs_c::chart(&data.vs_c));
+    charts.extend(data.ladder.as_ref().map(|l| ladder::chart(l, obs)));
+    let ladder_tables = data.ladder.as_ref().map(|l| ladder::tables(l, obs));
     let mut report = Report {
         header,
-        headline: tables::headline(&data),
+        headline: tables::headline(&data, obs),
         tables,
         charts,
         files: Vec::new(),
+        observations: engine.finish(),
         data,
     };
     // The side files, headed as tables.md is: vs-c.md, the comparison's
@@ -383,8 +407,10 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         let md = crate::report::markdown(&header, &pairs);
         report.files.push(("vs-c.md".to_string(), md));
     }
-    let ladder_md = report.data.ladder.as_ref().map(|l| ladder::markdown(l, &header));
-    report.files.extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
+    let ladder_md = ladder_tables.map(|t| crate::report::markdown(&header, &t));
+    report
+        .files
+        .extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
     report.publish(&args.common, &out)?;
     // The ladder's tables have their own file; show them too.
     match ladder_md {
@@ -393,16 +419,54 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     }
 }
 
+/// Run a pipe program once; check it moved the bytes it was asked to.
+fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<Run> {
+    let what = format!("{} {count} {block}", v.key);
+    let (report, usage) = run_json::<PipeReport>(cmd, &what)?;
+    moved(&what, report.bytes, count * block)?;
+    Ok(Run::Pipe(report, usage))
+}
+
+/// Did a program move the bytes it was asked to?
+fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
+    if bytes == expected {
+        Ok(())
+    } else {
+        Err(Error::failed(format!(
+            "{what}: moved {bytes} bytes, expected {expected}"
+        )))
+    }
+}
+
+/// One run of a variant at `placement`: pipespeed2t pins its writer and
+/// its reader itself (`--cpus A,B`).
+fn run_once(
+    v: &Variant,
+    count: u64,
+    block: u64,
+    placement: Placement,
+) -> Result<Run> {
+    let mut cmd = v.command(count, block);
+    if let Some([a, b]) = placement.cpus() {
+        cmd.args(["--cpus".to_string(), format!("{a},{b}")]);
+    }
+    spawn(v, cmd, count, block)
+}
+
+/// The limit memory copying sets: `copylimit BLOCK` with `flags`
+/// (`--copies 1 --ring N`, say), run once.
+fn copy_limit(copylimit: &Path, block: u64, flags: &[String]) -> Result<CopyReport> {
+    let mut cmd = Command::new(copylimit);
+    cmd.args([block.to_string(), "--json".into()]).args(flags);
+    let what = format!("copylimit {block} {}", flags.join(" "));
+    Ok(run_json::<CopyReport>(cmd, what.trim_end())?.0)
+}
+
 /// The pipe as this kernel makes it, asked of pipespeed2 itself.
 fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
-    let probe = Variant {
-        key: "probe",
-        label: "probe",
-        path: pipespeed2.to_path_buf(),
-        flags: Vec::new(),
-        blocks: Vec::new(),
-    };
-    let (printed, _) = spawn(&probe, probe.command(1, 1), 1, 1)?;
+    let mut cmd = Command::new(pipespeed2);
+    cmd.args(["1", "1", "--json"]);
+    let (printed, _) = run_json::<PipeReport>(cmd, "pipespeed2 1 1")?;
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
         .and_then(|s| s.trim().parse().ok());
@@ -413,84 +477,70 @@ fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
     })
 }
 
-fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Result<Vec<Variant>> {
-    let custom = !args.blocks.is_empty();
-    let pick =
-        |default: Vec<u64>| if custom { args.blocks.clone() } else { default };
-    let article = ARTICLE_BLOCKS.to_vec();
+fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Vec<Variant> {
+    let pick = |default: Vec<u64>| {
+        if args.blocks.is_empty() { default } else { args.blocks.clone() }
+    };
     let long: Vec<u64> =
         ARTICLE_BLOCKS.iter().chain(LARGE_BLOCKS).copied().collect();
     let big: Vec<u64> = long.iter().copied().filter(|&b| b >= 4096).collect();
-    let sample =
-        if args.common.full { long.clone() } else { SAMPLE_BLOCKS.to_vec() };
-    let one = |key, label, flags: &[&str], blocks: Vec<u64>| Variant {
-        key,
-        label,
-        path: bins[0].clone(),
-        flags: flags.iter().map(|s| s.to_string()).collect(),
-        blocks,
-    };
-    let two = |key, label, flags: &[&str], blocks| Variant {
-        path: bins[1].clone(),
-        ..one(key, label, flags, blocks)
-    };
-    let fits = |blocks: Vec<u64>| {
-        blocks.into_iter().filter(|&b| b <= buffer).collect::<Vec<_>>()
-    };
-    let list = vec![
-        one(
-            "pipespeed2",
-            "pipespeed2 (one thread)",
+    let full = args.common.full;
+    let sample = if full { long.clone() } else { SAMPLE_BLOCKS.to_vec() };
+    let fits = pick(ARTICLE_BLOCKS.to_vec()).into_iter().filter(|&b| b <= buffer);
+    let two =
+        |name, flags: &[&str], blocks| Variant::new(name, &bins[1], flags, blocks);
+    vec![
+        Variant::new(
+            ("pipespeed2", "pipespeed2 (one thread)"),
+            &bins[0],
             &[],
-            fits(pick(article.clone())),
+            fits.collect(),
         ),
-        two("pipe", "pipespeed2t: pipe, threads", &[], pick(long.clone())),
+        two(("pipe", "pipespeed2t: pipe, threads"), &[], pick(long.clone())),
         two(
-            "pipe-1M",
-            "pipespeed2t: pipe of 1 MiB, threads",
+            ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads"),
             &["--pipe-size", "1M"],
-            pick(if args.common.full { long.clone() } else { big }),
+            pick(if full { long } else { big }),
         ),
         two(
-            "fifo",
-            "pipespeed2t: named pipe, threads",
+            ("fifo", "pipespeed2t: named pipe, threads"),
             &["--fifo"],
             pick(sample.clone()),
         ),
         two(
-            "processes",
-            "pipespeed2t: pipe, processes",
+            ("processes", "pipespeed2t: pipe, processes"),
             &["--processes"],
             pick(sample.clone()),
         ),
         two(
-            "socketpair",
-            "pipespeed2t: socket pair, threads",
+            ("socketpair", "pipespeed2t: socket pair, threads"),
             &["--socketpair"],
             pick(sample.clone()),
         ),
         two(
-            "vmsplice",
-            "pipespeed2t: pipe, threads, vmsplice writer",
+            ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer"),
             &["--vmsplice"],
             pick(sample),
         ),
-    ];
-    Ok(list)
+    ]
 }
 
 #[cfg(test)]
 mod tests;
 
 /// One run of the two-thread pipe (`pipespeed2t`) at `block` bytes, with
-/// the quick grid's count: MB/s. The controls run it against itself.
+/// the quick grid's count, unpinned: MB/s. The controls run it against
+/// itself.
 pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
-    let v = Variant {
-        key: "pipe",
-        label: "pipespeed2t: pipe, threads",
-        path: pipespeed2t.to_path_buf(),
-        flags: Vec::new(),
-        blocks: vec![block],
-    };
-    Ok(run::run_once(&v, count_for(block, false), block)?.mb_per_s)
+    let v = Variant::new(
+        ("pipe", "pipespeed2t: pipe, threads"),
+        pipespeed2t,
+        &[],
+        vec![],
+    );
+    let count = count_for(block, false);
+    match run_once(&v, count, block, Placement::Unpinned)? {
+        Run::Pipe(r, _) => Ok(r.mb_per_s),
+        Run::Copy(_) => unreachable!("a pipe program's run"),
+    }
 }

@@ -1,103 +1,159 @@
-//! The article-style tables, the headline and the charts of a run.
+//! The article-style tables, the headline and the charts of a run, made
+//! from the engine's observations.
 
 use crate::chart::{Chart, Kind, Meaning};
+use crate::engine::{Observations, Placement, clusters, distribution};
 use crate::report::Headline;
-use crate::stats::Summary;
-use crate::table::{Table, range};
+use crate::stats::{Summary, median};
+use crate::table::{Table, col, range, sig};
 
 use super::{
-    ARTICLE_PEAK_2T_MB_S, ARTICLE_PIPE_BUFFER, ARTICLE_PLATEAU_2T_MB_S, Data, Point,
-    VariantResult,
+    ARTICLE_PEAK_2T_MB_S, ARTICLE_PIPE_BUFFER, ARTICLE_PLATEAU_2T_MB_S, COPY, Data,
+    grid,
 };
 
-/// Then and now, one thread, two threads.
-pub(super) fn tables(data: &Data) -> Vec<Table> {
-    vec![then_and_now(data), one_thread_table(data), two_thread_table(data)]
-}
-
-fn variant<'a>(data: &'a Data, key: &str) -> Option<&'a VariantResult> {
-    data.variants.iter().find(|v| v.key == key)
-}
-
-fn at(v: Option<&VariantResult>, block: u64) -> Option<&Point> {
-    v?.points.iter().find(|p| p.block_bytes == block)
-}
-
-/// The two-thread pipe's figures the then-and-now table and the headline
-/// both give.
-struct Figures<'a> {
-    /// The point of the best median rate.
-    peak: Option<&'a Point>,
-    /// The point of the largest block.
-    largest: Option<&'a Point>,
-    /// Named over unnamed pipe, at every block size both measured.
-    fifo_over_pipe: Option<Summary>,
-}
-
-fn figures(data: &Data) -> Figures<'_> {
-    let pipe = variant(data, "pipe");
-    let points = pipe.map_or(&[][..], |v| &v.points);
-    let ratios: Vec<f64> = variant(data, "fifo")
-        .map_or(&[][..], |v| &v.points)
+/// The blocks `key` ran at, at `placement`, in order.
+fn blocks(d: &Data, key: &str, placement: &str) -> Vec<u64> {
+    let mut b: Vec<u64> = d
+        .series
         .iter()
-        .filter_map(|f| {
-            at(pipe, f.block_bytes).map(|p| f.mb_per_s.median / p.mb_per_s.median)
+        .filter(|s| {
+            s.condition == key && s.setting.get("part") == Some(&"grid".into())
         })
+        .filter(|s| s.setting["placement"] == placement)
+        .filter_map(|s| s.setting["block_bytes"].as_u64())
         .collect();
-    Figures {
-        peak: points
-            .iter()
-            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median)),
-        largest: points.iter().max_by_key(|p| p.block_bytes),
-        fifo_over_pipe: Summary::of(&ratios),
+    b.sort_unstable();
+    b
+}
+
+/// `key`'s MB/s at `block` and `placement`.
+fn rate(
+    obs: Observations,
+    key: &str,
+    block: u64,
+    placement: &str,
+) -> Option<Summary> {
+    obs.summary(&grid(block, placement), key, "mb_per_s")
+}
+
+/// The copy limit at `block`: the faster of the medians of memcpy and the
+/// vector loop, both copying each byte twice.
+pub(super) fn limit(obs: Observations, block: u64) -> Option<f64> {
+    let at = grid(block, "unpinned");
+    let m = |metric| obs.summary(&at, COPY, metric).map(|s| s.median);
+    Some(m("memcpy_mb_per_s")?.max(m("vector_loop_mb_per_s")?))
+}
+
+/// A rate's cell: its median, or, when its rounds fall in separate
+/// clusters (unpinned rounds that ran on one CPU and on two), each
+/// cluster: one median would describe none of them.
+fn cell(obs: Observations, key: &str, block: u64, placement: &str) -> String {
+    let rounds = obs.rounds(&grid(block, placement), key, "mb_per_s");
+    match rounds {
+        Some(r) if clusters(&r).len() > 1 => distribution(&r, 0),
+        Some(r) => sig(median(&r)),
+        None => "-".into(),
     }
 }
 
-/// A point's median rate and its block: `2409 at 4096-byte blocks`.
-fn rate_at(p: &Point) -> String {
-    let rate = crate::table::sig(p.mb_per_s.median);
-    format!("{rate} at {}-byte blocks", p.block_bytes)
+/// The two-thread pipe's figures at a placement, which the then-and-now
+/// table and the headline both give.
+struct Figures {
+    /// The block of the best median rate, and of the largest block.
+    peak: Option<u64>,
+    largest: Option<u64>,
+    /// Named over unnamed pipe, at every block size both measured: the
+    /// rounds' paired ratios at each block.
+    fifo_over_pipe: Vec<Vec<f64>>,
 }
 
-fn then_and_now(data: &Data) -> Table {
+fn figures(d: &Data, obs: Observations, placement: &str) -> Figures {
+    let pipe = blocks(d, "pipe", placement);
+    let best =
+        |b: &u64| rate(obs, "pipe", *b, placement).map_or(f64::NAN, |s| s.median);
+    let fifo_over_pipe = blocks(d, "fifo", placement)
+        .into_iter()
+        .filter_map(|b| obs.paired(&grid(b, placement), "fifo", "pipe", "mb_per_s"))
+        .collect();
+    Figures {
+        peak: pipe.iter().copied().max_by(|a, b| best(a).total_cmp(&best(b))),
+        largest: pipe.last().copied(),
+        fifo_over_pipe,
+    }
+}
+
+/// A peak's median rate and its block: `2409 at 4096-byte blocks`, and its
+/// rounds' clusters if they split.
+fn rate_at(obs: Observations, block: u64, placement: &str) -> String {
+    let rate = rate(obs, "pipe", block, placement).map_or(f64::NAN, |s| s.median);
+    let rounds = obs.rounds(&grid(block, placement), "pipe", "mb_per_s");
+    let split = match rounds {
+        Some(r) if clusters(&r).len() > 1 => {
+            format!(" (its rounds in clusters: {})", distribution(&r, 0))
+        }
+        _ => String::new(),
+    };
+    format!("{} at {block}-byte blocks{split}", sig(rate))
+}
+
+/// Then and now, one thread, two threads, and the pipe by placement.
+pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
+    let mut tables =
+        vec![then_and_now(d, obs), one_thread(d, obs), two_threads(d, obs)];
+    tables.extend(by_placement(d, obs));
+    tables
+}
+
+fn then_and_now(d: &Data, obs: Observations) -> Table {
     let mut t = Table::new(
         "Then and now: the article's Linux 2.4.2 figures beside this machine's",
         &["", "article (Linux 2.4.2)", "today"],
     );
-    let max = data.pipe.max_buffer_bytes.map_or("unknown".into(), |n| n.to_string());
+    let max = d.pipe.max_buffer_bytes.map_or("unknown".into(), |n| n.to_string());
     t.row(vec![
         "pipe buffer (bytes)".into(),
         format!("{ARTICLE_PIPE_BUFFER}, fixed"),
         format!(
             "{} by default (F_GETPIPE_SZ), up to {max} (pipe-max-size)",
-            data.pipe.default_buffer_bytes
+            d.pipe.default_buffer_bytes
         ),
     ]);
-    let f = figures(data);
+    let f = figures(d, obs, "unpinned");
     if let Some(peak) = f.peak {
         t.row(vec![
             "two threads, peak MB/s".into(),
             format!("about {ARTICLE_PEAK_2T_MB_S:.0}"),
-            rate_at(peak),
+            rate_at(obs, peak, "unpinned"),
         ]);
     }
+    for p in pinned(d) {
+        if let Some(peak) = figures(d, obs, p.name()).peak {
+            let row = format!("two threads, peak MB/s, {}", p.describe());
+            t.row(vec![row, "-".into(), rate_at(obs, peak, p.name())]);
+        }
+    }
     if let Some(largest) = f.largest {
-        let big = at(variant(data, "pipe-1M"), largest.block_bytes).map_or(
-            String::new(),
-            |p| {
-                format!(
-                    "; {} with a 1 MiB pipe",
-                    crate::table::sig(p.mb_per_s.median)
-                )
-            },
-        );
+        let big = rate(obs, "pipe-1M", largest, "unpinned")
+            .map_or(String::new(), |s| {
+                format!("; {} with a 1 MiB pipe", sig(s.median))
+            });
         t.row(vec![
             "two threads, very large blocks, MB/s".into(),
             format!("about {ARTICLE_PLATEAU_2T_MB_S:.0} (plateau)"),
-            rate_at(largest) + &big,
+            rate_at(obs, largest, "unpinned") + &big,
         ]);
     }
-    if let Some(r) = f.fifo_over_pipe {
+    let ratios: Vec<f64> = blocks(d, "fifo", "unpinned")
+        .into_iter()
+        .filter_map(|b| {
+            Some(
+                rate(obs, "fifo", b, "unpinned")?.median
+                    / rate(obs, "pipe", b, "unpinned")?.median,
+            )
+        })
+        .collect();
+    if let Some(r) = Summary::of(&ratios) {
         t.row(vec![
             "named / unnamed pipe".into(),
             "no difference".into(),
@@ -110,148 +166,231 @@ fn then_and_now(data: &Data) -> Table {
     t.note(
         "Article: Bradford (2001), figure 4 and its text (Linux 2.4.2 on Red Hat 7.1); \
          see the book's References. MB = 10^6 bytes; today's figures are medians of \
-         the rounds, unpinned.",
+         the rounds, unpinned unless a placement is named (one CPU: writer and reader \
+         pinned to one CPU; two CPUs: one on each).",
     );
     t.note(format!(
         "Load average (/proc/loadavg) before the run: {}; after: {}.",
-        data.loadavg_before, data.loadavg_after
+        d.loadavg_before, d.loadavg_after
     ));
     t
 }
 
 /// The median rate as a share of the copy limit at its block size.
-fn of_limit(p: &Point) -> String {
-    format!("{:.1}%", 100.0 * p.mb_per_s.median / p.copy_limit_mb_per_s)
+fn of_limit(obs: Observations, key: &str, block: u64) -> String {
+    let share =
+        rate(obs, key, block, "unpinned").map(|s| s.median).zip(limit(obs, block));
+    share.map_or("-".into(), |(r, l)| format!("{:.1}%", 100.0 * r / l))
 }
 
-fn one_thread_table(data: &Data) -> Table {
-    let mut t = Table::new(
+fn one_thread(d: &Data, obs: Observations) -> Table {
+    let count = |b: &u64| {
+        let o = obs.at(&grid(*b, "unpinned")).next();
+        o.and_then(|o| o.setting["count"].as_u64())
+            .map_or("-".into(), |c| c.to_string())
+    };
+    Table::of(
         "1. One thread (pipespeed2): write a block, read it back",
-        &["block (bytes)", "count", "MB/s", "copy limit MB/s", "of copy limit"],
-    );
-    for p in variant(data, "pipespeed2").map_or(&[][..], |v| &v.points) {
-        t.row(vec![
-            p.block_bytes.to_string(),
-            p.count.to_string(),
-            range(&p.mb_per_s, 1),
-            crate::table::sig(p.copy_limit_mb_per_s),
-            of_limit(p),
-        ]);
-    }
-    t.note("MB/s: median (min-max) of the rounds, as the program timed its own loop. \
-            Copy limit: two copies of each block by the copylimit program (the faster of memcpy and a \
-            vector loop), the copying a pipe must do at least.");
-    t
+        &blocks(d, "pipespeed2", "unpinned"),
+        &[
+            col("block (bytes)", |b: &u64| b.to_string()),
+            col("count", count),
+            col("MB/s", |b: &u64| {
+                rate(obs, "pipespeed2", *b, "unpinned").map_or("-".into(), |s| range(&s, 1))
+            }),
+            col("copy limit MB/s", |b: &u64| limit(obs, *b).map_or("-".into(), sig)),
+            col("of copy limit", |b: &u64| of_limit(obs, "pipespeed2", *b)),
+        ],
+    )
+    .noted(
+        "MB/s: median (min-max) of the rounds, as the program timed its own loop. \
+         Copy limit: two copies of each block by the copylimit program (the faster of \
+         memcpy and a vector loop), the copying a pipe must do at least.",
+    )
 }
 
-fn two_thread_table(data: &Data) -> Table {
-    let keys = ["pipe", "pipe-1M", "fifo", "processes", "socketpair", "vmsplice"];
-    let mut t = Table::new(
-        "2. Writer and reader (pipespeed2t), MB/s by transport",
-        &[
-            "block (bytes)",
-            "pipe",
-            "pipe, 1 MiB buffer",
-            "fifo",
-            "processes",
-            "socket pair",
-            "vmsplice",
-            "copy limit",
-            "pipe of copy limit",
-            "switches per block (pipe)",
-        ],
-    );
-    let pipe = variant(data, "pipe");
-    for p in pipe.map_or(&[][..], |v| &v.points) {
-        let mut cells = vec![p.block_bytes.to_string()];
-        for key in keys {
-            cells.push(
-                at(variant(data, key), p.block_bytes)
-                    .map_or("-".into(), |q| crate::table::sig(q.mb_per_s.median)),
-            );
-        }
-        cells.push(crate::table::sig(p.copy_limit_mb_per_s));
-        cells.push(of_limit(p));
-        cells.push(format!("{:.2}", p.switches_per_block));
-        t.row(cells);
+/// The transports, as table 2 heads them.
+const TRANSPORTS: [(&str, &str); 6] = [
+    ("pipe", "pipe"),
+    ("pipe-1M", "pipe, 1 MiB buffer"),
+    ("fifo", "fifo"),
+    ("processes", "processes"),
+    ("socketpair", "socket pair"),
+    ("vmsplice", "vmsplice"),
+];
+
+fn switches(obs: Observations, block: u64, placement: &str) -> String {
+    let s = obs.summary(&grid(block, placement), "pipe", "switches_per_block");
+    s.map_or("-".into(), |s| format!("{:.2}", s.median))
+}
+
+fn two_threads(d: &Data, obs: Observations) -> Table {
+    let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
+    for (key, header) in TRANSPORTS {
+        columns.push(col(header, move |b: &u64| cell(obs, key, *b, "unpinned")));
     }
-    t.note("Medians of the rounds (min and max are in the JSON). Threads unless \
-            \"processes\"; switches: voluntary + involuntary context switches of the whole \
-            process (wait4) per block.");
-    t
+    columns.extend([
+        col("copy limit", |b: &u64| limit(obs, *b).map_or("-".into(), sig)),
+        col("pipe of copy limit", |b: &u64| of_limit(obs, "pipe", *b)),
+        col("switches per block (pipe)", |b: &u64| switches(obs, *b, "unpinned")),
+    ]);
+    Table::of(
+        "2. Writer and reader (pipespeed2t), MB/s by transport",
+        &blocks(d, "pipe", "unpinned"),
+        &columns,
+    )
+    .noted(
+        "Medians of the rounds (min and max are in the JSON), unpinned; rounds that \
+         fall in separate clusters show each cluster's range and count instead. \
+         Threads unless \"processes\"; switches: voluntary + involuntary context \
+         switches of the whole process (wait4) per block.",
+    )
+}
+
+/// The placements pinned: one CPU, and two when the run had two.
+fn pinned(d: &Data) -> Vec<Placement> {
+    d.placements
+        .iter()
+        .filter_map(|p| match p.cpus {
+            Some([a, b]) if a == b => Some(Placement::OneCpu(a)),
+            Some([a, b]) => Some(Placement::TwoCpus(a, b)),
+            None => None,
+        })
+        .collect()
+}
+
+/// The two-thread pipe at each placement: pinned, the medians (and their
+/// switches per block); unpinned, its rounds as a distribution.
+fn by_placement(d: &Data, obs: Observations) -> Option<Table> {
+    let pinned = pinned(d);
+    if pinned.is_empty() {
+        return None;
+    }
+    let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
+    for p in &pinned {
+        let name = p.name();
+        columns.push(col(p.describe(), move |b: &u64| cell(obs, "pipe", *b, name)));
+    }
+    columns.push(col("unpinned", |b: &u64| {
+        let r = obs.rounds(&grid(*b, "unpinned"), "pipe", "mb_per_s");
+        r.map_or("-".into(), |r| distribution(&r, 0))
+    }));
+    for p in &pinned {
+        let (name, header) =
+            (p.name(), format!("switches per block, {}", p.describe()));
+        columns.push(col(header, move |b: &u64| switches(obs, *b, name)));
+    }
+    let t = Table::of(
+        "3. Writer and reader (pipespeed2t, pipe, threads) by placement, MB/s",
+        &blocks(d, "pipe", "unpinned"),
+        &columns,
+    );
+    Some(t.noted(
+        "One CPU: writer and reader pinned to one CPU (pipespeed2t --cpus A,A), each \
+         hand-off a context switch there; two CPUs: one on each (--cpus A,B), each \
+         hand-off a wake-up across them; medians of the rounds. Unpinned: where the \
+         scheduler put them, median (min-max), or, when the rounds fall in separate \
+         clusters, each cluster's range (and count of rounds): a run may land on \
+         either placement. The other transports by placement are in the JSON.",
+    ))
 }
 
 /// The figures the claims are judged on: the pipe's buffer, the two-thread
-/// pipe's peak and its rate at the largest block, named against unnamed.
-pub(super) fn headline(data: &Data) -> Headline {
-    let Figures { peak, largest, .. } = figures(data);
-    let rates =
-        |p: &Point| -> Vec<f64> { p.runs.iter().map(|r| r.mb_per_s).collect() };
-    let one = variant(data, "pipespeed2").and_then(|v| {
-        v.points
-            .iter()
-            .max_by(|a, b| a.mb_per_s.median.total_cmp(&b.mb_per_s.median))
-    });
-    // Round k of every block size: the named pipe over the unnamed, run
-    // back to back at each block, then that round's median over blocks.
-    let pipe = variant(data, "pipe");
-    let pairs: Vec<(Vec<f64>, Vec<f64>)> = variant(data, "fifo")
-        .map_or(&[][..], |v| &v.points)
-        .iter()
-        .filter_map(|f| Some((rates(f), rates(at(pipe, f.block_bytes)?))))
-        .collect();
-    let rounds = pairs.iter().map(|(f, p)| f.len().min(p.len())).min().unwrap_or(0);
-    let fifo_over_pipe = (!pairs.is_empty() && rounds > 0).then(|| {
-        (0..rounds)
-            .map(|k| {
-                let r: Vec<f64> = pairs.iter().map(|(f, p)| f[k] / p[k]).collect();
-                crate::stats::median(&r)
-            })
-            .collect::<Vec<f64>>()
-    });
-    crate::report::headline()
+/// pipe's peak and its rate at the largest block, named against unnamed,
+/// unpinned as the article ran; then the same at each pinned placement,
+/// their keys ending in the placement (`two_threads_peak_mb_s_one_cpu`).
+pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
+    let best = |b: &u64| {
+        rate(obs, "pipespeed2", *b, "unpinned").map_or(f64::NAN, |s| s.median)
+    };
+    let one = blocks(d, "pipespeed2", "unpinned")
+        .into_iter()
+        .max_by(|a, b| best(a).total_cmp(&best(b)));
+    let mut h = crate::report::headline()
         .exact(
             "pipe_buffer_bytes",
             "a new pipe's buffer (F_GETPIPE_SZ)",
-            data.pipe.default_buffer_bytes as f64,
-            "bytes",
-        )
-        .rounds("one_thread_peak_mb_s", "pipespeed2 (one thread): best rate", one.map(rates), "MB/s")
-        .rounds(
-            "two_threads_peak_mb_s",
-            "pipespeed2t (two threads): best rate",
-            peak.map(rates),
-            "MB/s",
-        )
-        .exact(
-            "two_threads_peak_block",
-            "pipespeed2t: block size of the best rate (median)",
-            peak.map(|p| p.block_bytes as f64),
+            d.pipe.default_buffer_bytes as f64,
             "bytes",
         )
         .rounds(
-            "two_threads_largest_mb_s",
-            &format!(
-                "pipespeed2t: rate at the largest block ({} bytes)",
-                largest.map_or(0, |p| p.block_bytes)
-            ),
-            largest.map(rates),
+            "one_thread_peak_mb_s",
+            "pipespeed2 (one thread): best rate",
+            one.and_then(|b| {
+                obs.rounds(&grid(b, "unpinned"), "pipespeed2", "mb_per_s")
+            }),
             "MB/s",
-        )
-        .paired(
-            "two_threads_largest_over_peak",
-            "pipespeed2t: round k's rate at the largest block over its rate at the best block",
-            largest.map(rates),
-            peak.map(rates),
-        )
-        .rounds(
-            "fifo_over_pipe",
-            "named pipe's rate over the unnamed pipe's, paired per block, each round's \
-             median over block sizes",
-            fifo_over_pipe,
-            "x",
-        )
-        .build()
+        );
+    let mut placements = vec![("unpinned", String::new(), String::new())];
+    for p in pinned(d) {
+        placements.push((
+            p.name(),
+            format!("_{}", p.name().replace('-', "_")),
+            format!(", {}", p.describe()),
+        ));
+    }
+    for (placement, suffix, on) in placements {
+        let key = |k: &str| format!("{k}{suffix}");
+        let f = figures(d, obs, placement);
+        let rounds =
+            |b: Option<u64>| obs.rounds(&grid(b?, placement), "pipe", "mb_per_s");
+        let (peak, largest) = (rounds(f.peak), rounds(f.largest));
+        // Round k of the largest block over round k of the best: the two
+        // blocks' rounds, each balanced over its own conditions, may differ
+        // in number; the pairs are the rounds both have.
+        let n = peak.iter().chain(&largest).map(Vec::len).min().unwrap_or(0);
+        let first = |r: &Option<Vec<f64>>| r.as_ref().map(|r| r[..n].to_vec());
+        // Round k of every block size: the named pipe over the unnamed, run
+        // in the same round at each block, then that round's median over
+        // blocks.
+        let k = f.fifo_over_pipe.iter().map(Vec::len).min().unwrap_or(0);
+        let fifo: Vec<f64> = (0..k)
+            .map(|i| {
+                median(&f.fifo_over_pipe.iter().map(|r| r[i]).collect::<Vec<_>>())
+            })
+            .collect();
+        h = h
+            .rounds(
+                &key("two_threads_peak_mb_s"),
+                &format!("pipespeed2t (two threads){on}: best rate"),
+                peak.clone(),
+                "MB/s",
+            )
+            .exact(
+                &key("two_threads_peak_block"),
+                &format!("pipespeed2t{on}: block size of the best rate (median)"),
+                f.peak.map(|b| b as f64),
+                "bytes",
+            )
+            .rounds(
+                &key("two_threads_largest_mb_s"),
+                &format!(
+                    "pipespeed2t{on}: rate at the largest block ({} bytes)",
+                    f.largest.unwrap_or(0)
+                ),
+                largest.clone(),
+                "MB/s",
+            )
+            .paired(
+                &key("two_threads_largest_over_peak"),
+                &format!(
+                    "pipespeed2t{on}: round k's rate at the largest block over its rate \
+                     at the best block"
+                ),
+                first(&largest),
+                first(&peak),
+            )
+            .rounds(
+                &key("fifo_over_pipe"),
+                &format!(
+                    "named pipe's rate over the unnamed pipe's{on}, paired per block, \
+                     each round's median over block sizes"
+                ),
+                (k > 0).then_some(fifo),
+                "x",
+            );
+    }
+    h.build()
 }
 
 /// A variant's meaning on the charts: one thread writing and reading its
@@ -269,18 +408,7 @@ pub(super) fn variant_kind(key: &str) -> Kind {
     }
 }
 
-pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
-    fn line(v: &VariantResult) -> impl Iterator<Item = (f64, &Summary)> {
-        v.points.iter().map(|p| (p.block_bytes as f64, &p.mb_per_s))
-    }
-    let limit = |blocks: &[u64]| -> Vec<(f64, f64)> {
-        data.copy_limit
-            .iter()
-            .filter(|c| blocks.contains(&c.block_bytes))
-            .map(|c| (c.block_bytes as f64, c.mb_per_s))
-            .collect()
-    };
-    let mut out = Vec::new();
+pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     let new = |title: &str| Chart {
         log_x: true,
         log_y: true,
@@ -290,20 +418,25 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
             "MB/s (median, band: min-max; log scale)",
         )
     };
-    if let Some(v) = variant(data, "pipespeed2").filter(|v| !v.points.is_empty()) {
-        let blocks: Vec<u64> = v.points.iter().map(|p| p.block_bytes).collect();
-        let chart = new("One thread: pipespeed2 (cf. the article's figure 1)")
-            .summaries(variant_kind(v.key), v.label, line(v));
-        out.push((
-            "one-thread".to_string(),
-            chart.limit("copy limit (2 copies)", limit(&blocks)),
-        ));
-    }
+    let line = |key: &str, placement: &str| -> Vec<(f64, Summary)> {
+        let points = blocks(d, key, placement).into_iter();
+        points
+            .filter_map(|b| Some((b as f64, rate(obs, key, b, placement)?)))
+            .collect()
+    };
+    let label =
+        |key: &str| d.variants.iter().find(|v| v.key == key).map_or("", |v| v.label);
+    let mut out = Vec::new();
     for (stem, title, keys) in [
+        (
+            "one-thread",
+            "One thread: pipespeed2 (cf. the article's figure 1)",
+            &["pipespeed2"][..],
+        ),
         (
             "two-threads",
             "Writer and reader: pipespeed2t (cf. the article's figure 4)",
-            &["pipe", "pipe-1M"][..],
+            &["pipe", "pipe-1M"],
         ),
         (
             "transports",
@@ -312,19 +445,38 @@ pub(super) fn charts(data: &Data) -> Vec<(String, Chart)> {
         ),
     ] {
         let mut chart = new(title);
-        let mut blocks = Vec::new();
-        for v in keys.iter().filter_map(|&k| variant(data, k)) {
-            if !v.points.is_empty() {
-                blocks.extend(v.points.iter().map(|p| p.block_bytes));
-                chart = chart.summaries(variant_kind(v.key), v.label, line(v));
-            }
+        let mut all: Vec<u64> = Vec::new();
+        for &key in keys.iter().filter(|k| !line(k, "unpinned").is_empty()) {
+            all.extend(blocks(d, key, "unpinned"));
+            chart = chart.summaries(
+                variant_kind(key),
+                label(key),
+                line(key, "unpinned"),
+            );
         }
-        if !blocks.is_empty() {
+        all.sort_unstable();
+        all.dedup();
+        let limits = all.iter().filter_map(|&b| Some((b as f64, limit(obs, b)?)));
+        if !all.is_empty() {
             out.push((
-                stem.to_string(),
-                chart.limit("copy limit (2 copies)", limit(&blocks)),
+                stem.into(),
+                chart.limit("copy limit (2 copies)", limits.collect()),
             ));
         }
+    }
+    // Each placement its form: unpinned plain, one CPU dashed, two dotted.
+    let pinned = pinned(d);
+    if !pinned.is_empty() {
+        let mut chart = new("Writer and reader by placement: pipe and processes");
+        for key in ["pipe", "processes"] {
+            let at = [Placement::Unpinned].into_iter().chain(pinned.iter().copied());
+            for (form, p) in at.enumerate() {
+                let kind = variant_kind(key).meaning.form(form as u8);
+                let name = format!("{}, {}", label(key), p.describe());
+                chart = chart.summaries(kind, &name, line(key, p.name()));
+            }
+        }
+        out.push(("placement".into(), chart));
     }
     out
 }

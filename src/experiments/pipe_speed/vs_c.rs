@@ -5,14 +5,31 @@
 use std::path::PathBuf;
 
 use crate::chart::{Chart, Meaning};
-use crate::stats::{Summary, paired_ratio, round_order};
+use crate::engine::{Engine, Placement, setting};
+use crate::stats::Summary;
 use crate::table::{Table, range};
-use labkit::limits::format_size;
 use labkit::{Error, Result};
+use serde::Serialize;
 
-use super::{
-    Args, Comparison, Data, PairPoint, Placement, Variant, pair_count, spawn,
-};
+use super::{Args, Variant, pair_count, spawn};
+
+/// A program against another at one placement and block: a Rust program
+/// against its C twin, or (the control) a C program against itself. The
+/// ratio is program MB/s over against MB/s, one per round (back to back).
+#[derive(Serialize, schemars::JsonSchema)]
+pub(super) struct Ratio {
+    pub(super) program: &'static str,
+    pub(super) against: &'static str,
+    pub(super) placement: &'static str,
+    /// The CPU both programs ran on, pinned.
+    pub(super) cpu: Option<usize>,
+    pub(super) block_bytes: u64,
+    pub(super) count: u64,
+    pub(super) ratio: Summary,
+}
+
+/// The control's second copy, as a condition apart from the first.
+const AGAIN: &str = "pipespeed2t.c, again";
 
 /// The comparison with C: each of pipespeed2 and pipespeed2t against its
 /// C twin at each of its block sizes, `rounds` pairs run back to back
@@ -22,158 +39,137 @@ pub(super) fn compare_with_c(
     args: &Args,
     bins: &[PathBuf],
     variants: &[Variant],
-) -> Result<Vec<Comparison>> {
+    engine: &mut Engine,
+) -> Result<Vec<Ratio>> {
     let cpu = *labkit::affinity::allowed_cpus()?
         .first()
         .ok_or_else(|| Error::failed("this process may run on no CPU"))?;
-    let placements = [
-        Placement { name: "one CPU", cpu: Some(cpu) },
-        Placement { name: "unpinned", cpu: None },
-    ];
-    let twins = [
+    let mut jobs = Vec::new();
+    for (rust, c, path, key) in [
         ("pipespeed2", "pipespeed2.c", &bins[0], "pipespeed2"),
         ("pipespeed2t", "pipespeed2t.c", &bins[1], "pipe"),
-    ];
-    let rounds = args.common.rounds as usize;
-    let mut jobs = Vec::new();
-    for (rust, c, path, key) in twins {
-        let c_path = c_twin(rust)?;
-        let blocks = variants
-            .iter()
-            .find(|v| v.key == key)
-            .map_or(Vec::new(), |v| v.blocks.clone());
-        let program = |key, path: &PathBuf| Variant {
-            key,
-            label: key,
-            path: path.clone(),
-            flags: Vec::new(),
-            blocks: blocks.clone(),
+    ] {
+        let blocks =
+            variants.iter().find(|v| v.key == key).map(|v| v.blocks.clone());
+        let program = |key, path: &PathBuf| {
+            Variant::new((key, key), path, &[], blocks.clone().unwrap_or_default())
         };
-        let c = program(c, &c_path);
+        let c = program(c, &c_twin(rust)?);
+        jobs.push((program(rust, path), c.clone()));
         // The control: the two-thread C program against itself, pairs of
         // one binary, which shows how far apart two runs of the same code
         // land.
-        let control = (rust == "pipespeed2t").then(|| (c.clone(), c.clone()));
-        jobs.push((program(rust, path), c));
-        jobs.extend(control);
-    }
-    let steps: usize =
-        jobs.iter().map(|(r, _)| r.blocks.len()).sum::<usize>() * rounds * 2;
-    let bar =
-        crate::progress::bar((steps * placements.len()) as u64, "pipe-speed vs C");
-    let mut out = Vec::new();
-    for placement in placements {
-        for (first, second) in &jobs {
-            let mut points = Vec::new();
-            for &block in &first.blocks {
-                bar.set_message(format!(
-                    "{}, {}, {} bytes",
-                    first.key,
-                    placement.name,
-                    format_size(block)
-                ));
-                let count = args.count.unwrap_or_else(|| pair_count(block));
-                let mut rates = [Vec::new(), Vec::new()];
-                for round in 0..rounds {
-                    for i in round_order(2, round) {
-                        let v = [first, second][i];
-                        let mut cmd = v.command(count, block);
-                        if let Some(cpu) = placement.cpu {
-                            labkit::affinity::pin_command(&mut cmd, cpu)?;
-                        }
-                        let (printed, _) = spawn(v, cmd, count, block)?;
-                        rates[i].push(printed.mb_per_s);
-                        bar.inc(1);
-                    }
-                }
-                let [mine, theirs] = rates;
-                points.push(PairPoint {
-                    block_bytes: block,
-                    count,
-                    ratio: paired_ratio(&mine, &theirs).expect("at least one round"),
-                    program_mb_per_s: mine,
-                    against_mb_per_s: theirs,
-                });
-            }
-            out.push(Comparison {
-                program: first.key,
-                against: second.key,
-                placement,
-                points,
-            });
+        if rust == "pipespeed2t" {
+            jobs.push((c.clone(), Variant { key: AGAIN, ..c }));
         }
     }
-    bar.finish_and_clear();
+    let mut steps = Vec::new();
+    for placement in [Placement::OneCpu(cpu), Placement::Unpinned] {
+        for (first, second) in &jobs {
+            for &block in &first.blocks {
+                steps.push((placement, first, second, block));
+            }
+        }
+    }
+    engine.progress(steps.len() * engine.runs_for(2), "pipe-speed vs C");
+    let mut out = Vec::new();
+    for (placement, first, second, block) in steps {
+        let count = args.count.unwrap_or_else(|| pair_count(block));
+        let at = setting([
+            ("part", "vs-c".into()),
+            ("pair", first.key.into()),
+            ("placement", placement.name().into()),
+            ("block_bytes", block.into()),
+            ("count", count.into()),
+        ]);
+        engine.measure(&at, &[first.key, second.key], |i| {
+            let v = [first, second][i];
+            let mut cmd = v.command(count, block);
+            if let Placement::OneCpu(cpu) = placement {
+                labkit::affinity::pin_command(&mut cmd, cpu)?;
+            }
+            spawn(v, cmd, count, block)
+        })?;
+        let ratios =
+            engine.observations().paired(&at, first.key, second.key, "mb_per_s");
+        out.push(Ratio {
+            program: first.key,
+            against: if second.key == AGAIN { first.key } else { second.key },
+            placement: placement.name(),
+            cpu: placement.cpus().map(|[c, _]| c),
+            block_bytes: block,
+            count,
+            ratio: Summary::of(&ratios.unwrap_or_default())
+                .expect("at least one round"),
+        });
+    }
     Ok(out)
+}
+
+/// The pairs, in the order measured, at `placement`: (program, against).
+fn pairs(ratios: &[Ratio], placement: &str) -> Vec<(&'static str, &'static str)> {
+    let mut pairs = Vec::new();
+    for r in ratios.iter().filter(|r| r.placement == placement) {
+        if !pairs.contains(&(r.program, r.against)) {
+            pairs.push((r.program, r.against));
+        }
+    }
+    pairs
 }
 
 /// One table per placement (one CPU, unpinned), one column per pair of
 /// programs: three columns of "median (min-max)" fit the book's column,
 /// six did not.
-pub(super) fn pairs_tables(data: &Data) -> Vec<Table> {
-    let mut placements: Vec<&str> = Vec::new();
-    for c in &data.vs_c {
-        if !placements.contains(&c.placement.name) {
-            placements.push(c.placement.name);
-        }
-    }
-    let mut blocks: Vec<u64> = data
-        .vs_c
-        .iter()
-        .flat_map(|c| c.points.iter().map(|p| p.block_bytes))
-        .collect();
+pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
+    let mut blocks: Vec<u64> = ratios.iter().map(|r| r.block_bytes).collect();
     blocks.sort_unstable();
     blocks.dedup();
     let mut tables = Vec::new();
-    for placement in placements {
-        let columns: Vec<&Comparison> =
-            data.vs_c.iter().filter(|c| c.placement.name == placement).collect();
-        let headers: Vec<String> = std::iter::once("block (bytes)".to_string())
-            .chain(columns.iter().map(|c| pair_name(c)))
-            .collect();
-        let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
-        let mut t = Table::new(
+    for placement in ["one-cpu", "unpinned"] {
+        let pairs = pairs(ratios, placement);
+        if pairs.is_empty() {
+            continue;
+        }
+        let find = |(p, a): (&str, &str), b: u64| {
+            ratios.iter().find(|r| {
+                (r.program, r.against, r.placement, r.block_bytes)
+                    == (p, a, placement, b)
+            })
+        };
+        let mut columns =
+            vec![crate::table::col("block (bytes)", |b: &u64| b.to_string())];
+        for &pair in &pairs {
+            columns.push(crate::table::col(pair_name(pair), move |b: &u64| {
+                find(pair, *b).map_or("-".into(), |r| range(&r.ratio, 3))
+            }));
+        }
+        let words = name(placement);
+        let mut t = Table::of(
             format!(
-                "Rust against C (gcc -O2), {placement}: Rust MB/s / C MB/s, \
+                "Rust against C (gcc -O2), {words}: Rust MB/s / C MB/s, \
                  median (min-max) of pairs"
             ),
-            &headers,
+            &blocks,
+            &columns,
         );
-        for &block in &blocks {
-            let mut cells = vec![block.to_string()];
-            for c in &columns {
-                cells.push(
-                    c.points
-                        .iter()
-                        .find(|p| p.block_bytes == block)
-                        .map_or("-".into(), |p| range(&p.ratio, 3)),
-                );
-            }
-            t.row(cells);
-        }
-        for c in &columns {
-            let medians: Vec<f64> =
-                c.points.iter().map(|p| p.ratio.median).collect();
+        for &(program, against) in &pairs {
+            let medians: Vec<f64> = blocks
+                .iter()
+                .filter_map(|&b| Some(find((program, against), b)?.ratio.median))
+                .collect();
             if let Some(all) = Summary::of(&medians) {
                 let close =
                     medians.iter().filter(|&&r| (r - 1.0).abs() <= 0.05).count();
                 t.note(format!(
-                    "{} against {}, {}: {close} of {} block sizes within 5% (medians \
-                     from {:.3} to {:.3}; their median {:.3}).",
-                    c.program,
-                    c.against,
-                    c.placement.name,
-                    all.n,
-                    all.min,
-                    all.max,
-                    all.median
+                    "{program} against {against}, {words}: {close} of {} block sizes \
+                     within 5% (medians from {:.3} to {:.3}; their median {:.3}).",
+                    all.n, all.min, all.max, all.median
                 ));
             }
         }
         tables.push(t);
     }
-    let rounds =
-        data.vs_c.first().and_then(|c| c.points.first()).map_or(0, |p| p.ratio.n);
+    let rounds = ratios.first().map_or(0, |r| r.ratio.n);
     if let Some(last) = tables.last_mut() {
         last.note(format!(
             "{rounds} pairs per cell, the two programs run back to back (which goes \
@@ -187,13 +183,18 @@ pub(super) fn pairs_tables(data: &Data) -> Vec<Table> {
     tables
 }
 
+/// A placement in the tables' words: "one CPU", "unpinned".
+fn name(placement: &str) -> &'static str {
+    if placement == "one-cpu" { "one CPU" } else { "unpinned" }
+}
+
 /// "pipespeed2t" for a Rust program against its twin, "pipespeed2t.c /
 /// itself" for the control.
-fn pair_name(c: &Comparison) -> String {
-    if c.program == c.against {
-        format!("{} / itself", c.program)
+fn pair_name((program, against): (&str, &str)) -> String {
+    if program == against {
+        format!("{program} / itself")
     } else {
-        c.program.to_string()
+        program.to_string()
     }
 }
 
@@ -210,8 +211,8 @@ pub fn c_twin(program: &str) -> Result<PathBuf> {
 
 /// The ratios by block size, with "equal" and the 5% band the notes count
 /// against drawn in; none without `--vs-c`.
-pub(super) fn chart(data: &Data) -> Option<(String, Chart)> {
-    if data.vs_c.is_empty() {
+pub(super) fn chart(ratios: &[Ratio]) -> Option<(String, Chart)> {
+    if ratios.is_empty() {
         return None;
     }
     // The axis fits the ratios (they live around 1, not around 0).
@@ -227,18 +228,26 @@ pub(super) fn chart(data: &Data) -> Option<(String, Chart)> {
     .guide(1.0, "equal (1.0)")
     .guide(0.95, "within 5% (0.95-1.05)")
     .guide(1.05, "within 5% (0.95-1.05)");
-    for c in &data.vs_c {
-        let points = c.points.iter().map(|p| (p.block_bytes as f64, &p.ratio));
-        // The pair's program (the control: a program against itself), on
-        // one CPU; unpinned is the second form.
-        let meaning = if c.program == c.against {
-            Meaning::Control
-        } else {
-            super::tables::variant_kind(c.program).meaning
-        };
-        let kind = meaning.form(u8::from(c.placement.cpu.is_none()));
-        let label = format!("{}, {}", pair_name(c), c.placement.name);
-        chart = chart.summaries(kind, &label, points);
+    for placement in ["one-cpu", "unpinned"] {
+        for pair @ (program, against) in pairs(ratios, placement) {
+            let points = ratios
+                .iter()
+                .filter(|r| {
+                    (r.program, r.against, r.placement)
+                        == (program, against, placement)
+                })
+                .map(|r| (r.block_bytes as f64, &r.ratio));
+            // The pair's program (the control: a program against itself), on
+            // one CPU; unpinned is the second form.
+            let meaning = if program == against {
+                Meaning::Control
+            } else {
+                super::tables::variant_kind(program).meaning
+            };
+            let kind = meaning.form(u8::from(placement == "unpinned"));
+            let label = format!("{}, {}", pair_name(pair), name(placement));
+            chart = chart.summaries(kind, &label, points);
+        }
     }
     Some(("vs-c".to_string(), chart))
 }

@@ -8,27 +8,34 @@
 //! control CPU time". Each row also has connections/s and latency from the
 //! client, the pool's meter and, where they can be counted, wake-ups per
 //! connection.
+//!
+//! The designs are the engine's conditions, the iterative baseline first,
+//! at the closed-loop load (and, with `--full`, at an overload and at each
+//! offered rate of an open loop): every run is an observation, and
+//! `verdict` derives from them what is this experiment's own, the CPU
+//! above the same round's baseline and the ratios the claims judge.
 
-use std::ffi::OsString;
-
-use crate::results::Header;
-use crate::stats::{Summary, round_order};
 use clap::Parser;
 use labkit::Result;
 use serde::Serialize;
 
-use super::Experiment;
+use super::{Declared, Experiment};
+use crate::engine::{
+    Engine, Observations, Observed, Series, Setting, balanced_rounds, setting,
+};
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
+use crate::results::Header;
 
 mod run;
 mod tables;
 mod verdict;
 
-use run::{Ctx, full_phases, ports};
+use run::{Ctx, measure, ports};
 use tables::{bars, charts, tables};
-use verdict::{cpu, headline, row, verdict};
+use verdict::{above_baseline, headline, verdict};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "server-designs",
     concat!(
         "Stevens' server designs and today's: CPU per connection above an ",
@@ -36,10 +43,21 @@ pub const EXPERIMENT: Experiment = Experiment::new(
     ),
     main,
 )
-.under_all(&["--quick"]);
+.under_all(Declared::own(&["--quick"]))
+.headline(&[
+    "fork_over_prefork_total_cpu",
+    "thread_over_prethread_total_cpu",
+    "fork_over_prefork",
+    "thread_over_prethread",
+    "fork_us_per_connection",
+    "prefork_us_per_connection",
+    "best_classic_connections_per_s",
+    "best_modern_connections_per_s",
+])
+.data::<Data>();
 
 /// Every design, in Stevens' row order, then today's; the first is the
-/// baseline. `epoll-herd` is the runner's own: `server --design
+/// baseline ([`BASELINE`]). `epoll-herd` is the runner's own: `server --design
 /// epoll-exclusive --herd`.
 pub const DESIGNS: &[&str] = &[
     "iterative",
@@ -61,6 +79,9 @@ pub const DESIGNS: &[&str] = &[
     "io-uring",
 ];
 
+/// The baseline: the iterative server, one client making every connection.
+const BASELINE: &str = "iterative";
+
 /// The designs whose pool is a set of event loops or runtime workers: one
 /// per CPU is what they are built for, so they get `--modern-pool`.
 /// (epoll-exclusive and epoll-herd keep Stevens' pool: their point is how
@@ -69,7 +90,7 @@ const MODERN_POOLED: &[&str] = &["reuseport", "tokio"];
 
 /// Server designs under one load: CPU above the iterative baseline,
 /// connections/s, latency, the pool's meter and wake-ups.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -116,6 +137,7 @@ struct Args {
     #[arg(long)]
     quick: bool,
 }
+crate::options!(Args);
 
 fn design(text: &str) -> std::result::Result<String, String> {
     if DESIGNS.contains(&text) {
@@ -125,7 +147,8 @@ fn design(text: &str) -> std::result::Result<String, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
+/// One run: what the server and the client printed.
+#[derive(Clone, Debug)]
 struct Run {
     /// What `server --json` printed when it stopped.
     server: servers::Stats,
@@ -133,6 +156,42 @@ struct Run {
     client: servers::client::Report,
     /// From the server's start to its exit.
     server_wall_s: f64,
+}
+
+impl Observed for Run {
+    /// The server's CPU (user + sys, itself and its reaped children), in
+    /// all and per connection; the client's rate and latency; the server's
+    /// context switches and listener wake-ups per connection; the pool and
+    /// its meter (connections per member, fewest and most).
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let (s, c) = (&self.server, &self.client);
+        let connections = c.connections_ok.max(1) as f64;
+        let cpu = s.user_s + s.sys_s;
+        let switches = (s.voluntary_switches + s.involuntary_switches) as f64;
+        let mut m = vec![
+            ("cpu_s", cpu),
+            ("cpu_us_per_connection", cpu * 1e6 / connections),
+            ("connections_ok", c.connections_ok as f64),
+            ("requests", s.requests as f64),
+            ("connections_per_s", c.connections_per_s),
+            ("p50_ms", c.latency.p50_us / 1e3),
+            ("p99_ms", c.latency.p99_us / 1e3),
+            ("max_ms", c.latency.max_us / 1e3),
+            ("switches_per_connection", switches / connections),
+            ("pool", s.pool as f64),
+            ("wall_s", self.server_wall_s),
+        ];
+        m.extend(s.wakeups_per_connection.map(|w| ("wakeups_per_connection", w)));
+        if let (Some(lo), Some(hi)) =
+            (s.per_member.iter().min(), s.per_member.iter().max())
+        {
+            m.extend([
+                ("per_member_min", *lo as f64),
+                ("per_member_max", *hi as f64),
+            ]);
+        }
+        m
+    }
 }
 
 /// How one server run is set up.
@@ -144,42 +203,23 @@ struct Load {
     rate: Option<f64>,
 }
 
-#[derive(Serialize)]
-struct Row {
-    design: String,
-    /// unpv13e's name for it (serv00 ... serv09), if it is Stevens'.
-    stevens: Option<&'static str>,
-    pool: usize,
-    /// Server CPU, user + sys, itself and its reaped children, seconds.
-    cpu_s: Summary,
-    /// `cpu_s` minus the same round's baseline (Stevens' measure).
-    cpu_s_above_baseline: Summary,
-    /// The same, each round's.
-    cpu_s_above_baseline_rounds: Vec<f64>,
-    cpu_us_per_connection_above_baseline: Summary,
-    connections_per_s: Summary,
-    p50_ms: Summary,
-    p99_ms: Summary,
-    /// Listener wake-ups that returned to the program (select or
-    /// epoll_wait), per connection.
-    wakeups_per_connection: Option<Summary>,
-    /// The server's context switches (voluntary + involuntary, itself,
-    /// its threads and reaped children) per connection: wake-ups the
-    /// kernel counts, including those a herd causes inside select or
-    /// epoll_wait, which never return to the program.
-    switches_per_connection: Summary,
-    /// Connections per pool member in the first round (Stevens' meter).
-    per_member_first_round: Vec<u64>,
-    runs: Vec<Run>,
+/// The closed-loop load every design serves, and its baseline.
+fn closed() -> Setting {
+    setting([("load", "closed".into())])
 }
 
-#[derive(Serialize)]
+/// The same load from `children` concurrent clients (--full).
+fn overload(children: u64) -> Setting {
+    setting([("load", "overload".into()), ("children", children.into())])
+}
+
+#[derive(Serialize, schemars::JsonSchema)]
 struct Skipped {
     design: String,
     reason: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Ports {
     low: u32,
     high: u32,
@@ -188,45 +228,21 @@ struct Ports {
     tw_reuse: Option<u32>,
 }
 
-#[derive(Serialize)]
-struct RatePoint {
-    design: String,
-    offered_per_s: f64,
-    achieved_per_s: f64,
-    p50_ms: f64,
-    p99_ms: f64,
-    max_ms: f64,
-}
-
-/// One design's figures for the verdict (medians over the rounds).
-#[derive(Serialize)]
-struct VerdictDesign {
-    cpu_s_above_baseline: f64,
-    cpu_us_per_connection_above_baseline: f64,
-    connections_per_s: f64,
-    p99_ms: f64,
-    switches_per_connection: f64,
-}
-
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Best {
     design: String,
     value: f64,
 }
 
-/// What the claims need. Article 000: "prefork and thread pools bring no
-/// real advantage" at hundreds to thousands of connections. Stevens'
-/// summary: pools cut the process-control CPU "by a factor of 10 or more".
-#[derive(Serialize)]
+/// What the claims need, from the medians of the closed loop. Article
+/// 000: "prefork and thread pools bring no real advantage" at hundreds to
+/// thousands of connections. Stevens' summary: pools cut the
+/// process-control CPU "by a factor of 10 or more".
+#[derive(Serialize, schemars::JsonSchema)]
 struct Verdict {
-    /// Median CPU seconds of the iterative baseline.
-    baseline_cpu_s: f64,
-    /// Spread of the baseline over the rounds (max - min), seconds: a CPU
-    /// figure above baseline smaller than this is within the noise.
+    /// Spread of the baseline's CPU over the rounds (max - min), seconds: a
+    /// CPU figure above baseline smaller than this is within the noise.
     baseline_noise_cpu_s: f64,
-    connections_per_run: u64,
-    /// By design name (`/verdict/designs/fork/...`).
-    designs: std::collections::BTreeMap<String, VerdictDesign>,
     /// The prefork design with the least CPU above baseline.
     best_prefork: Option<Best>,
     /// The prethreaded design with the least CPU above baseline.
@@ -248,8 +264,10 @@ struct Verdict {
     best_modern_connections_per_s: Option<Best>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
+    /// The rounds run: --rounds, made a multiple of the conditions so that
+    /// each design goes first equally often.
     rounds: u32,
     full: bool,
     quick: bool,
@@ -261,24 +279,27 @@ struct Data {
     byte_reads: bool,
     connections_per_run: u64,
     ports: Ports,
-    /// The iterative server, one client making every connection in turn.
-    baseline: Row,
-    rows: Vec<Row>,
+    /// The designs measured besides the baseline, in order.
+    designs: Vec<String>,
     skipped: Vec<Skipped>,
     /// --full: more concurrent clients than pool members.
-    overload: Vec<Row>,
     overload_children: u64,
-    /// --full: open-loop latency against offered rate.
-    rate_sweep: Vec<RatePoint>,
+    /// Each design (`condition`, the baseline `iterative` too) at each
+    /// `load` (`closed`; with --full `overload`, and `open` at each
+    /// `fraction` of the best closed-loop rate, `offered_per_s`): the
+    /// metrics of [`Run`] over the rounds.
+    series: Vec<Series>,
+    /// Each design's CPU above the same round's baseline, where the load
+    /// has one: `cpu_s` and `cpu_us_per_connection` (Stevens' measure).
+    above_baseline: Vec<Series>,
     verdict: Verdict,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let bins = crate::bins::package_programs("servers", &["server", "client"])?;
     let ports = ports();
-    let rounds = args.common.rounds as usize;
     let children = u64::from(args.children);
     let wanted = args.loops.unwrap_or(if args.quick { 200 } else { 1000 });
     // TIME_WAIT lands on the client: keep one run within a quarter of the
@@ -295,15 +316,6 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let modern_pool = args.modern_pool.unwrap_or_else(|| {
         labkit::affinity::allowed_cpus().map_or(1, |c| c.len().max(1) as u32)
     });
-    let mut designs: Vec<&str> = if args.designs.is_empty() {
-        DESIGNS[1..].to_vec()
-    } else {
-        DESIGNS[1..]
-            .iter()
-            .copied()
-            .filter(|d| args.designs.iter().any(|a| a == d))
-            .collect()
-    };
     let ctx = Ctx {
         server: bins[0].clone(),
         client: bins[1].clone(),
@@ -312,51 +324,28 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         byte_reads: args.byte_reads,
     };
     let load = Load { children, loops, bytes: args.bytes, rate: None };
-    let base_load = Load { children: 1, loops: children * loops, ..load.clone() };
     // io_uring (or anything the kernel refuses) is skipped with the
     // server's own reason.
     let mut skipped = Vec::new();
-    designs.retain(|d| match ctx.probe(d) {
-        Ok(()) => true,
-        Err(reason) => {
-            skipped.push(Skipped { design: d.to_string(), reason });
-            false
+    let mut conditions = vec![BASELINE];
+    for d in DESIGNS[1..].iter().copied() {
+        if !args.designs.is_empty() && !args.designs.iter().any(|a| a == d) {
+            continue;
         }
-    });
-    let steps = (rounds * (designs.len() + 1)) as u64;
-    let bar = crate::progress::bar(steps, EXPERIMENT.name);
-    let mut base_runs = Vec::new();
-    let mut runs: Vec<Vec<Run>> = vec![Vec::new(); designs.len()];
-    for round in 0..rounds {
-        // One pass over every design per round (the baseline is 0), in the
-        // lab's rotating order, so drift on a shared machine spreads over
-        // all of them.
-        for k in round_order(designs.len() + 1, round) {
-            let Some(i) = k.checked_sub(1) else {
-                bar.set_message("iterative (baseline)");
-                base_runs.push(ctx.run_once("iterative", &base_load)?);
-                bar.inc(1);
-                continue;
-            };
-            bar.set_message(designs[i].to_string());
-            runs[i].push(ctx.run_once(designs[i], &load)?);
-            bar.inc(1);
+        match ctx.probe(d) {
+            Ok(()) => conditions.push(d),
+            Err(reason) => skipped.push(Skipped { design: d.into(), reason }),
         }
     }
-    bar.finish_and_clear();
-    let base_cpu: Vec<f64> = base_runs.iter().map(cpu).collect();
-    let baseline = row("iterative", base_runs, &base_cpu);
-    let rows: Vec<Row> =
-        designs.iter().zip(runs).map(|(d, r)| row(d, r, &base_cpu)).collect();
+    let mut engine = Engine::new(args.common.rounds);
     let overload_children = 2 * u64::from(args.pool.max(modern_pool));
-    let (overload, rate_sweep) = if args.common.full {
-        full_phases(&ctx, &designs, &rows, &load, overload_children, &base_cpu)?
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    let verdict = verdict(&baseline, &rows, children * loops);
+    let overloaded = args.common.full.then_some(overload_children);
+    measure(&mut engine, &ctx, &conditions, &load, overloaded)?;
+    let observations = engine.finish();
+    let obs = Observations(&observations);
     let data = Data {
-        rounds: rounds as u32,
+        rounds: balanced_rounds(args.common.rounds as usize, conditions.len())
+            as u32,
         full: args.common.full,
         quick: args.quick,
         children: args.children,
@@ -367,24 +356,24 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
         byte_reads: args.byte_reads,
         connections_per_run: children * loops,
         ports,
-        baseline,
-        rows,
+        designs: conditions[1..].iter().map(|d| d.to_string()).collect(),
         skipped,
-        overload,
         overload_children,
-        rate_sweep,
-        verdict,
+        series: obs.series(),
+        above_baseline: above_baseline(obs),
+        verdict: verdict(obs, &conditions[1..]),
     };
     let mut header = Header::new(EXPERIMENT.name);
-    header.settings.rounds = rounds as u32;
+    header.settings.used("rounds, balanced over the designs", data.rounds);
     header.settings.used("--quick", args.quick);
     header.settings.used("loops per client", loops);
     let report = Report {
         header,
-        headline: headline(&data.verdict, &data.rows),
-        tables: tables(&data),
-        charts: charts(&data),
-        files: bars(&data),
+        headline: headline(obs, &data.verdict),
+        tables: tables(&data, obs),
+        charts: charts(&data, obs),
+        files: bars(&data, obs),
+        observations,
         data,
     };
     report.publish(&args.common, &out)
@@ -392,42 +381,48 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::verdict::{stevens, verdict};
     use super::*;
+    use crate::engine::Observation;
 
-    /// A row with one round: `cpu` total seconds, baseline `base`.
-    fn fake(design: &str, cpu: f64, base: f64, cps: f64) -> Row {
-        let one = |v: f64| Summary::of(&[v]).unwrap();
-        Row {
-            design: design.into(),
-            stevens: stevens(design),
-            pool: 15,
-            cpu_s: one(cpu),
-            cpu_s_above_baseline: one(cpu - base),
-            cpu_s_above_baseline_rounds: vec![cpu - base],
-            cpu_us_per_connection_above_baseline: one((cpu - base) * 1e6 / 1000.0),
-            connections_per_s: one(cps),
-            p50_ms: one(0.1),
-            p99_ms: one(1.0),
-            wakeups_per_connection: None,
-            switches_per_connection: one(2.0),
-            per_member_first_round: Vec::new(),
-            runs: Vec::new(),
-        }
+    /// One round of the baseline and each design under the closed loop:
+    /// `cpu` total seconds for 1000 connections, `cps` connections/s.
+    fn measured(designs: &[(&str, f64, f64)]) -> Vec<Observation> {
+        let one = |position, &(design, cpu, cps): &(&str, f64, f64)| Observation {
+            setting: closed(),
+            condition: design.into(),
+            round: Some(1),
+            position,
+            metrics: [
+                ("cpu_s", cpu),
+                ("cpu_us_per_connection", cpu * 1e3),
+                ("connections_ok", 1000.0),
+                ("connections_per_s", cps),
+                ("p50_ms", 0.1),
+                ("p99_ms", 1.0),
+                ("switches_per_connection", 2.0),
+                ("pool", 15.0),
+            ]
+            .map(|(m, v)| (m.to_string(), v))
+            .into(),
+        };
+        designs.iter().enumerate().map(|(k, d)| one(k, d)).collect()
     }
 
     #[test]
     fn the_ratios_use_the_cheapest_pool_and_refuse_a_pool_at_baseline() {
-        let base = fake("iterative", 1.0, 1.0, 100.0);
-        let rows = vec![
-            fake("fork", 11.0, 1.0, 50.0),
-            fake("prefork", 2.0, 1.0, 300.0),
-            fake("prefork-pass", 1.5, 1.0, 200.0),
-            fake("thread", 3.0, 1.0, 80.0),
-            fake("prethread-mutex", 0.9, 1.0, 250.0),
-            fake("epoll", 1.1, 1.0, 400.0),
-        ];
-        let v = verdict(&base, &rows, 1000);
+        let log = measured(&[
+            ("iterative", 1.0, 100.0),
+            ("fork", 11.0, 50.0),
+            ("prefork", 2.0, 300.0),
+            ("prefork-pass", 1.5, 200.0),
+            ("thread", 3.0, 80.0),
+            ("prethread-mutex", 0.9, 250.0),
+            ("epoll", 1.1, 400.0),
+        ]);
+        let obs = Observations(&log);
+        let designs: Vec<&str> =
+            log[1..].iter().map(|o| o.condition.as_str()).collect();
+        let v = verdict(obs, &designs);
         assert_eq!(v.best_prefork.as_ref().unwrap().design, "prefork-pass");
         assert_eq!(v.fork_over_best_prefork, Some(20.0));
         assert_eq!(v.fork_over_best_prefork_total_cpu, Some(11.0 / 1.5));
@@ -444,23 +439,29 @@ mod tests {
             v.best_modern_connections_per_s.as_ref().unwrap().design,
             "epoll"
         );
-        let fork = &v.designs["fork"];
-        assert_eq!(fork.cpu_us_per_connection_above_baseline, 10_000.0);
+        let above = above_baseline(obs);
+        let fork = above.iter().find(|s| s.condition == "fork").unwrap();
+        assert_eq!(fork.get("cpu_us_per_connection").unwrap().median, 10_000.0);
+        assert_eq!(above.len(), designs.len(), "every design, not the baseline");
         // Without fork or a prefork pool there is no ratio at all.
-        let v = verdict(&base, &rows[3..], 1000);
+        let v = verdict(obs, &designs[3..]);
         assert!(v.best_prefork.is_none() && v.fork_over_best_prefork.is_none());
     }
 
     #[test]
     fn the_tables_and_bars_show_every_design_against_the_baseline() {
-        let base = fake("iterative", 1.0, 1.0, 100.0);
-        let mut fork = fake("fork", 3.0, 1.0, 50.0);
-        fork.pool = 0;
-        let mut prefork = fake("prefork", 1.5, 1.0, 300.0);
-        prefork.per_member_first_round = vec![60, 70, 65];
-        prefork.wakeups_per_connection = Summary::of(&[1.25]);
-        let rows = vec![fork, prefork];
-        let verdict = verdict(&base, &rows, 1000);
+        let mut log = measured(&[
+            ("iterative", 1.0, 100.0),
+            ("fork", 3.0, 50.0),
+            ("prefork", 1.5, 300.0),
+        ]);
+        log[1].metrics.insert("pool".into(), 0.0);
+        for (m, v) in [("per_member_min", 60.0), ("per_member_max", 70.0)] {
+            log[2].metrics.insert(m.into(), v);
+        }
+        log[2].metrics.insert("wakeups_per_connection".into(), 1.25);
+        let obs = Observations(&log);
+        let designs = ["fork", "prefork"];
         let d = Data {
             rounds: 1,
             full: false,
@@ -473,18 +474,17 @@ mod tests {
             byte_reads: false,
             connections_per_run: 1000,
             ports: Ports { low: 1, high: 2, count: 2, tw_reuse: None },
-            baseline: base,
-            rows,
+            designs: designs.map(String::from).into(),
             skipped: vec![Skipped {
                 design: "io-uring".into(),
                 reason: "no".into(),
             }],
-            overload: Vec::new(),
             overload_children: 30,
-            rate_sweep: Vec::new(),
-            verdict,
+            series: obs.series(),
+            above_baseline: above_baseline(obs),
+            verdict: verdict(obs, &designs),
         };
-        let t = tables(&d);
+        let t = tables(&d, obs);
         assert_eq!(t.len(), 3, "no overload or sweep without --full");
         assert_eq!(
             t[0].rows[0],
@@ -500,13 +500,13 @@ mod tests {
         assert!(t[0].notes.iter().any(|n| n == "Skipped io-uring: no"));
         // fork / best prefork, above the baseline: 2.0 / 0.5.
         assert!(t[2].rows[0][2].starts_with("4.0 (prefork)"), "{:?}", t[2].rows);
-        let files = bars(&d);
+        let files = bars(&d, obs);
         let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["cpu-per-connection.svg", "connections-per-s.svg"]);
         assert!(files.iter().all(|(_, svg)| svg.starts_with("<svg")));
         // The baseline is a bar of connections/s, not of CPU above itself.
         let bar = ">iterative<";
         assert!(files[1].1.contains(bar) && !files[0].1.contains(bar));
-        assert!(charts(&d).is_empty(), "no sweep, no chart");
+        assert!(charts(&d, obs).is_empty(), "no sweep, no chart");
     }
 }

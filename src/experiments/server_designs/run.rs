@@ -1,15 +1,15 @@
-//! Running the servers and the client: one run, the probe, the --full
-//! phases, and the ports a run may use.
+//! Running the servers and the client: one run, the probe, the loads the
+//! designs are measured at, and the ports a run may use.
 
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::engine::{Engine, setting};
 use crate::service::Service;
 use labkit::{Error, Result};
 
-use super::verdict::row;
-use super::{Load, MODERN_POOLED, Ports, RatePoint, Row, Run};
+use super::{BASELINE, Load, MODERN_POOLED, Ports, Run, closed, overload};
 
 /// The programs and the pool sizes.
 pub(super) struct Ctx {
@@ -127,51 +127,62 @@ pub(super) fn check(
     Ok(())
 }
 
-/// --full: every design with more concurrent clients than pool members,
-/// then an open-loop sweep for a few designs at fractions of the best
-/// closed-loop rate.
-pub(super) fn full_phases(
+/// The designs an open loop sweeps, at fractions of the best closed-loop
+/// rate.
+pub(super) const SWEPT: [&str; 6] =
+    ["fork", "prefork", "thread", "prethread-mutex", "epoll", "tokio"];
+const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
+
+/// Measure `conditions` (the baseline first) under `load`, the baseline
+/// with one client making every connection; then, given `overloaded`
+/// clients (--full), the same with that many concurrent clients, and an
+/// open-loop sweep of a few designs at fractions of the best closed-loop
+/// rate.
+pub(super) fn measure(
+    engine: &mut Engine,
     ctx: &Ctx,
-    designs: &[&str],
-    rows: &[Row],
+    conditions: &[&str],
     load: &Load,
-    children: u64,
-    base_cpu: &[f64],
-) -> Result<(Vec<Row>, Vec<RatePoint>)> {
+    overloaded: Option<u64>,
+) -> Result<()> {
+    let swept: Vec<&str> =
+        SWEPT.into_iter().filter(|d| conditions.contains(d)).collect();
+    let mut runs = engine.runs_for(conditions.len());
+    if overloaded.is_some() {
+        runs += engine.runs_for(conditions.len());
+        runs += FRACTIONS.len() * engine.runs_for(swept.len());
+    }
+    engine.progress(runs, super::EXPERIMENT.name);
     let total = load.children * load.loops;
+    let closed_loop = |engine: &mut Engine, at, load: &Load| {
+        let base =
+            Load { children: 1, loops: load.children * load.loops, ..load.clone() };
+        engine.measure(&at, conditions, |k| {
+            ctx.run_once(
+                conditions[k],
+                if conditions[k] == BASELINE { &base } else { load },
+            )
+        })
+    };
+    closed_loop(engine, closed(), load)?;
+    let Some(children) = overloaded else { return Ok(()) };
     let over = Load { children, loops: (total / children).max(1), ..load.clone() };
-    let bar = crate::progress::bar(designs.len() as u64, "server-designs overload");
-    let mut overload = Vec::new();
-    for d in designs {
-        bar.set_message(d.to_string());
-        let run = ctx.run_once(d, &over)?;
-        overload.push(row(d, vec![run], &base_cpu[..1]));
-        bar.inc(1);
+    closed_loop(engine, overload(children), &over)?;
+    let obs = engine.observations();
+    let cps =
+        |d: &&str| obs.summary(&closed(), d, "connections_per_s").map(|s| s.median);
+    let best = conditions[1..].iter().filter_map(cps).fold(0.0, f64::max);
+    for fraction in FRACTIONS.into_iter().filter(|_| !swept.is_empty()) {
+        let rate = (best * fraction).max(1.0);
+        let open = Load { rate: Some(rate), ..load.clone() };
+        let at = setting([
+            ("load", "open".into()),
+            ("fraction", fraction.into()),
+            ("offered_per_s", rate.into()),
+        ]);
+        engine.measure(&at, &swept, |k| ctx.run_once(swept[k], &open))?;
     }
-    bar.finish_and_clear();
-    let best = rows.iter().map(|r| r.connections_per_s.median).fold(0.0, f64::max);
-    let mut sweep = Vec::new();
-    let chosen: Vec<&str> =
-        ["fork", "prefork", "thread", "prethread-mutex", "epoll", "tokio"]
-            .into_iter()
-            .filter(|d| designs.contains(d))
-            .collect();
-    for d in chosen {
-        for fraction in [0.25, 0.5, 0.75, 1.0] {
-            let rate = (best * fraction).max(1.0);
-            let open = Load { rate: Some(rate), ..load.clone() };
-            let r = ctx.run_once(d, &open)?;
-            sweep.push(RatePoint {
-                design: d.to_string(),
-                offered_per_s: rate,
-                achieved_per_s: r.client.connections_per_s,
-                p50_ms: r.client.latency.p50_us / 1e3,
-                p99_ms: r.client.latency.p99_us / 1e3,
-                max_ms: r.client.latency.max_us / 1e3,
-            });
-        }
-    }
-    Ok((overload, sweep))
+    Ok(())
 }
 
 /// The ephemeral port range and whether TIME_WAIT ports are reused.

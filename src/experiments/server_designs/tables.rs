@@ -1,85 +1,92 @@
-//! The tables, the bar charts (files of the report) and the rate chart.
+//! The tables, the bar charts (files of the report) and the rate chart,
+//! from the observations.
 
 use crate::chart::{Chart, Kind, Meaning};
-use crate::table::{Table, or_dash};
+use crate::engine::{Observations, Setting};
+use crate::table::{Table, col, or_dash};
 
-use super::Data;
-use super::verdict::{ARTICLE_FORK, ARTICLE_PREFORK, kegel};
+use super::run::SWEPT;
+use super::verdict::{ARTICLE_FORK, ARTICLE_PREFORK, above_median, kegel, stevens};
+use super::{BASELINE, Data, closed, overload};
 
-pub(super) fn tables(d: &Data) -> Vec<Table> {
+/// `design`'s median `metric` at `at`, to `digits` decimals.
+fn cell(
+    obs: Observations,
+    at: &Setting,
+    design: &str,
+    metric: &str,
+    n: usize,
+) -> String {
+    or_dash(obs.summary(at, design, metric).map(|s| s.median), n)
+}
+
+/// Connections per pool member in the first round (Stevens' meter):
+/// `min-max`.
+fn members(obs: Observations, at: &Setting, design: &str) -> String {
+    let first = |m: &str| obs.rounds(at, design, m).and_then(|r| r.first().copied());
+    match (first("per_member_min"), first("per_member_max")) {
+        (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
+        _ => "-".into(),
+    }
+}
+
+pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
+    let at = closed();
+    let at = &at;
+    let rows: Vec<&str> = std::iter::once(BASELINE)
+        .chain(d.designs.iter().map(String::as_str))
+        .collect();
+    let name = |r: &&str| match *r {
+        BASELINE => "iterative (baseline)".to_string(),
+        r => r.to_string(),
+    };
+    let median =
+        |metric: &'static str, n| move |r: &&str| cell(obs, at, r, metric, n);
+    let above = |per_connection, n| {
+        move |r: &&str| match *r {
+            BASELINE => "0".into(),
+            r => or_dash(above_median(obs, at, r, per_connection), n),
+        }
+    };
+    // Two tables, so that each fits the book's column: the CPU Stevens
+    // measured and what it bought, then the pools' own counters.
     let title = format!(
         "Server designs: CPU above the iterative baseline (Stevens' measure), {} \
          clients x {} connections, {} bytes per reply",
         d.children, d.loops, d.bytes
     );
-    // Two tables, so that each fits the book's column: the CPU Stevens
-    // measured and what it bought, then the pools' own counters.
-    let mut t = Table::new(
+    let mut t = Table::of(
         title,
+        &rows,
         &[
-            "design",
-            "Stevens",
-            "CPU s",
-            "CPU s above baseline",
-            "CPU us/conn above baseline",
-            "conn/s",
-            "p99 ms",
+            col("design", name),
+            col("Stevens", |r: &&str| stevens(r).unwrap_or("-").to_string()),
+            col("CPU s", median("cpu_s", 3)),
+            col("CPU s above baseline", above(false, 3)),
+            col("CPU us/conn above baseline", above(true, 1)),
+            col("conn/s", median("connections_per_s", 0)),
+            col("p99 ms", median("p99_ms", 2)),
         ],
     );
-    let mut pools = Table::new(
+    let pools = Table::of(
         "Server designs: pools, switches and wake-ups",
+        &rows,
         &[
-            "design",
-            "pool",
-            "p50 ms",
-            "switches/conn",
-            "wake-ups/conn",
-            "per member (min-max)",
-            "Kegel 2000 user/sys s",
+            col("design", name),
+            col("pool", |r: &&str| match cell(obs, at, r, "pool", 0).as_str() {
+                "0" => "-".into(),
+                pool => pool.into(),
+            }),
+            col("p50 ms", median("p50_ms", 2)),
+            col("switches/conn", median("switches_per_connection", 2)),
+            col("wake-ups/conn", median("wakeups_per_connection", 2)),
+            col("per member (min-max)", |r: &&str| members(obs, at, r)),
+            col("Kegel 2000 user/sys s", |r: &&str| {
+                let kegel = stevens(r).and_then(kegel);
+                kegel.map_or("-".into(), |(u, s)| format!("{u}/{s}"))
+            }),
         ],
     );
-    for r in std::iter::once(&d.baseline).chain(&d.rows) {
-        let members = match (
-            r.per_member_first_round.iter().min(),
-            r.per_member_first_round.iter().max(),
-        ) {
-            (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
-            _ => "-".into(),
-        };
-        let kegel = r
-            .stevens
-            .and_then(kegel)
-            .map_or("-".into(), |(u, s)| format!("{u}/{s}"));
-        let baseline = r.design == "iterative";
-        let name: String =
-            if baseline { "iterative (baseline)".into() } else { r.design.clone() };
-        t.row(vec![
-            name.clone(),
-            r.stevens.unwrap_or("-").into(),
-            format!("{:.3}", r.cpu_s.median),
-            if baseline {
-                "0".into()
-            } else {
-                format!("{:.3}", r.cpu_s_above_baseline.median)
-            },
-            if baseline {
-                "0".into()
-            } else {
-                format!("{:.1}", r.cpu_us_per_connection_above_baseline.median)
-            },
-            format!("{:.0}", r.connections_per_s.median),
-            format!("{:.2}", r.p99_ms.median),
-        ]);
-        pools.row(vec![
-            name,
-            if r.pool == 0 { "-".into() } else { r.pool.to_string() },
-            format!("{:.2}", r.p50_ms.median),
-            format!("{:.2}", r.switches_per_connection.median),
-            or_dash(r.wakeups_per_connection.map(|w| w.median), 2),
-            members,
-            kegel,
-        ]);
-    }
     t.note(format!(
         "Medians of {} round(s), in this table and the next. CPU: the server's user + sys time, itself and its \
          reaped children, as it printed it on SIGTERM (`pr_cpu_time.c`); above \
@@ -153,67 +160,71 @@ pub(super) fn tables(d: &Data) -> Vec<Table> {
         v.baseline_noise_cpu_s
     ));
     let mut out = vec![t, pools, claims];
-    if !d.overload.is_empty() {
-        let mut o = Table::new(
-            format!(
-                "More clients than pool members: {} concurrent clients",
-                d.overload_children
-            ),
+    if d.full {
+        let at = &overload(d.overload_children);
+        let median =
+            |metric: &'static str, n| move |r: &&str| cell(obs, at, r, metric, n);
+        let title = format!(
+            "More clients than pool members: {} concurrent clients",
+            d.overload_children
+        );
+        let table = Table::of(
+            title,
+            &rows[1..],
             &[
-                "design",
-                "CPU s above baseline",
-                "conn/s",
-                "p50 ms",
-                "p99 ms",
-                "per member (min-max)",
+                col("design", name),
+                col("CPU s above baseline", |r: &&str| {
+                    or_dash(above_median(obs, at, r, false), 3)
+                }),
+                col("conn/s", median("connections_per_s", 0)),
+                col("p50 ms", median("p50_ms", 2)),
+                col("p99 ms", median("p99_ms", 2)),
+                col("per member (min-max)", |r: &&str| members(obs, at, r)),
             ],
         );
-        for r in &d.overload {
-            let m = &r.per_member_first_round;
-            o.row(vec![
-                r.design.clone(),
-                format!("{:.3}", r.cpu_s_above_baseline.median),
-                format!("{:.0}", r.connections_per_s.median),
-                format!("{:.2}", r.p50_ms.median),
-                format!("{:.2}", r.p99_ms.median),
-                match (m.iter().min(), m.iter().max()) {
-                    (Some(lo), Some(hi)) => format!("{lo}-{hi}"),
-                    _ => "-".into(),
-                },
-            ]);
-        }
-        o.note("One round each; the baseline is the first round's.");
-        out.push(o);
+        out.push(table.noted(format!(
+            "Medians of {} rounds; above baseline: minus the same round's iterative \
+             server serving as many connections from one client. Per member: the \
+             first round's.",
+            d.rounds
+        )));
     }
-    if !d.rate_sweep.is_empty() {
-        let mut s = Table::new(
+    let sweep = open_loop(d, obs);
+    if !sweep.is_empty() {
+        let median = |metric: &'static str, n| {
+            move |(d, at): &(&str, &Setting)| cell(obs, at, d, metric, n)
+        };
+        let table = Table::of(
             "Open loop: latency from the intended start against the offered rate",
+            &sweep,
             &[
-                "design",
-                "offered conn/s",
-                "achieved conn/s",
-                "p50 ms",
-                "p99 ms",
-                "max ms",
+                col("design", |(d, _): &(&str, &Setting)| d.to_string()),
+                col("offered conn/s", |(_, at): &(&str, &Setting)| {
+                    or_dash(at["offered_per_s"].as_f64(), 0)
+                }),
+                col("achieved conn/s", median("connections_per_s", 0)),
+                col("p50 ms", median("p50_ms", 2)),
+                col("p99 ms", median("p99_ms", 2)),
+                col("max ms", median("max_ms", 2)),
             ],
         );
-        for p in &d.rate_sweep {
-            s.row(vec![
-                p.design.clone(),
-                format!("{:.0}", p.offered_per_s),
-                format!("{:.0}", p.achieved_per_s),
-                format!("{:.2}", p.p50_ms),
-                format!("{:.2}", p.p99_ms),
-                format!("{:.2}", p.max_ms),
-            ]);
-        }
-        s.note(
+        out.push(table.noted(
             "Offered rates are 25, 50, 75 and 100% of the best closed-loop rate \
-             measured.",
-        );
-        out.push(s);
+             measured; medians of the rounds.",
+        ));
     }
     out
+}
+
+/// The open loop's points, design by design, each at every offered rate.
+fn open_loop<'a>(
+    d: &Data,
+    obs: Observations<'a>,
+) -> Vec<(&'static str, &'a Setting)> {
+    let open = obs.settings().into_iter().filter(|s| s["load"] == "open");
+    let open: Vec<&Setting> = open.collect();
+    let swept = SWEPT.into_iter().filter(|s| d.designs.iter().any(|d| d == s));
+    swept.flat_map(|d| open.iter().map(move |at| (d, *at))).collect()
 }
 
 /// A design's meaning on the charts: what serves a connection. A process
@@ -233,19 +244,16 @@ fn kind(design: &str) -> Kind {
 
 /// Bar charts (one bar per design), files of the report: CPU per
 /// connection above baseline, and connections/s.
-pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
-    let cpu: Vec<(Kind, String, f64)> = d
-        .rows
-        .iter()
-        .map(|r| {
-            let cpu = r.cpu_us_per_connection_above_baseline.median;
-            (kind(&r.design), r.design.clone(), cpu)
-        })
-        .collect();
-    let cps: Vec<(Kind, String, f64)> = std::iter::once(&d.baseline)
-        .chain(&d.rows)
-        .map(|r| (kind(&r.design), r.design.clone(), r.connections_per_s.median))
-        .collect();
+pub(super) fn bars(d: &Data, obs: Observations) -> Vec<(String, String)> {
+    let at = closed();
+    let bar =
+        |d: &str, v: Option<f64>| (kind(d), d.to_string(), v.unwrap_or(f64::NAN));
+    let cpu: Vec<(Kind, String, f64)> =
+        d.designs.iter().map(|d| bar(d, above_median(obs, &at, d, true))).collect();
+    let designs =
+        std::iter::once(BASELINE).chain(d.designs.iter().map(String::as_str));
+    let cps = |d| obs.summary(&at, d, "connections_per_s").map(|s| s.median);
+    let cps: Vec<(Kind, String, f64)> = designs.map(|d| bar(d, cps(d))).collect();
     vec![
         (
             "cpu-per-connection.svg".into(),
@@ -268,27 +276,22 @@ pub(super) fn bars(d: &Data) -> Vec<(String, String)> {
     ]
 }
 
-pub(super) fn charts(d: &Data) -> Vec<(String, Chart)> {
-    if d.rate_sweep.is_empty() {
+pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
+    let sweep = open_loop(d, obs);
+    if sweep.is_empty() {
         return Vec::new();
     }
     let mut chart = Chart::new(
         "Open loop: p99 latency against offered rate",
         "offered connections/s",
-        "p99 latency, ms (one run per point: no spread to draw)",
+        "p99 latency, ms (median, band: min-max of the rounds)",
     );
-    let mut names: Vec<&str> =
-        d.rate_sweep.iter().map(|p| p.design.as_str()).collect();
-    names.dedup();
-    for n in names {
-        let pts = d
-            .rate_sweep
-            .iter()
-            .filter(|p| p.design == n)
-            .map(|p| (p.offered_per_s, p.p99_ms.max(1e-3)))
-            .collect();
-        chart = chart.series(kind(n), n, pts);
-    }
     chart.log_y = true;
+    for design in SWEPT.into_iter().filter(|s| sweep.iter().any(|p| p.0 == *s)) {
+        let points = sweep.iter().filter(|p| p.0 == design).filter_map(|(_, at)| {
+            Some((at["offered_per_s"].as_f64()?, obs.summary(at, design, "p99_ms")?))
+        });
+        chart = chart.summaries(kind(design), design, points);
+    }
     vec![("rate-sweep".into(), chart)]
 }

@@ -1,10 +1,58 @@
-//! What the rows and the verdict make of the runs: CPU above the baseline,
-//! the pools' counters, the ratios the claims are judged on.
+//! What this experiment derives from the observations: CPU above the same
+//! round's baseline, the best pools, the ratios the claims are judged on.
 
+use crate::engine::{Observations, Series, Setting};
 use crate::report::Headline;
 use crate::stats::Summary;
 
-use super::{Best, Row, Run, Verdict, VerdictDesign};
+use super::{BASELINE, Best, Verdict, closed};
+
+/// `design`'s CPU seconds above the same round's baseline at `at`, and the
+/// same in µs per connection, one value per round.
+pub(super) fn above(
+    obs: Observations,
+    at: &Setting,
+    design: &str,
+) -> Option<(Vec<f64>, Vec<f64>)> {
+    let base = obs.rounds(at, BASELINE, "cpu_s")?;
+    let cpu = obs.rounds(at, design, "cpu_s")?;
+    let connections = obs.rounds(at, design, "connections_ok")?;
+    let above: Vec<f64> = cpu.iter().zip(&base).map(|(c, b)| c - b).collect();
+    let per = above.iter().zip(&connections).map(|(a, n)| a * 1e6 / n.max(1.0));
+    Some((above.clone(), per.collect()))
+}
+
+/// Each design's [`above`] at every load that has a baseline, summed up.
+pub(super) fn above_baseline(obs: Observations) -> Vec<Series> {
+    let designs = obs.series().into_iter().filter(|s| s.condition != BASELINE);
+    designs
+        .filter_map(|s| {
+            let (cpu, per) = above(obs, &s.setting, &s.condition)?;
+            let metrics = [("cpu_s", cpu), ("cpu_us_per_connection", per)]
+                .into_iter()
+                .map(|(m, rounds)| Some((m.to_string(), Summary::of(&rounds)?)))
+                .collect::<Option<_>>()?;
+            Some(Series { setting: s.setting, condition: s.condition, metrics })
+        })
+        .collect()
+}
+
+/// The median of `design`'s `metric` under the closed loop.
+pub(super) fn median(obs: Observations, design: &str, metric: &str) -> Option<f64> {
+    obs.summary(&closed(), design, metric).map(|s| s.median)
+}
+
+/// The median of `design`'s [`above`] at `at`: seconds, or µs per
+/// connection.
+pub(super) fn above_median(
+    obs: Observations,
+    at: &Setting,
+    design: &str,
+    per_connection: bool,
+) -> Option<f64> {
+    let (cpu, per) = above(obs, at, design)?;
+    Some(crate::stats::median(if per_connection { &per } else { &cpu }))
+}
 
 /// The figures the claims are judged on: fork per client's total CPU per
 /// connection over the best prefork's, paired per round (a pool sits so
@@ -13,71 +61,56 @@ use super::{Best, Row, Run, Verdict, VerdictDesign};
 /// the same for threads; and Stevens' measure above the baseline beside
 /// them, kept only where the pool's CPU above the baseline is clear of
 /// the baseline's noise in every round.
-pub(super) fn headline(v: &Verdict, rows: &[Row]) -> Headline {
-    let find = |d: &str| rows.iter().find(|r| r.design == d);
-    let best = |b: &Option<Best>| b.as_ref().and_then(|b| find(&b.design));
-    let per_conn = |r: &Row, above: bool| -> Vec<f64> {
-        r.runs
-            .iter()
-            .zip(&r.cpu_s_above_baseline_rounds)
-            .map(|(run, a)| {
-                let cpu = if above { *a } else { cpu(run) };
-                cpu * 1e6 / run.client.connections_ok.max(1) as f64
-            })
-            .collect()
+pub(super) fn headline(obs: Observations, v: &Verdict) -> Headline {
+    let at = closed();
+    fn best(b: &Option<Best>) -> Option<&str> {
+        b.as_ref().map(|b| b.design.as_str())
+    }
+    let total = |d: Option<&str>| obs.rounds(&at, d?, "cpu_us_per_connection");
+    let per_conn = |d: Option<&str>| Some(above(obs, &at, d?)?.1);
+    let clear = |d: Option<&str>| {
+        above(obs, &at, d?)
+            .map(|(a, _)| a.iter().all(|a| *a > v.baseline_noise_cpu_s))
     };
-    let clear = |r: &Row| {
-        r.cpu_s_above_baseline_rounds.iter().all(|a| *a > v.baseline_noise_cpu_s)
-    };
-    let ratio = |num: Option<&Row>, den: Option<&Row>, above: bool| {
-        let (n, d) = (num?, den?);
-        (!above || clear(d)).then(|| (per_conn(n, above), per_conn(d, above)))
-    };
-    let pair = |p: Option<(Vec<f64>, Vec<f64>)>| {
-        p.map_or((None, None), |(a, b)| (Some(a), Some(b)))
-    };
-    let (fa, fb) = pair(ratio(find("fork"), best(&v.best_prefork), false));
-    let (ta, tb) = pair(ratio(find("thread"), best(&v.best_prethread), false));
-    let (fa2, fb2) = pair(ratio(find("fork"), best(&v.best_prefork), true));
-    let (ta2, tb2) = pair(ratio(find("thread"), best(&v.best_prethread), true));
-    let cps = |b: &Option<Best>| -> Option<Vec<f64>> {
-        Some(best(b)?.runs.iter().map(|r| r.client.connections_per_s).collect())
-    };
+    let above_clear =
+        |d: Option<&str>| per_conn(d).filter(|_| clear(d) == Some(true));
+    let (prefork, prethread) = (best(&v.best_prefork), best(&v.best_prethread));
+    let cps = |b: &Option<Best>| obs.rounds(&at, best(b)?, "connections_per_s");
     crate::report::headline()
         .paired(
             "fork_over_prefork_total_cpu",
             "fork per client's total CPU per connection over the best prefork's",
-            fa,
-            fb,
+            total(Some("fork")),
+            total(prefork),
         )
         .paired(
             "thread_over_prethread_total_cpu",
             "thread per client's total CPU per connection over the best prethreaded's",
-            ta,
-            tb,
+            total(Some("thread")),
+            total(prethread),
         )
         .paired(
             "fork_over_prefork",
             "fork per client's CPU above the baseline over the best prefork's",
-            fa2,
-            fb2,
+            per_conn(Some("fork")),
+            above_clear(prefork),
         )
         .paired(
             "thread_over_prethread",
             "thread per client's CPU above the baseline over the best prethreaded's",
-            ta2,
-            tb2,
+            per_conn(Some("thread")),
+            above_clear(prethread),
         )
         .rounds(
             "fork_us_per_connection",
             "fork per client: CPU per connection above the baseline",
-            find("fork").map(|r| per_conn(r, true)),
+            per_conn(Some("fork")),
             "µs",
         )
         .rounds(
             "prefork_us_per_connection",
             "the best prefork: CPU per connection above the baseline",
-            best(&v.best_prefork).map(|r| per_conn(r, true)),
+            per_conn(prefork),
             "µs",
         )
         .rounds(
@@ -93,45 +126,6 @@ pub(super) fn headline(v: &Verdict, rows: &[Row]) -> Headline {
             "conn/s",
         )
         .build()
-}
-
-pub(super) fn cpu(r: &Run) -> f64 {
-    r.server.user_s + r.server.sys_s
-}
-
-pub(super) fn row(design: &str, runs: Vec<Run>, base_cpu: &[f64]) -> Row {
-    let conns = |r: &Run| r.client.connections_ok.max(1) as f64;
-    let above: Vec<f64> =
-        runs.iter().zip(base_cpu).map(|(r, b)| cpu(r) - b).collect();
-    let per_conn: Vec<f64> =
-        runs.iter().zip(&above).map(|(r, a)| a * 1e6 / conns(r)).collect();
-    let wakes: Vec<f64> =
-        runs.iter().filter_map(|r| r.server.wakeups_per_connection).collect();
-    Row {
-        design: design.to_string(),
-        cpu_s_above_baseline_rounds: above.clone(),
-        stevens: stevens(design),
-        pool: runs[0].server.pool,
-        cpu_s: Summary::of_rounds(runs.iter().map(cpu)),
-        cpu_s_above_baseline: Summary::of_rounds(above),
-        cpu_us_per_connection_above_baseline: Summary::of_rounds(per_conn),
-        connections_per_s: Summary::of_rounds(
-            runs.iter().map(|r| r.client.connections_per_s),
-        ),
-        p50_ms: Summary::of_rounds(
-            runs.iter().map(|r| r.client.latency.p50_us / 1e3),
-        ),
-        p99_ms: Summary::of_rounds(
-            runs.iter().map(|r| r.client.latency.p99_us / 1e3),
-        ),
-        wakeups_per_connection: Summary::of(&wakes),
-        switches_per_connection: Summary::of_rounds(runs.iter().map(|r| {
-            (r.server.voluntary_switches + r.server.involuntary_switches) as f64
-                / conns(r)
-        })),
-        per_member_first_round: runs[0].server.per_member.clone(),
-        runs,
-    }
 }
 
 /// unpv13e's name for a design (`serv01`), from the servers crate's own
@@ -166,68 +160,49 @@ pub(super) const ARTICLE_FORK: f64 = 504.2;
 pub(super) const ARTICLE_PREFORK: f64 = 21.5;
 // ANCHOR_END: past
 
-pub(super) fn verdict(base: &Row, rows: &[Row], connections: u64) -> Verdict {
-    let find = |d: &str| rows.iter().find(|r| r.design == d);
+/// The design with the least value, or the most.
+fn best<'a>(of: impl Iterator<Item = (&'a str, f64)>, most: bool) -> Option<Best> {
+    let order = |a: &(&str, f64), b: &(&str, f64)| a.1.total_cmp(&b.1);
+    let found = if most { of.max_by(order) } else { of.min_by(order) };
+    found.map(|(design, value)| Best { design: design.to_string(), value })
+}
+
+/// The verdict on the closed loop's medians: the best pools (the least
+/// CPU above the baseline), the ratios over them, the best rates.
+pub(super) fn verdict(obs: Observations, designs: &[&str]) -> Verdict {
     let best_of = |prefix: &str| {
-        rows.iter().filter(|r| r.design.starts_with(prefix)).min_by(|a, b| {
-            a.cpu_s_above_baseline.median.total_cmp(&b.cpu_s_above_baseline.median)
-        })
-    };
-    let best_prefork = best_of("prefork");
-    let best_prethread = best_of("prethread");
-    let ratio = |num: Option<&Row>, den: Option<&Row>, total: bool| {
-        let (n, d) = (num?, den?);
-        let pick = |r: &Row| {
-            if total { r.cpu_s.median } else { r.cpu_s_above_baseline.median }
-        };
-        (pick(d) > 0.0).then(|| pick(n) / pick(d))
+        let pools = designs.iter().filter(|d| d.starts_with(prefix));
+        best(
+            pools
+                .filter_map(|d| Some((*d, above_median(obs, &closed(), d, false)?))),
+            false,
+        )
     };
     let best_cps = |modern: bool| {
-        rows.iter()
-            .filter(|r| r.stevens.is_none() == modern)
-            .max_by(|a, b| {
-                a.connections_per_s.median.total_cmp(&b.connections_per_s.median)
-            })
-            .map(|r| Best {
-                design: r.design.clone(),
-                value: r.connections_per_s.median,
-            })
-    };
-    Verdict {
-        baseline_cpu_s: base.cpu_s.median,
-        baseline_noise_cpu_s: base.cpu_s.max - base.cpu_s.min,
-        connections_per_run: connections,
-        designs: rows
-            .iter()
-            .map(|r| {
-                let v = VerdictDesign {
-                    cpu_s_above_baseline: r.cpu_s_above_baseline.median,
-                    cpu_us_per_connection_above_baseline: r
-                        .cpu_us_per_connection_above_baseline
-                        .median,
-                    connections_per_s: r.connections_per_s.median,
-                    p99_ms: r.p99_ms.median,
-                    switches_per_connection: r.switches_per_connection.median,
-                };
-                (r.design.clone(), v)
-            })
-            .collect(),
-        best_prefork: best_prefork.map(|r| Best {
-            design: r.design.clone(),
-            value: r.cpu_s_above_baseline.median,
-        }),
-        best_prethread: best_prethread.map(|r| Best {
-            design: r.design.clone(),
-            value: r.cpu_s_above_baseline.median,
-        }),
-        fork_over_best_prefork: ratio(find("fork"), best_prefork, false),
-        thread_over_best_prethread: ratio(find("thread"), best_prethread, false),
-        fork_over_best_prefork_total_cpu: ratio(find("fork"), best_prefork, true),
-        thread_over_best_prethread_total_cpu: ratio(
-            find("thread"),
-            best_prethread,
+        let of = designs.iter().filter(|d| stevens(d).is_none() == modern);
+        best(
+            of.filter_map(|d| Some((*d, median(obs, d, "connections_per_s")?))),
             true,
-        ),
+        )
+    };
+    let (best_prefork, best_prethread) = (best_of("prefork"), best_of("prethread"));
+    let ratio = |num: &str, den: &Option<Best>, total: bool| {
+        let pick = |d: &str| match total {
+            true => median(obs, d, "cpu_s"),
+            false => above_median(obs, &closed(), d, false),
+        };
+        let (n, d) = (pick(num)?, pick(&den.as_ref()?.design)?);
+        (d > 0.0).then(|| n / d)
+    };
+    let base = obs.summary(&closed(), BASELINE, "cpu_s");
+    Verdict {
+        baseline_noise_cpu_s: base.map_or(0.0, |b| b.max - b.min),
+        fork_over_best_prefork: ratio("fork", &best_prefork, false),
+        thread_over_best_prethread: ratio("thread", &best_prethread, false),
+        fork_over_best_prefork_total_cpu: ratio("fork", &best_prefork, true),
+        thread_over_best_prethread_total_cpu: ratio("thread", &best_prethread, true),
+        best_prefork,
+        best_prethread,
         stevens_factor: 10.0,
         article_fork_over_prefork: ARTICLE_FORK / ARTICLE_PREFORK,
         best_classic_connections_per_s: best_cps(false),

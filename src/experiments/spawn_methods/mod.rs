@@ -6,20 +6,21 @@
 //!
 //! The measuring is the `spawn-methods` program's (crates/spawn-methods):
 //! each method a loop timed with the monotonic clock, like lmbench's
-//! `lat_proc`. The runner calibrates the loops with one run of the program,
-//! then runs it once a round with the methods in the lab's round order,
-//! each time as a child limited in address space to what it touches plus
-//! [`HEADROOM`], so a large `--rss` can fail the program but never take
-//! the runner (or the machine) with it. Tables and charts: [`tables`].
+//! `lat_proc`. The runner calibrates each part's loops with one run of the
+//! program, then measures through the engine, each method a condition run
+//! once a round, each time as a child limited in address space to what it
+//! touches plus [`HEADROOM`], so a large `--rss` can fail the program but
+//! never take the runner (or the machine) with it. The pool's hand-off is
+//! a two-party measurement: it runs per placement (both on one CPU, one on
+//! each of two) and unpinned. Tables and charts: [`tables`].
 
 mod tables;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::engine::{self, Engine, Observed, Placement, Series};
 use crate::results::Header;
-use crate::stats::{Summary, round_order};
 use clap::Parser;
 use labkit::limits::{format_size, size_in};
 use labkit::{Error, Result};
@@ -27,13 +28,16 @@ use serde::Serialize;
 use spawn_methods::Method;
 
 use super::Experiment;
+use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "spawn-methods",
     "fork, vfork, exec, posix_spawn, threads, a pool, tokio: cost today",
     main,
-);
+)
+.headline(&["{method}_us"])
+.data::<Data>();
 
 /// Address space the program may use beyond what it touches: its own
 /// code and libraries, thread stacks (8 MiB each, reserved), malloc's
@@ -44,7 +48,7 @@ pub const HEADROOM: u64 = 1 << 30;
 /// posix_spawn, std::process::Command, pthread_create, std::thread at three
 /// stack sizes, a pooled thread and a tokio task; then fork against the
 /// parent's resident memory and against CPU placement.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -65,6 +69,7 @@ struct Args {
     #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
     budget: Option<f64>,
 }
+crate::options!(Args);
 
 fn parse_budget(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
@@ -73,174 +78,62 @@ fn parse_budget(text: &str) -> Result<f64, String> {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct Row {
-    method: String,
-    #[serde(skip)]
-    kind: Option<Method>,
-    iterations: u64,
-    /// Microseconds per create+destroy, one value per round.
-    us: Summary,
-    runs_us: Vec<f64>,
+/// A run of one method: its microseconds per create+destroy, its
+/// iterations, and the program's resident memory while it looped.
+impl Observed for spawn_methods::Report {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let run = &self.runs[0];
+        let us = ("us", run.us);
+        vec![
+            us,
+            ("iterations", run.iterations as f64),
+            ("vm_rss_kib", self.vm_rss_kib as f64),
+        ]
+    }
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct RssRow {
-    touched_bytes: u64,
-    /// VmRSS of the program while it forked, KiB (median of the rounds).
-    vm_rss_kib: u64,
-    rows: Vec<Row>,
+/// The methods timed against resident memory, and against placement.
+const RSS: [Method; 3] = [Method::ForkWait, Method::Vfork, Method::Thread];
+const PLACED: [Method; 3] = [Method::ForkWait, Method::Thread, Method::Pool];
+
+/// A part of the experiment: its setting (`part`, and `touched_bytes` or
+/// `placement`), its methods, the memory the program touches, where it runs.
+struct Part {
+    at: engine::Setting,
+    methods: &'static [Method],
+    rss: u64,
+    placement: Placement,
 }
 
-#[derive(Clone, Debug, Serialize)]
-struct PlacementRow {
-    placement: String,
-    rows: Vec<Row>,
-}
-
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     rounds: u32,
     full: bool,
     budget_s: f64,
     exec: String,
     transparent_hugepages: String,
-    methods: Vec<Row>,
-    rss: Vec<RssRow>,
-    placement: Vec<PlacementRow>,
+    /// Each method's condition and what it does, as the tables say it.
+    methods: Vec<(String, String)>,
+    /// The bytes the parent touched, each a setting of the `rss` part.
+    rss: Vec<u64>,
+    /// The placements, each a setting of the `placement` part, and its row.
+    placements: Vec<(&'static str, String)>,
+    /// Each method at each setting: its microseconds, iterations, VmRSS.
+    series: Vec<Series>,
 }
 
-/// One setting of the program: its methods, the memory it touches, where
-/// it runs.
-struct Setting {
-    methods: Vec<Method>,
-    rss: u64,
-    cpus: Option<usize>,
-    worker_cpu: Option<usize>,
-}
-
-/// The program and how every run of it is started.
-struct Program<'a> {
-    path: PathBuf,
-    exec: &'a Path,
-    budget: f64,
-}
-
-impl Program<'_> {
-    /// The program at `s`, with `--budget` (calibrate) or one iteration
-    /// count per method, limited in address space.
-    fn command(
-        &self,
-        s: &Setting,
-        methods: &[Method],
-        counts: Option<&[u64]>,
-    ) -> Command {
-        let list = |v: Vec<String>| v.join(",");
-        let mut cmd = Command::new(&self.path);
-        cmd.arg("--method").arg(list(methods.iter().map(|m| value(*m)).collect()));
-        match counts {
-            Some(n) => cmd
-                .arg("--iterations")
-                .arg(list(n.iter().map(u64::to_string).collect())),
-            None => cmd.arg("--budget").arg(self.budget.to_string()),
-        };
-        cmd.arg("--rss").arg(s.rss.to_string()).arg("--exec").arg(self.exec);
-        if let Some(cpu) = s.cpus {
-            cmd.arg("--cpus").arg(cpu.to_string());
-        }
-        if let Some(cpu) = s.worker_cpu {
-            cmd.arg("--worker-cpu").arg(cpu.to_string());
-        }
-        cmd.arg("--json");
-        let limits = labkit::limited::Limits {
-            address_space: Some(s.rss + HEADROOM),
-            ..Default::default()
-        };
-        labkit::limited::apply(&mut cmd, limits);
-        cmd
-    }
-
-    fn run(
-        &self,
-        s: &Setting,
-        methods: &[Method],
-        counts: Option<&[u64]>,
-    ) -> Result<spawn_methods::Report> {
-        let what = format!("spawn-methods ({} touched)", format_size(s.rss));
-        let (report, _) =
-            crate::bins::run_json(self.command(s, methods, counts), &what)?;
-        Ok(report)
-    }
-
-    /// Calibrate the setting's loops, then run them `rounds` times, the
-    /// methods in the lab's round order: each method's rows, and the
-    /// median VmRSS the program reported.
-    fn measure(
-        &self,
-        s: &Setting,
-        rounds: usize,
-        bar: &indicatif::ProgressBar,
-    ) -> Result<(Vec<Row>, u64)> {
-        let calibrated = self.run(s, &s.methods, None)?;
-        let n: Vec<u64> = calibrated.runs.iter().map(|r| r.iterations).collect();
-        if n.len() != s.methods.len() {
-            return Err(Error::failed(
-                "spawn-methods: a method is missing from its report",
-            ));
-        }
-        let mut runs = vec![Vec::new(); s.methods.len()];
-        let mut labels = vec![String::new(); s.methods.len()];
-        let mut rss = Vec::new();
-        for round in 0..rounds {
-            let order = round_order(s.methods.len(), round);
-            let methods: Vec<Method> = order.iter().map(|&i| s.methods[i]).collect();
-            let counts: Vec<u64> = order.iter().map(|&i| n[i]).collect();
-            let report = self.run(s, &methods, Some(&counts))?;
-            if report.runs.len() != order.len() {
-                return Err(Error::failed(
-                    "spawn-methods: a method is missing from its report",
-                ));
-            }
-            for (&i, r) in order.iter().zip(report.runs) {
-                runs[i].push(r.us);
-                labels[i] = r.label;
-            }
-            rss.push(report.vm_rss_kib as f64);
-            bar.inc(1);
-        }
-        let rows = s
-            .methods
-            .iter()
-            .zip(runs)
-            .zip(labels)
-            .zip(n)
-            .map(|(((&m, runs), label), n)| Row {
-                method: label,
-                kind: Some(m),
-                iterations: n,
-                us: Summary::of_rounds(runs.iter().copied()),
-                runs_us: runs,
-            })
-            .collect();
-        let vm_rss = Summary::of(&rss).map_or(0, |s| s.median as u64);
-        Ok((rows, vm_rss))
-    }
-}
-
-/// `--method`'s spelling of `m` (`fork-wait`).
+/// `--method`'s spelling of `m` (`fork-wait`): its condition's name.
 fn value(m: Method) -> String {
     use clap::ValueEnum;
     m.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
     if !args.exec.is_file() {
-        return Err(Error::usage(format!(
-            "--exec {}: no such program",
-            args.exec.display()
-        )));
+        let exec = args.exec.display();
+        return Err(Error::usage(format!("--exec {exec}: no such program")));
     }
     // Once here, so a bad --exec is a usage error of the runner's own.
     spawn_methods::check_exec(&args.exec)?;
@@ -250,107 +143,142 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     for &bytes in &args.rss {
         spawn_methods::check_rss(bytes, available)?;
     }
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
-    let path = crate::bins::programs(&["spawn-methods"])?.remove(0);
-    let program = Program { path, exec: &args.exec, budget };
-    let rounds = args.common.rounds as usize;
-    let cpus = labkit::affinity::allowed_cpus()?;
-
-    let rss_methods = [Method::ForkWait, Method::Vfork, Method::Thread];
-    let placed = [Method::ForkWait, Method::Thread, Method::Pool];
-    let placements = placements(&cpus, &placed);
-    let settings = 1 + args.rss.len() + placements.len();
-    let bar = crate::progress::bar((settings * rounds) as u64, EXPERIMENT.name);
-
-    // 1. Every method, rounds interleaved so drift spreads over all.
-    bar.set_message("every method");
-    let all = Setting {
-        methods: Method::ALL.to_vec(),
-        rss: 0,
-        cpus: None,
-        worker_cpu: None,
-    };
-    let (methods_rows, _) = program.measure(&all, rounds, &bar)?;
-
-    // 2. Fork against resident memory (calibrated again: each fork copies
-    // more page tables).
-    let mut rss_rows = Vec::new();
-    for &bytes in &args.rss {
-        bar.set_message(format!("{} resident", format_size(bytes)));
-        let s = Setting {
-            methods: rss_methods.to_vec(),
-            rss: bytes,
-            cpus: None,
-            worker_cpu: None,
+    let out = plan.start(ctx)?;
+    let program = crate::bins::programs(&["spawn-methods"])?.remove(0);
+    let (parts, placements) = parts(&args.rss, &labkit::affinity::allowed_cpus()?);
+    let mut engine = Engine::new(args.common.rounds);
+    let runs = parts.iter().map(|p| engine.runs_for(p.methods.len())).sum();
+    engine.progress(runs, EXPERIMENT.name);
+    for p in &parts {
+        // Calibrated in each part: each fork copies more page tables as
+        // the parent grows, and a pinned pool hands off at its own pace.
+        let run = |methods: &[Method], counts| {
+            run(&program, &args.exec, budget, p, methods, counts)
         };
-        let (rows, vm_rss_kib) = program.measure(&s, rounds, &bar)?;
-        rss_rows.push(RssRow { touched_bytes: bytes, vm_rss_kib, rows });
+        let n: Vec<u64> =
+            run(p.methods, None)?.runs.iter().map(|r| r.iterations).collect();
+        let names: Vec<String> = p.methods.iter().map(|m| value(*m)).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        engine
+            .measure(&p.at, &names, |k| run(&p.methods[k..=k], Some(&n[k..=k])))?;
     }
-
-    // 3. Placement: everything on one core, or left to the scheduler.
-    let mut placement_rows = Vec::new();
-    for (label, s) in &placements {
-        bar.set_message(label.clone());
-        let (rows, _) = program.measure(s, rounds, &bar)?;
-        placement_rows.push(PlacementRow { placement: label.clone(), rows });
-    }
-    bar.finish_and_clear();
-
+    let obs = engine.observations();
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,
         budget_s: budget,
         exec: args.exec.display().to_string(),
-        transparent_hugepages: std::fs::read_to_string(
-            "/sys/kernel/mm/transparent_hugepage/enabled",
-        )
-        .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
-        methods: methods_rows,
-        rss: rss_rows,
-        placement: placement_rows,
+        transparent_hugepages: thp
+            .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
+        methods: Method::ALL.iter().map(|&m| (value(m), m.label())).collect(),
+        rss: args.rss.clone(),
+        placements,
+        series: obs.series(),
     };
+    let tables = vec![
+        tables::methods_table(&data, obs),
+        tables::rss_table(&data, obs),
+        tables::placement_table(&data, obs),
+    ];
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: tables::headline(&data),
-        tables: vec![
-            tables::methods_table(&data),
-            tables::rss_table(&data),
-            tables::placement_table(&data),
-        ],
-        charts: tables::charts(&data),
-        files: tables::bars(&data),
+        headline: tables::headline(obs),
+        tables,
+        charts: tables::charts(&data, obs),
+        files: tables::bars(&data, obs),
+        observations: engine.finish(),
         data,
     };
     report.publish(&args.common, &out)
 }
 
-/// Unpinned; all on the first allowed CPU; and, with two CPUs, the pool's
-/// worker on the second (children and threads inherit the creator's CPU,
-/// so only the pool can be split over two cores).
-fn placements(cpus: &[usize], placed: &[Method]) -> Vec<(String, Setting)> {
-    let setting = |methods: &[Method], cpus, worker_cpu| Setting {
-        methods: methods.to_vec(),
-        rss: 0,
-        cpus,
-        worker_cpu,
+/// The program at `p`: `methods` with one iteration count each (or, with
+/// none, calibrated to `budget`), limited in address space.
+fn run(
+    program: &Path,
+    exec: &Path,
+    budget: f64,
+    p: &Part,
+    methods: &[Method],
+    counts: Option<&[u64]>,
+) -> Result<spawn_methods::Report> {
+    let list = |v: Vec<String>| v.join(",");
+    let mut cmd = Command::new(program);
+    cmd.arg("--method").arg(list(methods.iter().map(|m| value(*m)).collect()));
+    match counts {
+        Some(n) => {
+            cmd.arg("--iterations").arg(list(n.iter().map(u64::to_string).collect()))
+        }
+        None => cmd.arg("--budget").arg(budget.to_string()),
     };
-    let mut list = vec![(
-        format!("unpinned ({} CPUs allowed)", cpus.len()),
-        setting(placed, None, None),
-    )];
-    if let Some(&first) = cpus.first() {
-        list.push((
-            format!("same core (all on CPU {first})"),
-            setting(placed, Some(first), None),
-        ));
-        if let Some(&second) = cpus.get(1) {
-            list.push((
-                format!(
-                    "two cores (creator on CPU {first}, pool worker on {second})"
-                ),
-                setting(&[Method::Pool], Some(first), Some(second)),
-            ));
+    cmd.arg("--rss").arg(p.rss.to_string()).arg("--exec").arg(exec);
+    if let Some([creator, worker]) = p.placement.cpus() {
+        cmd.arg("--cpus").arg(creator.to_string());
+        if worker != creator {
+            cmd.arg("--worker-cpu").arg(worker.to_string());
         }
     }
-    list
+    cmd.arg("--json");
+    let limits = labkit::limited::Limits {
+        address_space: Some(p.rss + HEADROOM),
+        ..Default::default()
+    };
+    labkit::limited::apply(&mut cmd, limits);
+    let what = format!("spawn-methods ({} touched)", format_size(p.rss));
+    let (report, _): (spawn_methods::Report, _) = crate::bins::run_json(cmd, &what)?;
+    if report.runs.len() != methods.len() {
+        return Err(Error::failed(
+            "spawn-methods: a method is missing from its report",
+        ));
+    }
+    Ok(report)
+}
+
+/// The three parts: every method; fork against resident memory; and
+/// placement: unpinned, all on the first allowed CPU and, with two CPUs,
+/// the pool's worker on the second (children and threads inherit the
+/// creator's CPU, so only the pool can be split over two cores). With each
+/// placement's row in the placement table.
+fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>) {
+    let at = |part: &str, placement: Placement| {
+        engine::setting([
+            ("part", part.into()),
+            ("placement", placement.name().into()),
+        ])
+    };
+    let unpinned = Placement::Unpinned;
+    let all = Part {
+        at: at("methods", unpinned),
+        methods: &Method::ALL,
+        rss: 0,
+        placement: unpinned,
+    };
+    let mut parts = vec![all];
+    for &bytes in rss {
+        let mut at = at("rss", unpinned);
+        at.insert("touched_bytes".into(), bytes.into());
+        parts.push(Part { at, methods: &RSS, rss: bytes, placement: unpinned });
+    }
+    let mut placements = Vec::new();
+    for placement in std::iter::once(unpinned).chain(Placement::pinned(cpus)) {
+        let (row, methods): (String, &'static [Method]) = match placement {
+            Placement::Unpinned => {
+                (format!("unpinned ({} CPUs allowed)", cpus.len()), &PLACED)
+            }
+            Placement::OneCpu(c) => (format!("same core (all on CPU {c})"), &PLACED),
+            Placement::TwoCpus(a, b) => (
+                format!("two cores (creator on CPU {a}, pool worker on {b})"),
+                &[Method::Pool],
+            ),
+        };
+        parts.push(Part {
+            at: at("placement", placement),
+            methods,
+            rss: 0,
+            placement,
+        });
+        placements.push((placement.name(), row));
+    }
+    (parts, placements)
 }

@@ -7,41 +7,53 @@
 //! deadline, and everything it made is joined or reaped before it reports.
 //!
 //! `run` runs the probes (`stacklimit`, read as its own `Count`) and the
-//! `thread` program; `tables` makes the tables, headline and chart.
+//! `thread` program; `tables` makes the tables, headline and chart. The
+//! stack probes (the two APIs at each stack size, in rounds) and the
+//! `thread` program (one run at each setting) measure through the engine;
+//! the forks under each limit and the overflows are one-off facts.
 
 mod run;
 mod tables;
 
-use std::ffi::OsString;
+use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::results::Header;
-use crate::stats::round_order;
 use clap::Parser;
 use labkit::Result;
 use labkit::limited::Limits;
-use labkit::limits::{format_size, size_in};
-use serde::{Deserialize, Serialize};
+use labkit::limits::size_in;
+use serde::Serialize;
 
 use super::Experiment;
-use crate::report::{Common, Context, Report};
-use run::{copy_for_nobody, count, limited, process_rows, run_thread};
-use tables::{
-    chart, headline, overflow_table, process_table, program_table, stack_table,
+use crate::engine::{
+    Engine, Observations, Observed, Series, Setting, balanced_rounds, setting,
 };
+use crate::plan::Plan;
+use crate::report::{Common, Context, Report};
+use crate::results::Header;
+use run::{copy_for_nobody, count, overflows, processes, run_thread};
 
-pub const EXPERIMENT: Experiment = Experiment::new(
+pub const EXPERIMENT: Experiment = Experiment::new::<Args>(
     "thread-limits",
     "How many threads fit in 3 GiB: stacks, RLIMIT_AS, NPROC (Zhou Li et al.)",
     main,
-);
+)
+.headline(&[
+    "threads_at_8m",
+    "std_threads_at_8m",
+    "predicted_at_8m",
+    "threads_at_256k",
+    "threads_at_1m",
+    "ulimit_s_1024_ok",
+])
+.data::<Data>();
 
 /// How many threads fit in an address space of the article's 32-bit size,
 /// at several stack sizes; what the `thread` program does at 500, 800 and
 /// 1000 threads there; forks under the same limit and under RLIMIT_NPROC;
 /// what a stack overflow does.
-#[derive(Parser)]
+#[derive(Parser, Clone)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -77,11 +89,34 @@ struct Args {
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     timeout: u64,
 }
+crate::options!(Args);
 
-/// One run of a counting probe.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// The stack probes' conditions: `stacklimit threads --api API`.
+const APIS: [&str; 2] = ["pthread", "std"];
+/// The process probes' conditions: `stacklimit forks|threads`.
+const KINDS: [&str; 2] = ["forks", "threads"];
+
+/// How the `thread` program's stack is set: glibc's default under
+/// RLIMIT_STACK = 8M, the flag, and the article's `ulimit -s 1024`.
+const PROGRAM_STACKS: [&str; 3] =
+    ["default stack", "--stack-size 1M", "ulimit -s 1024"];
+
+/// A stack probe's setting.
+fn at_stack(stack_size: u64) -> Setting {
+    setting([("stack_size", stack_size.into())])
+}
+
+/// A `thread` program run's setting.
+fn at_program(threads: u32, stack: &str) -> Setting {
+    setting([("threads", threads.into()), ("stack", stack.into())])
+}
+
+/// One run of a counting probe. What it counted is an observation; the
+/// results keep how it ended.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 struct Probe {
     /// Threads or processes made, when the probe could count.
+    #[serde(skip)]
     created: Option<u32>,
     /// The errno that stopped creation; `None` at the cap.
     stopped_by: Option<String>,
@@ -89,40 +124,60 @@ struct Probe {
     ended: String,
     /// Its last words on stderr, if it failed.
     said: String,
+    #[serde(skip)]
     vm_peak_kib: Option<u64>,
+    #[serde(skip)]
     wall_s: f64,
 }
 
-#[derive(Serialize)]
-struct StackRow {
-    stack_size: u64,
-    /// The article's arithmetic: address space / stack size.
-    predicted: u64,
-    pthread: Vec<Probe>,
-    std: Vec<Probe>,
+impl Observed for Probe {
+    /// Its seconds; what it created and its peak size, when it could count.
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let mut m = vec![("wall_s", self.wall_s)];
+        m.extend(self.created.map(|c| ("created", f64::from(c))));
+        m.extend(self.vm_peak_kib.map(|v| ("vm_peak_kib", v as f64)));
+        m
+    }
 }
 
-#[derive(Serialize)]
+/// A row of table 1 or 3: a limit, which is the probes' setting (the
+/// series there hold what they created), with each condition's runs.
+#[derive(Serialize, schemars::JsonSchema)]
+struct Row {
+    #[serde(flatten)]
+    at: Setting,
+    /// Who the probes ran as.
+    user: String,
+    /// What the limit leaves, by arithmetic (address space / stack size,
+    /// or the tasks RLIMIT_NPROC leaves the probe), when it can be said.
+    predicted: Option<u64>,
+    /// How each condition's runs ended, in round order.
+    runs: BTreeMap<&'static str, Vec<Probe>>,
+}
+
+/// One run of the `thread` program; its seconds are the observations'.
+#[derive(Serialize, schemars::JsonSchema)]
 struct ProgramRun {
     threads: u32,
     setting: &'static str,
     ended: String,
     said: String,
-    wall_s: f64,
     log_checked: bool,
+    #[serde(skip)]
+    wall_s: f64,
 }
 
-#[derive(Serialize)]
-struct ProcRow {
-    limit: String,
-    user: String,
-    /// Tasks the limit leaves for the probe, when it can be predicted.
-    predicted: Option<u64>,
-    forks: Probe,
-    threads: Probe,
+impl Observed for ProgramRun {
+    /// Its seconds, and `ok`: 1 when it created every thread, else 0.
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("wall_s", self.wall_s),
+            ("ok", f64::from(u8::from(self.ended == "exit 0"))),
+        ]
+    }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Overflow {
     api: &'static str,
     stack_size: u64,
@@ -130,20 +185,28 @@ struct Overflow {
     said: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     address_space: u64,
     max: u32,
+    /// The probes' rounds: --rounds, made even so that each API goes
+    /// first equally often.
     rounds: u32,
-    stacks: Vec<StackRow>,
+    /// Table 1: each `stack_size` under RLIMIT_AS, the APIs its conditions.
+    stacks: Vec<Row>,
+    /// Table 3: forks and threads under each `limit`.
+    processes: Vec<Row>,
+    /// Every probe's conditions at every setting, and the `thread` program
+    /// at each count of `threads` and `stack`: `created` and `vm_peak_kib`
+    /// (where every round could count), `wall_s` and the program's `ok`.
+    series: Vec<Series>,
     program: Vec<ProgramRun>,
-    processes: Vec<ProcRow>,
     overflow: Vec<Overflow>,
 }
 
-fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
-    let args = labkit::cli::parse_from::<Args, _, _>(argv);
-    let out = args.common.start(ctx, EXPERIMENT.name)?;
+fn main(ctx: &Context, plan: &Plan) -> Result<()> {
+    let args: Args = plan.args();
+    let out = plan.start(ctx)?;
     let max = args.max.unwrap_or(if args.common.full { 16384 } else { 4096 });
     let bins = crate::bins::programs(&["stacklimit", "thread"])?;
     let (stacklimit, thread) = (&bins[0], &bins[1]);
@@ -151,94 +214,60 @@ fn main(ctx: &Context, argv: Vec<OsString>) -> Result<()> {
     let timeout = Duration::from_secs(args.timeout);
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
-    let rounds = args.common.rounds;
-    let steps = args.stacks.len() as u64 * 2 * u64::from(rounds)
-        + args.threads.len() as u64 * 3
-        + 6;
-    let bar = crate::progress::bar(steps, EXPERIMENT.name);
-
+    let mut engine = Engine::new(args.common.rounds);
+    // Each stack size, then RLIMIT_AS and (as root) RLIMIT_NPROC.
+    let settings = args.stacks.len() + 1 + usize::from(nobody.is_some());
+    engine.progress(settings * engine.runs_for(2), EXPERIMENT.name);
     let mut stacks = Vec::new();
     for &stack in &args.stacks {
-        bar.set_message(format!("threads with {} stacks", format_size(stack)));
-        let mut row = StackRow {
-            stack_size: stack,
-            predicted: args.address_space / stack,
-            pthread: Vec::new(),
-            std: Vec::new(),
-        };
-        // The two APIs in the lab's round order: they alternate who goes
-        // first.
-        for round in 0..rounds as usize {
-            for api in
-                round_order(2, round).into_iter().map(|k| ["pthread", "std"][k])
-            {
-                let mut cmd = Command::new(stacklimit);
-                cmd.args(["threads", "--json", "--api", api, "--max"]);
-                cmd.arg(max.to_string()).arg("--stack-size").arg(stack.to_string());
-                let probe = count(&mut cmd, space, timeout)?;
-                if api == "std" { &mut row.std } else { &mut row.pthread }
-                    .push(probe);
-                bar.inc(1);
-            }
-        }
-        stacks.push(row);
+        let at = at_stack(stack);
+        let runs = engine.measure(&at, &APIS, |k| {
+            let mut cmd = Command::new(stacklimit);
+            cmd.args(["threads", "--json", "--api", APIS[k]]);
+            cmd.args([
+                "--max",
+                &max.to_string(),
+                "--stack-size",
+                &stack.to_string(),
+            ]);
+            count(&mut cmd, space, timeout)
+        })?;
+        let predicted = Some(args.address_space / stack);
+        let runs = APIS.into_iter().zip(runs).collect();
+        stacks.push(Row { at, user: space.runs_as(), predicted, runs });
     }
-
-    bar.set_message("the thread program");
+    let processes = processes(&mut engine, stacklimit, nobody.as_ref(), &args, max)?;
+    // One run of the program at each setting: what it does, not a figure.
+    let mut once = Engine::new(1);
     let mut program = Vec::new();
     for &n in &args.threads {
-        for setting in ["default stack", "--stack-size 1M", "ulimit -s 1024"] {
-            program.push(run_thread(thread, n, setting, space, timeout)?);
-            bar.inc(1);
+        for stack in PROGRAM_STACKS {
+            let runs = once.measure(&at_program(n, stack), &["thread"], |_| {
+                run_thread(thread, n, stack, space, timeout)
+            })?;
+            program.extend(runs.into_iter().flatten());
         }
     }
-
-    bar.set_message("processes");
-    let processes = process_rows(stacklimit, nobody.as_ref(), &args, max, timeout)?;
-    bar.inc(4);
-
-    bar.set_message("stack overflow");
-    let mut overflow = Vec::new();
-    for api in ["pthread", "std"] {
-        let mut cmd = Command::new(stacklimit);
-        cmd.args(["overflow", "--api", api, "--stack-size", "64K"]);
-        let done = limited(&mut cmd, Limits::default(), timeout)?;
-        // The probe announces itself first; if that is all there is, the
-        // process died without a word.
-        let mut said = done.last_words();
-        if said.starts_with("stacklimit: overflowing") {
-            said = "(nothing more: the kernel killed the process)".into();
-        }
-        overflow.push(Overflow {
-            api: if api == "std" { "std::thread" } else { "pthread_create" },
-            stack_size: 64 << 10,
-            ended: done.ended(),
-            said,
-        });
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-
+    let overflow = overflows(stacklimit, timeout)?;
+    let observations = [engine.finish(), once.finish()].concat();
+    let obs = Observations(&observations);
     let data = Data {
         address_space: args.address_space,
         max,
-        rounds,
+        rounds: balanced_rounds(args.common.rounds as usize, 2) as u32,
         stacks,
-        program,
         processes,
+        series: obs.series(),
+        program,
         overflow,
     };
     let report = Report {
         header: Header::new(EXPERIMENT.name),
-        headline: headline(&data),
-        tables: vec![
-            stack_table(&data),
-            program_table(&data),
-            process_table(&data),
-            overflow_table(&data),
-        ],
-        charts: vec![("threads-vs-stack".into(), chart(&data))],
+        headline: tables::headline(&data, obs),
+        tables: tables::tables(&data, obs),
+        charts: vec![("threads-vs-stack".into(), tables::chart(&data, obs))],
         files: Vec::new(),
+        observations,
         data,
     };
     report.publish(&args.common, &out)

@@ -10,13 +10,10 @@ use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
 
-use super::{Args, Probe, ProcRow, ProgramRun};
+use super::{Args, KINDS, Overflow, Probe, ProgramRun, Row};
+use crate::engine::{Engine, setting};
 
-pub(super) fn limited(
-    cmd: &mut Command,
-    limits: Limits,
-    timeout: Duration,
-) -> Result<Outcome> {
+fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outcome> {
     // A backtrace cannot be printed without memory, and trying can hang;
     // the probes' failures are described by their exit and last line.
     cmd.env_remove("RUST_BACKTRACE");
@@ -96,71 +93,86 @@ pub(super) fn run_thread(
         })?;
         log_checked = true;
     }
+    let (ended, said) = (done.ended(), done.last_words());
     Ok(ProgramRun {
         threads: n,
         setting,
-        ended: done.ended(),
-        said: done.last_words(),
-        wall_s: done.wall_s,
+        ended,
+        said,
         log_checked,
+        wall_s: done.wall_s,
     })
+}
+
+/// A thread overflowing a 64 KiB stack, made by each API.
+pub(super) fn overflows(
+    stacklimit: &Path,
+    timeout: Duration,
+) -> Result<Vec<Overflow>> {
+    let mut overflow = Vec::new();
+    for api in ["pthread", "std"] {
+        let mut cmd = Command::new(stacklimit);
+        cmd.args(["overflow", "--api", api, "--stack-size", "64K"]);
+        let done = limited(&mut cmd, Limits::default(), timeout)?;
+        // The probe announces itself first; if that is all there is, the
+        // process died without a word.
+        let mut said = done.last_words();
+        if said.starts_with("stacklimit: overflowing") {
+            said = "(nothing more: the kernel killed the process)".into();
+        }
+        overflow.push(Overflow {
+            api: if api == "std" { "std::thread" } else { "pthread_create" },
+            stack_size: 64 << 10,
+            ended: done.ended(),
+            said,
+        });
+    }
+    Ok(overflow)
 }
 
 /// Forks (and threads) under the same address-space limit, and as an
 /// unprivileged user under RLIMIT_NPROC (from `nobody`'s copy of
-/// `stacklimit`, [`copy_for_nobody`]; skipped without one).
-pub(super) fn process_rows(
+/// `stacklimit`, [`copy_for_nobody`]; not run without one).
+pub(super) fn processes(
+    engine: &mut Engine,
     stacklimit: &Path,
     nobody: Option<&Copied>,
     args: &Args,
     max: u32,
-    timeout: Duration,
-) -> Result<Vec<ProcRow>> {
-    let forks = |mut cmd: Command, limits: Limits| {
-        cmd.args(["forks", "--json", "--max", &max.to_string()]);
-        count(&mut cmd, limits, timeout)
-    };
-    let threads = |mut cmd: Command, limits: Limits| {
-        cmd.args(["threads", "--json", "--stack-size", "64K", "--max"]);
-        count(cmd.arg(max.to_string()), limits, timeout)
-    };
+) -> Result<Vec<Row>> {
+    let timeout = Duration::from_secs(args.timeout);
+    let mut row =
+        |limit: String, user, predicted, cmd: &dyn Fn() -> Command, limits| {
+            let at = setting([("limit", limit.into())]);
+            let runs = engine.measure(&at, &KINDS, |k| {
+                let mut cmd = cmd();
+                cmd.args([KINDS[k], "--json", "--max", &max.to_string()]);
+                if KINDS[k] == "threads" {
+                    cmd.args(["--stack-size", "64K"]);
+                }
+                count(&mut cmd, limits, timeout)
+            })?;
+            let runs = KINDS.into_iter().zip(runs).collect();
+            Ok::<_, Error>(Row { at, user, predicted, runs })
+        };
     let space =
         Limits { address_space: Some(args.address_space), ..Limits::default() };
-    let mut rows = vec![ProcRow {
-        limit: format!("RLIMIT_AS = {}", format_size(args.address_space)),
-        user: space.runs_as(),
-        predicted: None,
-        forks: forks(Command::new(stacklimit), space)?,
-        threads: threads(Command::new(stacklimit), space)?,
-    }];
-    let Some(nobody) = nobody else {
-        let skipped = Probe {
-            created: None,
-            stopped_by: None,
-            ended: "not run".into(),
-            said: "switching to another user needs root".into(),
-            vm_peak_kib: None,
-            wall_s: 0.0,
-        };
-        rows.push(ProcRow {
-            limit: format!("RLIMIT_NPROC = {}", args.nproc),
-            user: format!("uid {NOBODY} (skipped: needs root)"),
-            predicted: None,
-            forks: skipped.clone(),
-            threads: skipped,
-        });
-        return Ok(rows);
-    };
-    let nproc = Limits { nproc: Some(args.nproc), user: Some(NOBODY), ..space };
-    let before = tasks_of(NOBODY);
-    rows.push(ProcRow {
-        limit: format!("RLIMIT_NPROC = {}", args.nproc),
-        user: format!("uid {NOBODY} ({before} tasks already)"),
+    let limit = format!("RLIMIT_AS = {}", format_size(args.address_space));
+    let local = || Command::new(stacklimit);
+    let mut rows = vec![row(limit, space.runs_as(), None, &local, space)?];
+    let limit = format!("RLIMIT_NPROC = {}", args.nproc);
+    if let Some(nobody) = nobody {
+        let nproc = Limits { nproc: Some(args.nproc), user: Some(NOBODY), ..space };
+        let before = tasks_of(NOBODY);
+        let user = format!("uid {NOBODY} ({before} tasks already)");
         // The probe itself is one of the user's tasks.
-        predicted: Some(args.nproc.saturating_sub(before + 1)),
-        forks: forks(nobody.command(), nproc)?,
-        threads: threads(nobody.command(), nproc)?,
-    });
+        let predicted = Some(args.nproc.saturating_sub(before + 1));
+        rows.push(row(limit, user, predicted, &|| nobody.command(), nproc)?);
+    } else {
+        let user = format!("uid {NOBODY} (skipped: needs root)");
+        let at = setting([("limit", limit.into())]);
+        rows.push(Row { at, user, predicted: None, runs: Default::default() });
+    }
     Ok(rows)
 }
 

@@ -62,17 +62,56 @@ pub fn run_json(
     let out = lab_run(experiment, args, dir).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed: serde_json::Value = labtest::json(&out.stdout);
-    let saved = read_json(dir.join(format!("{experiment}.json")));
+    let path = dir.join(format!("{experiment}.json"));
+    let bytes =
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let saved: serde_json::Value = labtest::json(&bytes);
     assert_eq!(printed, saved, "the printed JSON is the saved one");
-    saved
+    assert_eq!(saved["schema"], 3, "results of schema 3");
+    view(saved)
 }
 
-/// The JSON file `path` (results, a comparison, ...), parsed.
+/// The JSON file `path` (results, a comparison, ...), parsed; a results
+/// file of schema 3 as [`view`] shows it.
 pub fn read_json(path: impl AsRef<std::path::Path>) -> serde_json::Value {
     let path = path.as_ref();
     let bytes =
         std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    labtest::json(&bytes)
+    view(labtest::json(&bytes))
+}
+
+/// The results JSON a program printed (`--json`), as [`view`] shows it.
+pub fn printed_json(stdout: &[u8]) -> serde_json::Value {
+    view(labtest::json(stdout))
+}
+
+/// A results file of schema 3 (`{schema, header, headline, observations,
+/// data}`) seen the way a pointer into it resolves (CONTRIBUTING.md): the
+/// header's fields and the experiment's data at the top, beside `schema`,
+/// `headline` and `observations`, so that `json["grids"]` is the file's
+/// `data.grids` and `json["machine"]` its `header.machine`, as
+/// `/grids[...]` and `/machine/...` name them. No key of the data may
+/// shadow another (the pointer would not reach it). Any other JSON (an
+/// older results file, a comparison) is as it is.
+pub fn view(json: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let Value::Object(top) = &json else { return json };
+    if top.get("schema") != Some(&Value::from(3)) || !top.contains_key("header") {
+        return json;
+    }
+    let keys: Vec<&str> = top.keys().map(String::as_str).collect();
+    assert_eq!(keys, ["schema", "header", "headline", "observations", "data"]);
+    let mut out = serde_json::Map::new();
+    for key in ["schema", "headline", "observations"] {
+        out.insert(key.into(), top[key].clone());
+    }
+    for part in ["header", "data"] {
+        for (k, v) in top[part].as_object().expect("an object") {
+            let shadowed = out.insert(k.clone(), v.clone());
+            assert!(shadowed.is_none(), "{part}.{k} shadows another key");
+        }
+    }
+    Value::Object(out)
 }
 
 /// The string `key` of each element of the JSON array `list`:

@@ -114,7 +114,7 @@ fn min_ring(pipe_bytes: u64, block: u64) -> u64 {
 
 /// A ladder run as `--json` prints it: the program's usual report and how
 /// the bytes went. The runner reads it back as this type.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LadderReport {
     #[serde(flatten)]
     pub report: Report,
@@ -288,6 +288,7 @@ pub fn run(o: &Options) -> Result<LadderReport> {
             mb_per_s: total as f64 / elapsed_s / MB,
             pipe_size: Some(pipe_bytes),
             verified,
+            cpus: None,
         },
         method: o.method.name().into(),
         check: match (verified, o.check) {

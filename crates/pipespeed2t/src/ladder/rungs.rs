@@ -14,6 +14,7 @@ use super::stream::{Bad, Expect, Ring};
 /// What one thread's loop cost: its system calls (counted by the loop)
 /// and the kernel's own counts for the thread (`RUSAGE_THREAD`).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Cost {
     pub calls: u64,
     pub minor_faults: u64,

@@ -161,6 +161,11 @@ fn bad_usage_exits_2() {
             &["10", "64", "--busy-poll"],
             &["10", "64", "--ring", "4"],
             &["10", "64", "--method", "write", "--ring", "0"],
+            &["10", "64", "--cpus", "0"],
+            &["10", "64", "--cpus", "0,1,2"],
+            &["10", "64", "--cpus", "x,0"],
+            &["10", "64", "--cpus", "0,100000"],
+            &["10", "64", "--cpus", "0,0", "--method", "write"],
         ],
     );
     // A ring larger than half the available memory, refused once parsed.
@@ -302,6 +307,25 @@ fn a_ring_too_small_for_vmsplice_is_refused() {
     // `write` copies: one slot is enough, and is the default.
     let v = report(["100", "4096", "--method", "write"], "write");
     assert_eq!(v["ring_slots"], 1);
+}
+
+/// `--cpus A,B` pins the writer to CPU A and the reader (thread or child
+/// process) to B, and the report names the CPU each loop ended on; without
+/// it the report has no `cpus`.
+#[test]
+fn cpus_pin_the_writer_and_the_reader() {
+    let cpus = labkit::affinity::allowed_cpus().unwrap();
+    let (a, b) = (cpus[0], cpus[cpus.len() - 1]);
+    for (pair, mode) in
+        [([a, b], &[][..]), ([a, b], &["--processes"]), ([a, a], &[])]
+    {
+        let flag = format!("{},{}", pair[0], pair[1]);
+        let what = format!("--cpus {flag} {mode:?}");
+        let v = report(["20000", "4096", "--cpus", &flag].iter().chain(mode), &what);
+        assert_eq!(v["cpus"], serde_json::json!(pair), "{what}");
+        assert_eq!(v["bytes"], 20000 * 4096, "{what}");
+    }
+    assert!(report(["100", "64"], "unpinned").get("cpus").is_none());
 }
 
 /// `copylimit`, the limit the runner puts beside the pipes: its JSON reads

@@ -2,28 +2,30 @@
 //! read up to a zero-copy pipe, one change per rung, beside the limit that
 //! memory sets, measured in the same run by the `copylimit` program: one
 //! copy over the same working set (the writer's ring and the reader's
-//! buffer) and a copy of 256 MiB, which no cache holds (the DRAM
-//! bandwidth).
+//! buffer), right after each run of a rung, and a copy of 256 MiB, which
+//! no cache holds (the DRAM bandwidth). The rungs are the conditions of
+//! each block size; the two threads run unpinned.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use crate::stats::{Summary, round_order};
+use crate::engine::{Engine, Observations, Observed, Setting, setting};
+use crate::stats::Summary;
 use labkit::Result;
 use labkit::limits::format_size;
 use labkit::measure::Usage;
 use pipespeed2t::ladder::{Cost, LadderReport};
 use serde::Serialize;
 
-use super::PipeFacts;
+use super::{Args, PipeFacts, copy_limit, moved};
 use crate::machine::loadavg;
 
 mod tables;
 
-pub(super) use tables::{chart, markdown};
+pub(super) use tables::{chart, tables};
 
 /// The ladder's flags, part of `lab run pipe-speed`'s.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 pub(super) struct Flags {
     /// Block sizes for the pipe ladder, e.g. 64k,1M [default: 4k, 16k, 64k,
     /// 256k and 1M; with --full every power of two from 4k to 1M]
@@ -119,58 +121,49 @@ const RUNGS: [Rung; 6] = [
 ];
 // ANCHOR_END: rungs
 
-#[derive(Serialize)]
-struct RunRecord {
-    mb_per_s: f64,
+/// One run of a rung, and the copy over its working set run right after.
+struct RungRun {
+    report: LadderReport,
     usage: Usage,
-    writer: Cost,
-    reader: Cost,
+    copy_mb_per_s: f64,
 }
 
-/// Per block moved, medians of the rounds: where the time goes.
-#[derive(Serialize)]
-struct PerBlock {
-    writer_calls: f64,
-    reader_calls: f64,
-    /// Minor page faults of both threads' loops (RUSAGE_THREAD).
-    minor_faults: f64,
-    /// Voluntary + involuntary switches of the whole process (wait4).
-    switches: f64,
-    /// User + system CPU seconds of the whole process (wait4) per GB moved.
-    cpu_s_per_gb: f64,
-    /// CPU time of the two loops over the loop's wall time (RUSAGE_THREAD):
-    /// 2 if both threads ran all the time, 1 if they took turns.
-    cpus_busy: f64,
+impl Observed for RungRun {
+    /// The rate and its limit, then per block moved: where the time goes.
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        let (r, u) = (&self.report, &self.usage);
+        let per = |n: u64| n as f64 / r.report.count as f64;
+        let cpu = |c: &Cost| c.user_s + c.sys_s;
+        vec![
+            ("mb_per_s", r.report.mb_per_s),
+            ("copy_mb_per_s", self.copy_mb_per_s),
+            // The reader checked every block's sequence number and checksum.
+            ("verified", f64::from(u8::from(r.report.verified))),
+            ("writer_calls_per_block", per(r.writer.calls)),
+            ("reader_calls_per_block", per(r.reader.calls)),
+            // Minor page faults of both threads' loops (RUSAGE_THREAD).
+            (
+                "minor_faults_per_block",
+                per(r.writer.minor_faults + r.reader.minor_faults),
+            ),
+            // Voluntary + involuntary switches of the whole process (wait4).
+            (
+                "switches_per_block",
+                per(u.voluntary_switches + u.involuntary_switches),
+            ),
+            // User + system CPU seconds of the whole process (wait4).
+            ("cpu_s_per_gb", (u.user_s + u.sys_s) / (r.report.bytes as f64 / 1e9)),
+            // CPU time of the two loops over the loop's wall time: 2 if both
+            // threads ran all the time, 1 if they took turns.
+            ("cpus_busy", (cpu(&r.writer) + cpu(&r.reader)) / r.report.elapsed_s),
+            ("ring_slots", r.ring_slots as f64),
+            // The writer's ring plus the reader's buffer, as the copy cycles.
+            ("working_set_bytes", ((r.ring_slots + 1) * r.slot_bytes) as f64),
+        ]
+    }
 }
 
-/// One rung at one block size.
-#[derive(Serialize)]
-pub(super) struct Row {
-    rung: u32,
-    method: &'static str,
-    label: &'static str,
-    block: u64,
-    count: u64,
-    /// Median MB/s (10^6 bytes) of the rounds, as the program timed itself.
-    mb_per_s: f64,
-    range: Summary,
-    /// The reader checked every block's sequence number and checksum.
-    verified: bool,
-    /// mb_per_s over the same-working-set copy rate (median of the rounds).
-    fraction_of_memcpy: f64,
-    /// mb_per_s over the DRAM copy rate.
-    fraction_of_dram: f64,
-    memcpy_mb_per_s: f64,
-    /// The writer's ring plus the reader's buffer, as the copy cycles.
-    working_set_bytes: u64,
-    ring_slots: u64,
-    pipe_size: u64,
-    ring_pages: String,
-    per_block: PerBlock,
-    runs: Vec<RunRecord>,
-}
-
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct RungInfo {
     rung: u32,
     method: &'static str,
@@ -178,12 +171,14 @@ struct RungInfo {
     removes: &'static str,
     flags: Vec<String>,
     verified: bool,
+    /// What backed the ring and the reader's buffer, as the program said.
+    ring_pages: Vec<String>,
 }
 
 /// The two goals of the ladder, as this run met them or not.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Goals {
-    /// The best verified row from 64 KiB to 1 MiB, by fraction of memcpy.
+    /// The best verified rung from 64 KiB to 1 MiB, by fraction of memcpy.
     best_verified: Option<Best>,
     /// Did it reach half of the same-working-set memcpy?
     half_of_memcpy: Option<bool>,
@@ -192,7 +187,7 @@ struct Goals {
     four_times_rung_1: Option<bool>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct Best {
     rung: u32,
     block: u64,
@@ -200,19 +195,17 @@ struct Best {
     fraction_of_memcpy: f64,
 }
 
-#[derive(Serialize)]
+/// The ladder's own facts; its rounds are the observations (`part`
+/// ladder, each rung a condition `rung-N`, the DRAM copy `dram-copy`).
+#[derive(Serialize, schemars::JsonSchema)]
 pub(super) struct Ladder {
     rungs: Vec<RungInfo>,
     blocks: Vec<u64>,
     /// MiB each run moves (unless --count set blocks).
     mib: u64,
-    /// MB/s of one copy of `dram_bytes` (the faster of memcpy and a vector
-    /// loop), once per round; None if the memory was not free.
     dram_bytes: u64,
-    dram_mb_per_s: Option<Summary>,
     loadavg_before: String,
     loadavg_after: String,
-    rows: Vec<Row>,
     goals: Goals,
 }
 
@@ -229,84 +222,108 @@ impl Ladder {
 
 /// 256 MiB: far more than any cache of today's machines.
 const DRAM_BYTES: u64 = 256 << 20;
+const DRAM: &str = "dram-copy";
 const KIB_64: u64 = 64 << 10;
+
+/// The ladder's setting at `block` bytes (a query: a measured one has its
+/// count).
+fn at(block: u64) -> Setting {
+    setting([("part", "ladder".into()), ("block_bytes", block.into())])
+}
+
+fn name(rung: u32) -> String {
+    format!("rung-{rung}")
+}
 
 /// Run the ladder, unless `--no-ladder`.
 pub(super) fn run_ladder(
-    flags: &Flags,
-    common: &crate::report::Common,
-    count: Option<u64>,
+    args: &Args,
     bins: &[PathBuf],
     facts: &PipeFacts,
+    engine: &mut Engine,
 ) -> Result<Option<Ladder>> {
+    let (flags, full) = (&args.ladder, args.common.full);
     if flags.no_ladder {
         return Ok(None);
     }
-    let blocks: Vec<u64> = match (&flags.ladder_blocks[..], common.full) {
+    let blocks: Vec<u64> = match (&flags.ladder_blocks[..], full) {
         ([], false) => vec![4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20],
         ([], true) => (12..=20).map(|p| 1u64 << p).collect(),
         (list, _) => list.to_vec(),
     };
-    let mib = flags.ladder_mib.unwrap_or(if common.full { 256 } else { 32 });
+    let mib = flags.ladder_mib.unwrap_or(if full { 256 } else { 32 });
     let big = facts.max_buffer_bytes.unwrap_or(1 << 20).min(1 << 20);
-    let rounds = common.rounds as usize;
     let rungs = if flags.ladder_busy_poll { &RUNGS[..] } else { &RUNGS[..5] };
+    let names: Vec<String> = rungs.iter().map(|r| name(r.rung)).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let loadavg_before = loadavg();
-    let bar = crate::progress::bar(
-        (blocks.len() * rungs.len() * rounds) as u64,
+    let (pipespeed2t, copylimit) = (&bins[0], &bins[1]);
+    // The DRAM copy needs three times its buffer free.
+    let dram = labkit::memory::mem_available().is_some_and(|b| b >= 3 * DRAM_BYTES);
+    let runs = blocks.len() * engine.runs_for(rungs.len());
+    engine.progress(
+        runs + usize::from(dram) * engine.runs_for(1),
         "pipe-speed ladder",
     );
-    let (pipespeed2t, copylimit) = (&bins[0], &bins[1]);
-    let dram = dram_rates(copylimit, rounds)?;
-    let mut rows = Vec::new();
+    if dram {
+        // One copy of 256 MiB into another, every page written first, once
+        // per round.
+        let once = ["--copies", "1", "--iterations", "1"].map(String::from);
+        engine.measure(&at(DRAM_BYTES), &[DRAM], |_| {
+            copy_limit(copylimit, DRAM_BYTES, &once)
+        })?;
+    }
+    let mut pages: Vec<Vec<String>> = rungs.iter().map(|_| Vec::new()).collect();
     for &block in &blocks {
-        bar.set_message(format!("ladder, {} bytes", format_size(block)));
-        let count = count.unwrap_or(((mib << 20) / block).max(16));
-        let mut runs: Vec<Vec<(LadderReport, Usage)>> =
-            rungs.iter().map(|_| Vec::new()).collect();
-        let mut copies: Vec<Vec<f64>> = rungs.iter().map(|_| Vec::new()).collect();
-        for round in 0..rounds {
-            for i in round_order(rungs.len(), round) {
-                let mut cmd = Command::new(pipespeed2t);
-                cmd.args([count.to_string(), block.to_string(), "--json".into()]);
-                cmd.args(flags_of(&rungs[i], big));
-                runs[i].push(spawn(cmd, count, block)?);
-                bar.inc(1);
+        let count = args.count.unwrap_or(((mib << 20) / block).max(16));
+        let mut here = at(block);
+        here.insert("count".into(), count.into());
+        here.insert("placement".into(), "unpinned".into());
+        let runs = engine.measure(&here, &names, |i| {
+            let mut cmd = Command::new(pipespeed2t);
+            cmd.args([count.to_string(), block.to_string(), "--json".into()]);
+            cmd.args(flags_of(&rungs[i], big));
+            let what = format!(
+                "pipespeed2t {count} {block} {}",
+                flags_of(&rungs[i], big).join(" ")
+            );
+            let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
+            moved(&what, report.report.bytes, count * block)?;
+            // The limit, in the same round: the rung's own working set.
+            let ring = ["--copies", "1", "--ring"].map(String::from);
+            let slots = [report.ring_slots.to_string()];
+            let copy = copy_limit(copylimit, block, &[&ring[..], &slots].concat())?;
+            Ok(RungRun { report, usage, copy_mb_per_s: copy.mb_per_s })
+        })?;
+        for (seen, runs) in pages.iter_mut().zip(runs) {
+            for r in runs {
+                if !seen.contains(&r.report.ring_pages) {
+                    seen.push(r.report.ring_pages);
+                }
             }
-            // The limit, in the same round: each rung's own working set.
-            for (i, rung_runs) in runs.iter().enumerate() {
-                let ring = ["--copies", "1", "--ring"].map(String::from);
-                let slots = rung_runs[round].0.ring_slots.to_string();
-                let flags = [&ring[..], &[slots]].concat();
-                let copy = super::run::copy_limit(copylimit, block, &flags)?;
-                copies[i].push(copy.mb_per_s);
-            }
-        }
-        for (i, (rung_runs, copy)) in runs.into_iter().zip(copies).enumerate() {
-            rows.push(row(&rungs[i], block, count, rung_runs, &copy, dram));
         }
     }
-    bar.finish_and_clear();
-    let goals = goals(&rows);
+    let rungs: Vec<RungInfo> = rungs
+        .iter()
+        .zip(pages)
+        .map(|(r, ring_pages)| RungInfo {
+            rung: r.rung,
+            method: r.method,
+            label: r.label,
+            removes: r.removes,
+            flags: flags_of(r, big),
+            verified: r.method != "splice-null",
+            ring_pages,
+        })
+        .collect();
+    let goals = goals(&rows(&rungs, &blocks, engine.observations()));
     Ok(Some(Ladder {
-        rungs: rungs
-            .iter()
-            .map(|r| RungInfo {
-                rung: r.rung,
-                method: r.method,
-                label: r.label,
-                removes: r.removes,
-                flags: flags_of(r, big),
-                verified: r.method != "splice-null",
-            })
-            .collect(),
+        rungs,
         blocks,
         mib,
         dram_bytes: DRAM_BYTES,
-        dram_mb_per_s: dram,
         loadavg_before,
         loadavg_after: loadavg(),
-        rows,
         goals,
     }))
 }
@@ -325,97 +342,71 @@ fn flags_of(r: &Rung, big: u64) -> Vec<String> {
     flags
 }
 
-fn spawn(cmd: Command, count: u64, block: u64) -> Result<(LadderReport, Usage)> {
-    let what = format!(
-        "pipespeed2t {count} {block} {:?}",
-        cmd.get_args().skip(3).collect::<Vec<_>>()
-    );
-    let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
-    super::run::moved(&what, report.report.bytes, count * block)?;
-    Ok((report, usage))
-}
-
-fn row(
-    r: &Rung,
+/// One rung at one block size, as the tables and the goals read it from
+/// the observations.
+struct Row<'a> {
+    rung: &'a RungInfo,
     block: u64,
-    count: u64,
-    runs: Vec<(LadderReport, Usage)>,
-    copies: &[f64],
-    dram: Option<Summary>,
-) -> Row {
-    let median = |f: &dyn Fn(&(LadderReport, Usage)) -> f64| {
-        let v: Vec<f64> = runs.iter().map(f).collect();
-        Summary::of(&v).map_or(f64::NAN, |s| s.median)
-    };
-    let per = |n: u64| n as f64 / count as f64;
-    let range = Summary::of_rounds(runs.iter().map(|(p, _)| p.report.mb_per_s));
-    let copy = Summary::of(copies).map_or(f64::NAN, |s| s.median);
-    let bytes = (count * block) as f64;
-    let first = &runs[0].0;
-    let verified =
-        runs.iter().all(|(p, _)| p.report.verified) && r.method != "splice-null";
-    Row {
-        rung: r.rung,
-        method: r.method,
-        label: r.label,
-        block,
-        count,
-        mb_per_s: range.median,
-        verified,
-        fraction_of_memcpy: range.median / copy,
-        fraction_of_dram: dram.map_or(f64::NAN, |d| range.median / d.median),
-        memcpy_mb_per_s: copy,
-        working_set_bytes: first.ring_slots * first.slot_bytes + first.slot_bytes,
-        ring_slots: first.ring_slots,
-        pipe_size: first.report.pipe_size.unwrap_or(0),
-        ring_pages: first.ring_pages.clone(),
-        per_block: PerBlock {
-            writer_calls: median(&|(p, _)| per(p.writer.calls)),
-            reader_calls: median(&|(p, _)| per(p.reader.calls)),
-            minor_faults: median(&|(p, _)| {
-                per(p.writer.minor_faults + p.reader.minor_faults)
-            }),
-            switches: median(&|(_, u)| {
-                per(u.voluntary_switches + u.involuntary_switches)
-            }),
-            cpu_s_per_gb: median(&|(_, u)| (u.user_s + u.sys_s) / (bytes / 1e9)),
-            cpus_busy: median(&|(p, _)| {
-                (cpu_s(&p.writer) + cpu_s(&p.reader)) / p.report.elapsed_s
-            }),
-        },
-        range,
-        runs: runs
-            .into_iter()
-            .map(|(p, usage)| RunRecord {
-                mb_per_s: p.report.mb_per_s,
-                usage,
-                writer: p.writer,
-                reader: p.reader,
-            })
-            .collect(),
-    }
+    /// MB/s (10^6 bytes), as the program timed itself, over the rounds.
+    mb: Summary,
+    /// The same-working-set copy rate (median of the rounds).
+    copy: f64,
+    /// Every run verified (the reader checked every block).
+    verified: bool,
+    fraction_of_memcpy: f64,
+    fraction_of_dram: f64,
+    /// Per block moved, medians of the rounds: writer and reader calls,
+    /// page faults, switches, CPU s per GB, CPUs busy; then the working set.
+    per_block: [f64; 6],
+    working_set: f64,
 }
 
-/// User + system CPU seconds of one thread's loop.
-fn cpu_s(c: &Cost) -> f64 {
-    c.user_s + c.sys_s
+/// The DRAM copy's MB/s over the rounds, if it ran.
+fn dram(obs: Observations) -> Option<Summary> {
+    obs.summary(&at(DRAM_BYTES), DRAM, "mb_per_s")
 }
 
-/// DRAM bandwidth: MB/s of one copy of 256 MiB into another (`copylimit
-/// 256M --copies 1 --iterations 1`, every page written first), once per
-/// round. None if 768 MiB are not available.
-fn dram_rates(copylimit: &Path, rounds: usize) -> Result<Option<Summary>> {
-    let available = labkit::memory::mem_available();
-    if available.is_none_or(|bytes| bytes < 3 * DRAM_BYTES) {
-        return Ok(None);
+/// Every rung at every block it ran at, block by block.
+fn rows<'a>(
+    rungs: &'a [RungInfo],
+    blocks: &[u64],
+    obs: Observations,
+) -> Vec<Row<'a>> {
+    let dram = dram(obs).map_or(f64::NAN, |d| d.median);
+    let mut rows = Vec::new();
+    for &block in blocks {
+        for rung in rungs {
+            let med = |m| {
+                obs.summary(&at(block), &name(rung.rung), m)
+                    .map_or(f64::NAN, |s| s.median)
+            };
+            let Some(mb) = obs.summary(&at(block), &name(rung.rung), "mb_per_s")
+            else {
+                continue;
+            };
+            let all = obs.summary(&at(block), &name(rung.rung), "verified");
+            rows.push(Row {
+                rung,
+                block,
+                copy: med("copy_mb_per_s"),
+                verified: rung.verified && all.is_some_and(|v| v.min == 1.0),
+                fraction_of_memcpy: mb.median / med("copy_mb_per_s"),
+                fraction_of_dram: mb.median / dram,
+                per_block: [
+                    "writer_calls_per_block",
+                    "reader_calls_per_block",
+                    "minor_faults_per_block",
+                    "switches_per_block",
+                    "cpu_s_per_gb",
+                    "cpus_busy",
+                ]
+                .map(med),
+                working_set: med("working_set_bytes"),
+                mb,
+            });
+        }
     }
-    let flags = ["--copies", "1", "--iterations", "1"].map(String::from);
-    let mut rates = Vec::new();
-    for _ in 0..rounds {
-        let copy = super::run::copy_limit(copylimit, DRAM_BYTES, &flags)?;
-        rates.push(copy.mb_per_s);
-    }
-    Ok(Summary::of(&rates))
+    rows
 }
 
 fn goals(rows: &[Row]) -> Goals {
@@ -426,19 +417,19 @@ fn goals(rows: &[Row]) -> Goals {
     let at_64k = |pick: &dyn Fn(&Row) -> bool| {
         rows.iter()
             .filter(|r| r.block == KIB_64 && r.verified && pick(r))
-            .map(|r| r.mb_per_s)
+            .map(|r| r.mb.median)
             .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
     };
-    let gain = match (at_64k(&|_| true), at_64k(&|r| r.rung == 1)) {
+    let gain = match (at_64k(&|_| true), at_64k(&|r| r.rung.rung == 1)) {
         (Some(best), Some(first)) => Some(best / first),
         _ => None,
     };
     Goals {
         half_of_memcpy: best.map(|b| b.fraction_of_memcpy >= 0.5),
         best_verified: best.map(|b| Best {
-            rung: b.rung,
+            rung: b.rung.rung,
             block: b.block,
-            mb_per_s: b.mb_per_s,
+            mb_per_s: b.mb.median,
             fraction_of_memcpy: b.fraction_of_memcpy,
         }),
         four_times_rung_1: gain.map(|g| g >= 4.0),
@@ -450,71 +441,94 @@ fn goals(rows: &[Row]) -> Goals {
 mod tests {
     use super::*;
 
-    /// Rung `rung` at `block` bytes: `mb` MB/s against a copy rate `copy`.
-    fn row(rung: usize, block: u64, mb: f64, copy: f64) -> Row {
-        let r = &RUNGS[rung - 1];
-        Row {
-            rung: r.rung,
-            method: r.method,
-            label: r.label,
-            block,
-            count: 10,
-            mb_per_s: mb,
-            range: Summary::of(&[mb]).unwrap(),
-            verified: r.method != "splice-null",
-            fraction_of_memcpy: mb / copy,
-            fraction_of_dram: mb / 10_000.0,
-            memcpy_mb_per_s: copy,
-            working_set_bytes: 2 * block,
-            ring_slots: 1,
-            pipe_size: 65536,
-            ring_pages: "4 KiB pages".into(),
-            per_block: PerBlock {
-                writer_calls: 1.0,
-                reader_calls: 2.0,
-                minor_faults: 0.0,
-                switches: 1.5,
-                cpu_s_per_gb: 0.25,
-                cpus_busy: 1.2,
-            },
-            runs: Vec::new(),
-        }
+    /// A run of rung `rung`: `mb` MB/s, its copy `copy` MB/s; per block, one
+    /// write, two reads and 1.5 switches, 0.25 CPU s per GB, 1.2 CPUs busy.
+    fn run(rung: u32, mb: f64, copy: f64) -> RungRun {
+        let verified = RUNGS[rung as usize - 1].method != "splice-null";
+        let bytes = 4_000_000_000;
+        let (count, elapsed_s, mb_per_s) = (10, 1.0, mb);
+        let report = pipespeed2::Report {
+            count,
+            bytes,
+            elapsed_s,
+            mb_per_s,
+            verified,
+            ..Default::default()
+        };
+        let cost = |calls| Cost { calls, user_s: 0.6, ..Cost::default() };
+        let (writer, reader) = (cost(10), cost(20));
+        let (ring_slots, slot_bytes) = (1, 4096);
+        let report = LadderReport {
+            report,
+            ring_slots,
+            slot_bytes,
+            writer,
+            reader,
+            ..Default::default()
+        };
+        let usage =
+            Usage { voluntary_switches: 15, user_s: 1.0, ..Usage::default() };
+        RungRun { report, usage, copy_mb_per_s: copy }
     }
 
-    fn ladder(rows: Vec<Row>) -> Ladder {
-        let goals = goals(&rows);
-        Ladder {
-            rungs: [1, 3, 5]
-                .map(|k| {
-                    let r = &RUNGS[k - 1];
-                    RungInfo {
-                        rung: r.rung,
-                        method: r.method,
-                        label: r.label,
-                        removes: r.removes,
-                        flags: flags_of(r, 1 << 20),
-                        verified: r.method != "splice-null",
-                    }
-                })
-                .into(),
-            blocks: vec![4096, KIB_64],
+    /// Rungs 1, 3 and 5, each `(rung, block, MB/s, copy MB/s)` measured,
+    /// and a DRAM copy of 10,000 MB/s.
+    fn ladder(
+        runs: &[(u32, u64, f64, f64)],
+    ) -> (Ladder, Vec<crate::engine::Observation>) {
+        let mut engine = Engine::new(1);
+        let dram = pipespeed2t::copy::CopyReport {
+            mb_per_s: 10_000.0,
+            ..Default::default()
+        };
+        engine.measure(&at(DRAM_BYTES), &[DRAM], |_| Ok(dram.clone())).unwrap();
+        let mut blocks: Vec<u64> = runs.iter().map(|r| r.1).collect();
+        blocks.dedup();
+        for &block in &blocks {
+            let here: Vec<_> = runs.iter().filter(|r| r.1 == block).collect();
+            let names: Vec<String> = here.iter().map(|r| name(r.0)).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            let mut at = at(block);
+            at.insert("count".into(), 10.into());
+            engine
+                .measure(&at, &names, |i| Ok(run(here[i].0, here[i].2, here[i].3)))
+                .unwrap();
+        }
+        let log = engine.finish();
+        let rungs: Vec<RungInfo> = [1, 3, 5]
+            .map(|k| {
+                let r = &RUNGS[k - 1];
+                RungInfo {
+                    rung: r.rung,
+                    method: r.method,
+                    label: r.label,
+                    removes: r.removes,
+                    flags: flags_of(r, 1 << 20),
+                    verified: r.method != "splice-null",
+                    ring_pages: Vec::new(),
+                }
+            })
+            .into();
+        let goals = goals(&rows(&rungs, &blocks, Observations(&log)));
+        let ladder = Ladder {
+            rungs,
+            blocks,
             mib: 32,
             dram_bytes: DRAM_BYTES,
-            dram_mb_per_s: Summary::of(&[10_000.0]),
             loadavg_before: "0".into(),
             loadavg_after: "0".into(),
-            rows,
             goals,
-        }
+        };
+        (ladder, log)
     }
 
     #[test]
     fn the_goals_take_the_best_verified_rung_and_the_gain_at_64k() {
-        let l = ladder(vec![
-            row(1, KIB_64, 1000.0, 8000.0),
-            row(3, KIB_64, 5000.0, 8000.0),
+        let (l, _) = ladder(&[
+            (1, KIB_64, 1000.0, 8000.0),
+            (3, KIB_64, 5000.0, 8000.0),
             // Unverified, so faster but never the best.
-            row(5, KIB_64, 9000.0, 8000.0),
+            (5, KIB_64, 9000.0, 8000.0),
         ]);
         let best = l.goals.best_verified.as_ref().unwrap();
         assert_eq!((best.rung, best.block), (3, KIB_64));
@@ -525,12 +539,12 @@ mod tests {
 
     #[test]
     fn the_tables_and_the_chart_show_each_rung_at_each_block() {
-        let l = ladder(vec![
-            row(1, 4096, 500.0, 1000.0),
-            row(1, KIB_64, 1000.0, 8000.0),
-            row(3, KIB_64, 5000.0, 8000.0),
+        let (l, log) = ladder(&[
+            (1, 4096, 500.0, 1000.0),
+            (1, KIB_64, 1000.0, 8000.0),
+            (3, KIB_64, 5000.0, 8000.0),
         ]);
-        let t = tables::tables(&l);
+        let t = tables(&l, Observations(&log));
         // What each rung takes away, and its gain over the rung above at
         // 64 KiB: rung 3's is "-" as rung 2 did not run.
         assert_eq!(t[0].rows[0][2], "-");
@@ -546,7 +560,7 @@ mod tests {
             t[3].rows[0][1..],
             ["1.00", "2.00", "0.000", "1.50", "0.250", "1.20"]
         );
-        let (name, chart) = chart(&l);
+        let (name, chart) = chart(&l, Observations(&log));
         assert_eq!(name, "ladder");
         assert_eq!(chart.series[0].points, [(4096.0, 500.0), (65536.0, 1000.0)]);
         let dram = chart.series.last().unwrap();
