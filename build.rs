@@ -23,7 +23,10 @@ fn main() {
 /// (`- [Title](NAME.md)`) before its first part title (a `# ` line after
 /// `# Summary`, such as the appendix's), in the book's order, and `EXTRA`,
 /// the modules the book has no chapter for. A chapter without a module
-/// stops the build; the pages of a part are no experiments.
+/// stops the build; the pages of a part are no experiments. Also the book's
+/// main path as read here, for the tests: `OPENING`, the pages before the
+/// chapters, and `CHAPTERS`, each experiment's pages. This is the lab's one
+/// reader of SUMMARY.md ([`summary`]).
 fn experiments() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("src/experiments");
@@ -46,20 +49,8 @@ fn experiments() {
         .collect();
     modules.sort();
     let text = std::fs::read_to_string(&summary).expect("book/src/SUMMARY.md");
-    assert!(
-        text.lines().any(|l| l.starts_with("# Summary")),
-        "book/src/SUMMARY.md has no `# Summary` heading, after which its chapters begin"
-    );
-    let chapters: Vec<String> = text
-        .lines()
-        .skip_while(|l| !l.starts_with("# Summary"))
-        .skip(1)
-        .take_while(|l| !l.starts_with("# "))
-        .filter_map(|l| l.strip_prefix("- ["))
-        .filter_map(|l| {
-            l.split("](").nth(1)?.strip_suffix(".md)").map(str::to_string)
-        })
-        .collect();
+    let (opening, pages) = self::summary(&text);
+    let chapters: Vec<String> = pages.iter().map(|(name, _)| name.clone()).collect();
     let module_of = |chapter: &str| chapter.replace('-', "_");
     for chapter in &chapters {
         if !modules.iter().any(|(m, _)| *m == module_of(chapter)) {
@@ -98,6 +89,55 @@ fn experiments() {
          pub const EXTRA: &[Experiment] = &[\n{}];\n",
         list(extra)
     ));
+    out.push_str(&format!(
+        "/// The pages of the book's main path before the experiments' chapters\n\
+         /// (introduction, getting started, methodology), as SUMMARY.md lists\n\
+         /// them (build.rs, its one reader).\n\
+         pub const OPENING: &[&str] = &{opening:?};\n"
+    ));
+    let pages: String = pages
+        .iter()
+        .map(|(name, pages)| format!("    ({name:?}, &{pages:?}),\n"))
+        .collect();
+    out.push_str(&format!(
+        "/// Each experiment's pages in the book's order (that of `ALL`): its\n\
+         /// name, then its chapter and the sub-pages SUMMARY.md lists under it.\n\
+         pub const CHAPTERS: &[(&str, &[&str])] = &[\n{pages}];\n"
+    ));
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("experiments.rs");
     std::fs::write(dest, out).expect("write experiments.rs");
+}
+
+/// SUMMARY.md's main path: the pages before the experiments' chapters
+/// (`[Title](page.md)` after `# Summary`), then each chapter listed at the
+/// top level (`- [Title](NAME.md)`) with the sub-pages listed under it
+/// (`  - [Title](page.md)`), up to its first part title (a `# ` line, such
+/// as the appendix's) or separator (`---`).
+fn summary(text: &str) -> (Vec<String>, Vec<(String, Vec<String>)>) {
+    assert!(
+        text.lines().any(|l| l.starts_with("# Summary")),
+        "book/src/SUMMARY.md has no `# Summary` heading, after which its chapters begin"
+    );
+    let page = |line: &str| -> Option<String> {
+        let target = line.split("](").nth(1)?;
+        Some(target.split(')').next()?.to_string())
+    };
+    let (mut opening, mut chapters) =
+        (Vec::new(), Vec::<(String, Vec<String>)>::new());
+    let lines = text.lines().skip_while(|l| !l.starts_with("# Summary")).skip(1);
+    for line in lines.take_while(|l| !l.starts_with("# ") && l.trim() != "---") {
+        if let Some(rest) = line.strip_prefix("- [") {
+            let page = page(rest).expect("a chapter's line: - [Title](NAME.md)");
+            let name = page.strip_suffix(".md").expect("a chapter is a .md file");
+            chapters.push((name.to_string(), vec![page.clone()]));
+        } else if let Some(rest) = line.strip_prefix("  - [") {
+            let (_, pages) =
+                chapters.last_mut().expect("a sub-page under a chapter");
+            pages.push(page(rest).expect("a sub-page's line: - [Title](page.md)"));
+        } else if let Some(rest) = line.strip_prefix('[') {
+            opening
+                .push(page(rest).expect("an opening page's line: [Title](page.md)"));
+        }
+    }
+    (opening, chapters)
 }

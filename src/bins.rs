@@ -136,7 +136,10 @@ pub fn compile_c_with(
 /// `<out_dir>/<name>`. The binary is rebuilt unless it is newer than every
 /// source and was built by the same command, which is kept beside it in
 /// `<name>.cmd`. A failed build is one line naming the sources; the
-/// compiler's own messages go to stderr as it prints them.
+/// compiler's own messages go to stderr as it prints them. The compiler
+/// writes a file of its own, renamed into place once whole, so that
+/// several builds at once (two runs, the tests) each find a whole binary,
+/// never one being written, which could not be run (ETXTBSY) or not whole.
 pub fn compile_c_in(
     out_dir: &Path,
     sources: &[&Path],
@@ -157,6 +160,13 @@ pub fn compile_c_in(
     if fresh && std::fs::read_to_string(&stamp).is_ok_and(|s| s == line) {
         return Ok(out);
     }
+    static BUILDS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let building =
+        out_dir.join(format!(".{name}.{}-{n}.partial", std::process::id()));
+    let mut cmd = Command::new(&cc);
+    cmd.args(C_FLAGS).arg("-o").arg(&building).args(sources).args(extra);
     let status = labkit::cleanup::spawn(&mut cmd)
         .and_then(|mut cc| cc.wait4())
         .map_err(|e| {
@@ -167,6 +177,7 @@ pub fn compile_c_in(
         })?
         .0;
     if !status.success() {
+        let _ = std::fs::remove_file(&building);
         let names: Vec<String> =
             sources.iter().map(|s| s.display().to_string()).collect();
         return Err(Error::failed(format!(
@@ -174,6 +185,7 @@ pub fn compile_c_in(
             names.join(" ")
         )));
     }
+    std::fs::rename(&building, &out).map_err(|e| Error::io(out.display(), e))?;
     std::fs::write(&stamp, line).map_err(|e| Error::io(stamp.display(), e))?;
     Ok(out)
 }
@@ -213,7 +225,7 @@ mod tests {
 
     #[test]
     fn c_builds_are_cached_rebuilt_when_changed_and_fail_in_one_line() {
-        labkit::require!(labkit::testing::have_tool("cc"), "no C compiler (cc)");
+        labtest::require!(labtest::have_tool("cc"), "no C compiler (cc)");
         let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();
         let source = dir.path().join("hello.c");
         let out_dir = dir.path().join("c");
@@ -274,7 +286,7 @@ mod tests {
     #[test]
     fn a_failed_cargo_build_is_one_line_naming_the_packages() {
         let Some(cargo) = std::env::var_os("CARGO") else {
-            labkit::testing::skipped("not run by cargo (no $CARGO)");
+            labtest::skipped("not run by cargo (no $CARGO)");
             return;
         };
         let dir = labkit::cleanup::tempdir("lab-bins-test-").unwrap();

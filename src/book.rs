@@ -672,7 +672,7 @@ mod tests {
     use super::*;
 
     fn reference() -> labkit::cleanup::TempDir {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let exp = dir.path().join("demo");
         std::fs::create_dir_all(exp.join("cpu0")).unwrap();
         std::fs::write(exp.join("tables.md"), "| a |\n").unwrap();

@@ -1182,7 +1182,7 @@ mod tests {
 
     #[test]
     fn a_run_is_judged_by_the_rules_stored_with_it_and_a_hand_edit_is_refused() {
-        let root = labkit::testing::tempdir();
+        let root = labtest::tempdir();
         let run = root.path().join("2026-01-01-000000-a");
         std::fs::create_dir(&run).unwrap();
         // None stored: today's.

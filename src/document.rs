@@ -564,7 +564,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_none_and_a_broken_one_an_error_naming_it() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         assert_eq!(Document::read_folder(dir.path(), "demo/cpu0").unwrap(), None);
         assert_eq!(
             file_of(dir.path(), "demo/cpu0"),

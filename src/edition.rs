@@ -1251,7 +1251,7 @@ mod tests {
     /// A run with one results folder `demo` whose headline figure `x` has
     /// the interval `[lo, hi]`, and a plain value `n`.
     fn run_with(lo: f64, hi: f64) -> labkit::cleanup::TempDir {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         std::fs::create_dir_all(dir.path().join("demo")).unwrap();
         let json = serde_json::json!({
             "headline": {"x": {"value": (lo + hi) / 2.0, "unit": "x",

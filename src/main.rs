@@ -3,7 +3,7 @@
 fn main() -> std::process::ExitCode {
     // First, before any thread: SIGINT/SIGTERM/SIGHUP stop and reap every
     // program started, remove the temporary directories, exit 128 + N.
-    if let Err(e) = labkit::cleanup::install("lab", remove_half_written_run) {
+    if let Err(e) = supervisor::install("lab", remove_half_written_run) {
         eprintln!("lab: cannot take over SIGINT, SIGTERM and SIGHUP: {e}");
         return std::process::ExitCode::from(1);
     }
@@ -12,7 +12,7 @@ fn main() -> std::process::ExitCode {
     let result = labkit::limits::enough_stack(|| lab::main(args));
     labkit::cleanup::settle();
     // The guard finds nothing left to clean up, and is reaped.
-    labkit::cleanup::finish();
+    supervisor::finish();
     labkit::error::report("lab", result)
 }
 

@@ -210,7 +210,7 @@ mod tests {
 
     #[test]
     fn json_round_trips_and_leaves_no_temporary() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let path = dir.path().join("sub/run.json");
         let header = Header::new("demo");
         write_json(&path, &header).unwrap();
@@ -222,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_failed_write_keeps_the_earlier_files_and_leaves_no_temporary() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let earlier = [("a.json".to_string(), "old a".to_string())];
         write_all(dir.path(), &earlier).unwrap();
         // The second file cannot be written: its name is a folder's.
@@ -243,7 +243,7 @@ mod tests {
 
     #[test]
     fn unwritable_places_fail_with_the_path() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let file = dir.path().join("plain");
         std::fs::write(&file, b"").unwrap();
         let err = check_writable(&file.join("below"), "--out").unwrap_err();

@@ -316,7 +316,7 @@ pub fn commits_behind(run: &Path) -> Option<String> {
 /// reference command tidies that ([`reference_run`]).
 pub fn sweep() -> Vec<PathBuf> {
     let mut removed = sweep_root(&runs_root(), true);
-    removed.extend(labkit::cleanup::remove_dead_tempdirs());
+    removed.extend(supervisor::remove_dead_tempdirs());
     removed
 }
 
@@ -763,7 +763,7 @@ mod tests {
     fn a_process_may_claim_its_own_run_again() {
         // As a reference made again with more rounds does; another process
         // is still refused (is_live: the lock is held).
-        let root = labkit::testing::tempdir();
+        let root = labtest::tempdir();
         let run = root.path().join("ref");
         std::fs::create_dir(&run).unwrap();
         claim(&run, "reference").unwrap();
@@ -773,7 +773,7 @@ mod tests {
 
     #[test]
     fn a_reference_no_one_is_writing_is_finished() {
-        let root = labkit::testing::tempdir();
+        let root = labtest::tempdir();
         let run = root.path().join("2026-01-01-ref");
         unfinished(&run);
         let mut m = Manifest::read(&run).unwrap().unwrap();
@@ -794,7 +794,7 @@ mod tests {
 
     #[test]
     fn a_sweep_removes_a_dead_run_and_never_touches_a_live_one() {
-        let root = labkit::testing::tempdir();
+        let root = labtest::tempdir();
         let (live, dead) = (root.path().join("live"), root.path().join("dead"));
         let live_staging = unfinished(&live);
         let dead_staging = unfinished(&dead);
@@ -829,8 +829,8 @@ mod tests {
     #[test]
     fn a_commit_that_fails_puts_the_old_results_back() {
         // Both stage through the one pending experiment: one at a time.
-        let _serial = labkit::testing::serial();
-        let run = labkit::testing::tempdir();
+        let _serial = labtest::serial();
+        let run = labtest::tempdir();
         let target = target(run.path(), "demo", None);
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("demo.json"), "old").unwrap();
@@ -849,8 +849,8 @@ mod tests {
     fn a_run_lists_the_folders_its_manifest_records_and_an_older_one_what_it_holds()
     {
         // Both stage through the one pending experiment: one at a time.
-        let _serial = labkit::testing::serial();
-        let root = labkit::testing::tempdir();
+        let _serial = labtest::serial();
+        let root = labtest::tempdir();
         let results = |run: &Path, folder: &str| {
             let file = crate::document::file_of(run, folder);
             std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -896,8 +896,8 @@ mod tests {
     #[test]
     fn commit_replaces_a_target_and_keeps_its_sub_runs() {
         // Both stage through the one pending experiment: one at a time.
-        let _serial = labkit::testing::serial();
-        let run = labkit::testing::tempdir();
+        let _serial = labtest::serial();
+        let run = labtest::tempdir();
         let target = target(run.path(), "demo", None);
         std::fs::create_dir_all(target.join("cpu0")).unwrap();
         std::fs::write(target.join("demo.json"), "old").unwrap();

@@ -1,56 +1,44 @@
-//! Nothing left behind when the runner is interrupted: a registry of the
-//! process trees and temporary directories the runner made, and one thread
-//! that waits for SIGINT, SIGTERM or SIGHUP.
+//! Nothing left behind when a program of the lab ends, however it ends: a
+//! registry of the process trees and temporary directories this process
+//! made, which an interrupt stops and removes, and which someone watching
+//! from outside (a [`Watcher`]) removes should the process be killed
+//! outright.
 //!
 //! - Every program the runner starts goes through [`spawn`] (or
 //!   [`output`]): it runs in a process group of its own, so one
 //!   `killpg(SIGKILL)` stops it and every process it forked, and the
 //!   returned [`Tracked`] reaps that group on every path, error paths
-//!   included (dropping it kills and reaps).
-//! - Every temporary directory is a [`TempDir`], removed when dropped.
-//! - [`install`], first thing in `main`, catches the three signals with a
-//!   handler that hands them to a thread of their own (through a pipe).
-//!   On a signal that thread kills every registered group, reaps them, removes every registered
-//!   directory, prints one line and exits with 128 + the signal number:
+//!   included (dropping it kills and reaps). It asks for
+//!   `PR_SET_PDEATHSIG` ([`crate::children::die_with_parent`]): the kernel
+//!   kills it with its parent.
+//! - Every temporary directory is a [`TempDir`], removed when dropped,
+//!   locked while it lives and marked so ([`LOCK_MARK`]), so that a sweep of
+//!   dead processes' directories never touches a live one's.
+//! - [`stop_all`] stops every registered group and removes every
+//!   registered directory, holding the registry until the process exits:
+//!   what an interrupt handler calls.
+//! - A [`Watcher`], set once with [`watch_with`], is told of every group
+//!   and directory as it is registered and unregistered, and of whatever
+//!   else is to be removed if the process dies ([`remove_if_killed`]).
 //!
-//!   `lab: interrupted by SIGINT; stopped 1 program, removed /tmp/lab-x`
+//! Who handles the signals and who watches is not this crate's business:
+//! the runner's `supervisor` crate installs both (the signal thread, and
+//! the guard process `lab-guard` that cleans up after a runner killed with
+//! `kill -9`). A program of the lab has neither, and needs neither: its
+//! own children die with it (`PR_SET_PDEATHSIG`), and [`crate::relay`]
+//! passes an interrupt on to them.
 //!
-//! Whether the signal comes from the terminal (Ctrl-C goes to the
-//! foreground process group: `lab` itself, since its programs run in
-//! groups of their own) or to the `lab` pid alone, the result is the same.
-//! The runner is also a child subreaper (`PR_SET_CHILD_SUBREAPER`): a
-//! grandchild whose parent died is handed to the runner, not to init, so
-//! the runner can wait for the whole tree before it exits.
-//!
-//! A runner killed outright (`kill -9`) can do none of this, so two things
-//! stand behind it:
-//! - every program [`spawn`] starts asks for `PR_SET_PDEATHSIG`
-//!   ([`crate::children::die_with_parent`]): the kernel kills it with the
-//!   runner;
-//! - [`install`] forks a *guard*, a small process of its own (its own
-//!   process group, named `lab-guard`) that the runner tells, over a pipe,
-//!   of every process group it starts and every temporary directory it
-//!   makes. When the pipe reaches end-of-file, the runner has exited; if
-//!   anything is still registered then, the runner died without cleaning
-//!   up, and the guard kills those groups (a program's own children too,
-//!   which the death signal does not reach, such as `perf bench`'s worker)
-//!   and removes those directories, in one line. A runner that ends
-//!   normally closes the pipe with nothing registered and reaps the guard
-//!   ([`finish`]).
-//!
-//! The registry lock is held while a program is spawned and while the
-//! interrupt is handled, so a program is either registered (and killed) or
-//! never started, and the main thread, which takes the lock to register or
-//! unregister, stops there until the process exits.
+//! The registry lock is held while a program is spawned and by
+//! [`stop_all`], so a program is either registered (and killed) or never
+//! started, and a thread that takes the lock to register or unregister
+//! stops there until the process exits.
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::fd::IntoRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output};
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 struct Registry {
     /// Process group id (= the leader's pid) -> what it runs.
@@ -114,7 +102,7 @@ pub fn spawn(cmd: &mut Command) -> io::Result<Tracked> {
     let child = cmd.spawn()?;
     let name = cmd.get_program().to_string_lossy().into_owned();
     reg.groups.insert(child.id() as i32, name);
-    tell_guard(b'g', child.id().to_string().as_bytes(), true);
+    watch(Watched::Group(child.id() as i32), true);
     Ok(Tracked { child, reaped: false })
 }
 
@@ -202,7 +190,7 @@ impl Tracked {
                 self.reaped = true;
                 reap_group(self.pid());
                 reg.groups.remove(&self.pid());
-                tell_guard(b'g', self.pid().to_string().as_bytes(), false);
+                watch(Watched::Group(self.pid()), false);
                 Ok(Some(done))
             }
             Ok(None) => Ok(None),
@@ -212,7 +200,7 @@ impl Tracked {
                 if e.raw_os_error() == Some(libc::ECHILD) {
                     self.reaped = true;
                     reg.groups.remove(&self.pid());
-                    tell_guard(b'g', self.pid().to_string().as_bytes(), false);
+                    watch(Watched::Group(self.pid()), false);
                 }
                 Err(e)
             }
@@ -258,12 +246,12 @@ fn reap_group(pgid: i32) {
     }
 }
 
-/// A temporary directory that is removed when dropped, or by the
-/// interrupt handler if the runner is stopped first, or by the guard if the
-/// runner is killed outright, or, if the guard died too, by the next
-/// [`remove_dead_tempdirs`]: its maker holds an `flock` on it for as long
-/// as the directory lives (the kernel drops it with the process), and
-/// marks it [`LOCK_MARK`] once locked.
+/// A temporary directory that is removed when dropped, or by [`stop_all`]
+/// if the process is interrupted first, or by the [`Watcher`] if it is
+/// killed outright, or, if that died too, by the next sweep of dead
+/// processes' directories (the runner's): its maker holds an `flock` on it
+/// for as long as the directory lives (the kernel drops it with the
+/// process), and marks it [`LOCK_MARK`] once locked.
 #[derive(Debug)]
 pub struct TempDir {
     path: PathBuf,
@@ -274,7 +262,8 @@ pub struct TempDir {
 /// lock on it: a directory without it is never judged.
 pub const LOCK_MARK: &str = ".lab-lock";
 
-/// The start of the names [`remove_dead_tempdirs`] judges: the lab's own
+/// The start of the names a sweep of dead processes' directories judges
+/// (the runner's, `supervisor::remove_dead_tempdirs`): the lab's own
 /// temporary directories. Another prefix (a test's scratch directory, say)
 /// is locked all the same, but never marked and never swept.
 pub const SWEPT_PREFIX: &str = "lab";
@@ -309,32 +298,6 @@ pub fn try_lock_dir(dir: &Path) -> io::Result<Option<DirLock>> {
     }
     let e = io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) { Ok(None) } else { Err(e) }
-}
-
-/// Remove the temporary directories (`<tmp>/lab*`, [`SWEPT_PREFIX`]) whose makers died
-/// without removing them (a runner and its guard both killed), and return
-/// them. A directory is judged only if it carries [`LOCK_MARK`], which its
-/// maker writes after taking its lock, and is removed only if the lock is
-/// free: a live process's directory is never touched.
-pub fn remove_dead_tempdirs() -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return Vec::new();
-    };
-    let mut removed = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let ours =
-            entry.file_name().to_str().is_some_and(|n| n.starts_with(SWEPT_PREFIX));
-        if !ours || !path.join(LOCK_MARK).is_file() {
-            continue;
-        }
-        if let Ok(Some(_held)) = try_lock_dir(&path)
-            && std::fs::remove_dir_all(&path).is_ok()
-        {
-            removed.push(path);
-        }
-    }
-    removed
 }
 
 /// An unnamed file in the temporary folder (honouring `TMPDIR`), for a
@@ -382,7 +345,7 @@ pub fn tempdir_in(parent: &Path, prefix: &str) -> io::Result<TempDir> {
     // mkdtemp(3): a new directory, mode 0700, under a name no one else got.
     let path = nix::unistd::mkdtemp(&parent.join(format!("{prefix}XXXXXX")))?;
     reg.dirs.push(path.clone());
-    remove_if_killed(&path);
+    watch(Watched::Dir(&path), true);
     // Locked, then marked: a sweep that sees the mark finds the lock held.
     let lock = try_lock_dir(&path).ok().flatten();
     let marked = lock.is_some() && prefix.starts_with(SWEPT_PREFIX);
@@ -413,253 +376,35 @@ impl Drop for TempDir {
         let mut reg = registry();
         let _ = std::fs::remove_dir_all(&self.path);
         reg.dirs.retain(|d| d != &self.path);
-        keep_if_killed(&self.path);
+        watch(Watched::Dir(&self.path), false);
     }
 }
 
-const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-
-/// The write end of the pipe to the guard, and the guard's pid; -1 and 0
-/// without one (before [`install`], in tests, after [`finish`]).
-static GUARD: AtomicI32 = AtomicI32::new(-1);
-static GUARD_PID: AtomicI32 = AtomicI32::new(0);
-
-/// Tell the guard that `what` (a process group, `g`, or a directory, `d`)
-/// is now to be stopped or removed if the runner dies (`on`), or no longer.
-/// One record, `+g1234\0`, in one `write` of at most `PIPE_BUF` bytes: it
-/// reaches the guard whole, never interleaved with another thread's.
-fn tell_guard(kind: u8, what: &[u8], on: bool) {
-    let fd = GUARD.load(Ordering::Acquire);
-    if fd < 0 || what.len() + 3 > libc::PIPE_BUF || what.contains(&0) {
-        return;
-    }
-    let mut record = Vec::with_capacity(what.len() + 3);
-    record.extend([if on { b'+' } else { b'-' }, kind]);
-    record.extend_from_slice(what);
-    record.push(0);
-    // SAFETY: a valid buffer of `record.len()` bytes. A guard that has gone
-    // gives EPIPE (Rust programs ignore SIGPIPE): nothing more to tell.
-    unsafe { libc::write(fd, record.as_ptr().cast(), record.len()) };
+/// Call at the end of `main`, before reporting: if an interrupt is being
+/// handled ([`stop_all`]), wait here for it to end the process, so that a
+/// half-finished run is not reported as a success or a failure.
+pub fn settle() {
+    drop(registry());
 }
 
-/// Remove the directory `path` if the runner is killed before it calls
-/// [`keep_if_killed`] (the runner's half-written results, say).
-pub fn remove_if_killed(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    tell_guard(b'd', path.as_os_str().as_bytes(), true);
+/// What [`stop_all`] stopped and removed. It holds the registry: no
+/// program can be started, reaped or reported until the process exits,
+/// which its holder does next.
+pub struct Stopped {
+    _registry: MutexGuard<'static, Registry>,
+    /// How many program groups were stopped.
+    pub groups: usize,
+    /// The temporary directories removed.
+    pub removed: Vec<PathBuf>,
 }
 
-/// The guard no longer removes `path`: it was moved into place, or removed.
-pub fn keep_if_killed(path: &Path) {
-    use std::os::unix::ffi::OsStrExt;
-    tell_guard(b'd', path.as_os_str().as_bytes(), false);
-}
-
-/// Fork the guard. Called by [`install`] before any thread exists, so the
-/// child may run ordinary code (no lock can be held by a thread it lacks).
-fn start_guard(program: &'static str) -> io::Result<()> {
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-    // SAFETY: the process has one thread (install runs first in main), so
-    // the child inherits no lock held elsewhere and may allocate.
-    match unsafe { nix::unistd::fork() } {
-        Ok(nix::unistd::ForkResult::Child) => {
-            drop(write_end);
-            guard(program, read_end)
-        }
-        Ok(nix::unistd::ForkResult::Parent { child }) => {
-            drop(read_end);
-            GUARD_PID.store(child.as_raw(), Ordering::Release);
-            GUARD.store(write_end.into_raw_fd(), Ordering::Release);
-            Ok(())
-        }
-        Err(e) => Err(io::Error::from_raw_os_error(e as i32)),
-    }
-}
-
-/// The guard's whole life: keep the runner's records until the pipe ends,
-/// then stop and remove whatever is still registered, and exit.
-fn guard(program: &str, pipe: std::os::fd::OwnedFd) -> ! {
-    use std::io::BufRead;
-    use std::os::unix::ffi::OsStrExt;
-    // Out of the runner's process group (a Ctrl-C or a `kill -9 -PGID` of
-    // the runner's group must not take the guard with it), and named so
-    // that `ps` says what it is.
-    let _ = nix::unistd::setpgid(
-        nix::unistd::Pid::from_raw(0),
-        nix::unistd::Pid::from_raw(0),
-    );
-    // SAFETY: prctl with a valid NUL-terminated name; signal with SIG_IGN.
-    unsafe {
-        libc::prctl(libc::PR_SET_NAME, c"lab-guard".as_ptr(), 0, 0, 0);
-        for sig in SIGNALS {
-            libc::signal(sig, libc::SIG_IGN);
-        }
-    }
-    let mut groups: Vec<i32> = Vec::new();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    let mut records = io::BufReader::new(std::fs::File::from(pipe));
-    let mut record = Vec::new();
-    loop {
-        record.clear();
-        match records.read_until(0, &mut record) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        let Some((&[sign, kind], rest)) =
-            record.strip_suffix(&[0]).map(|r| r.split_at(2.min(r.len())))
-        else {
-            continue;
-        };
-        match kind {
-            b'g' => {
-                let Some(pgid) =
-                    std::str::from_utf8(rest).ok().and_then(|t| t.parse().ok())
-                else {
-                    continue;
-                };
-                groups.retain(|&g| g != pgid);
-                if sign == b'+' {
-                    groups.push(pgid);
-                }
-            }
-            b'd' => {
-                let dir = PathBuf::from(std::ffi::OsStr::from_bytes(rest));
-                dirs.retain(|d| d != &dir);
-                if sign == b'+' {
-                    dirs.push(dir);
-                }
-            }
-            _ => {}
-        }
-    }
-    // End of file: the runner has exited. Nothing registered that is still
-    // there (a group with a member, a directory): it cleaned up itself.
-    // SAFETY: killpg with signal 0 only checks that the group has a member.
-    groups.retain(|&g| unsafe { libc::killpg(g, 0) } == 0);
-    dirs.retain(|d| d.exists());
-    if groups.is_empty() && dirs.is_empty() {
-        // SAFETY: _exit ends the guard at once.
-        unsafe { libc::_exit(0) }
-    }
-    for &pgid in &groups {
-        // SAFETY: killpg only sends a signal. The group's leader was the
-        // runner's child, killed by its death signal; the group id stays
-        // ours while any member lives, and no new group can take it then.
-        unsafe { libc::killpg(pgid, libc::SIGKILL) };
-    }
-    let mut removed = Vec::new();
-    for dir in &dirs {
-        if std::fs::remove_dir_all(dir).is_ok() {
-            removed.push(dir.display().to_string());
-        }
-    }
-    let removed = if removed.is_empty() {
-        "no directory to remove".to_string()
-    } else {
-        format!("removed {}", removed.join(", "))
-    };
-    eprintln!(
-        "{program}: the runner died without cleaning up (killed?); its guard \
-         stopped {} program group{} and {removed}",
-        groups.len(),
-        if groups.len() == 1 { "" } else { "s" }
-    );
-    // SAFETY: _exit ends the guard at once.
-    unsafe { libc::_exit(0) }
-}
-
-/// Call last in `main` (the interrupt does it too): close the pipe to the
-/// guard, which then finds nothing registered and exits, and reap it, so
-/// that the runner leaves no process behind when it ends.
-pub fn finish() {
-    let fd = GUARD.swap(-1, Ordering::AcqRel);
-    if fd >= 0 {
-        // SAFETY: the write end is ours, and no longer published.
-        unsafe { libc::close(fd) };
-    }
-    let pid = GUARD_PID.swap(0, Ordering::AcqRel);
-    if pid > 0 {
-        let _ = crate::children::wait4(pid, 0);
-    }
-}
-
-/// The write end of the pipe the handler reports a signal on; -1 before
-/// [`install`].
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-/// Write the signal's number to the pipe; the `signals` thread does the
-/// rest. Only `write(2)`, which is async-signal-safe; errno is kept.
-extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let byte = sig as u8;
-        // SAFETY: errno is thread-local; the handler leaves it as it was.
-        // write is async-signal-safe; `byte` is a valid one-byte buffer.
-        unsafe {
-            let saved = *libc::__errno_location();
-            libc::write(fd, (&raw const byte).cast(), 1);
-            *libc::__errno_location() = saved;
-        }
-    }
-}
-
-/// Take over SIGINT, SIGTERM and SIGHUP for `program` (the name its line
-/// starts with), and start the guard that cleans up after a runner killed
-/// outright. Call it first in `main`, before any thread, and [`finish`]
-/// last. A handler (with `SA_RESTART`, so
-/// the main thread's system calls go on undisturbed) writes the signal to
-/// a pipe that a thread of its own waits on. Nothing is blocked, so the
-/// programs the runner starts inherit no blocked signal, and `execve`
-/// resets the handler to the default action in them.
-///
-/// `also` is called at the moment of the interrupt, after the programs are
-/// stopped, to remove what else the program was writing (the runner's
-/// half-written run folder, say); it returns what it removed.
-pub fn install(program: &'static str, also: fn() -> Vec<PathBuf>) -> io::Result<()> {
-    if let Err(e) = start_guard(program) {
-        // Under a process limit that is already reached, say: the programs'
-        // death signal still stands, but what they start may not die.
-        eprintln!(
-            "{program}: note: no guard process ({}): a kill -9 of {program} may \
-             leave what its programs started running",
-            crate::error::describe_io(&e)
-        );
-    }
-    let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| io::Error::from_raw_os_error(e as i32))?;
-    SIGNAL_PIPE.store(write_end.into_raw_fd(), Ordering::Relaxed);
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    std::thread::Builder::new().name("signals".into()).spawn(move || {
-        let mut byte = 0u8;
-        loop {
-            match nix::unistd::read(&read_end, std::slice::from_mut(&mut byte)) {
-                Ok(1) => interrupted(program, i32::from(byte), also),
-                Err(nix::errno::Errno::EINTR) => {}
-                _ => return, // cannot happen: the write end is never closed
-            }
-        }
-    })?;
-    for sig in SIGNALS {
-        // SAFETY: a zeroed sigaction with a valid handler and an empty mask.
-        let r = unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            libc::sigaction(sig, &action, std::ptr::null_mut())
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Stop everything, say so in one line, exit 128 + `sig`. Holds the lock
-/// to the end, so the main thread cannot start or report anything else.
-fn interrupted(program: &str, sig: libc::c_int, also: fn() -> Vec<PathBuf>) -> ! {
+/// Stop every registered program group (`SIGKILL` to the group, then reap
+/// it) and remove every registered temporary directory, for an interrupt;
+/// the [`Watcher`] is told that none of them needs it any more. The
+/// registry stays held in the returned [`Stopped`], so the main thread,
+/// which takes it to register or unregister, stops there: keep it until
+/// the process exits.
+pub fn stop_all() -> Stopped {
     let reg = registry();
     for &pgid in reg.groups.keys() {
         // SAFETY: killpg only sends a signal. Each registered leader is our
@@ -673,51 +418,85 @@ fn interrupted(program: &str, sig: libc::c_int, also: fn() -> Vec<PathBuf>) -> !
     let mut removed = Vec::new();
     for dir in &reg.dirs {
         if std::fs::remove_dir_all(dir).is_ok() {
-            removed.push(dir.display().to_string());
+            removed.push(dir.clone());
         }
     }
-    removed.extend(also().iter().map(|d| d.display().to_string()));
-    eprintln!("{}", interrupt_line(program, sig, reg.groups.len(), &removed));
-    // Every group is reaped and every directory removed: what the guard
+    // Every group is reaped and every directory removed: what the watcher
     // still holds needs nothing more.
     for &pgid in reg.groups.keys() {
-        tell_guard(b'g', pgid.to_string().as_bytes(), false);
+        watch(Watched::Group(pgid), false);
     }
     for dir in &reg.dirs {
-        keep_if_killed(dir);
+        watch(Watched::Dir(dir), false);
     }
-    finish();
-    std::process::exit(128 + sig)
+    Stopped { groups: reg.groups.len(), removed, _registry: reg }
 }
 
-fn interrupt_line(
-    program: &str,
-    sig: i32,
-    stopped: usize,
-    removed: &[String],
-) -> String {
-    let name = crate::children::signal_name(sig);
-    let programs = if stopped == 1 { "program" } else { "programs" };
-    let removed = if removed.is_empty() {
-        "no temporary directory to remove".to_string()
-    } else {
-        format!("removed {}", removed.join(", "))
-    };
-    format!(
-        "{program}: interrupted by {name}; stopped {stopped} {programs}, {removed}"
-    )
+/// What a [`Watcher`] is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watched<'a> {
+    /// A process group (its leader's pid) that [`spawn`] started.
+    Group(i32),
+    /// A directory: a [`TempDir`], or one named to [`remove_if_killed`].
+    Dir(&'a Path),
 }
 
-/// Call at the end of `main`, before reporting: if an interrupt is being
-/// handled, wait here for it to end the process, so that a half-finished
-/// run is not reported as a success or a failure.
-pub fn settle() {
-    drop(registry());
+/// Someone who cleans up after this process from outside should it die
+/// without cleaning up itself (`kill -9`): the runner's guard process, which
+/// the `supervisor` crate starts. It is told of every group and directory
+/// as it is registered and unregistered, under the registry's lock, so in
+/// order; a call must not block or take that lock.
+pub trait Watcher: Sync {
+    /// `what` is to be stopped or removed if the process dies (`on`), or
+    /// no longer.
+    fn watch(&self, what: Watched<'_>, on: bool);
+
+    /// The process is about to exit on purpose ([`exiting`]): there is
+    /// nothing left to watch.
+    fn exiting(&self);
+}
+
+static WATCHER: OnceLock<&'static dyn Watcher> = OnceLock::new();
+
+/// Make `watcher` this process's [`Watcher`], before anything is spawned
+/// or made. Only one is ever set: false if there was one already.
+pub fn watch_with(watcher: &'static dyn Watcher) -> bool {
+    WATCHER.set(watcher).is_ok()
+}
+
+fn watch(what: Watched<'_>, on: bool) {
+    if let Some(watcher) = WATCHER.get() {
+        watcher.watch(what, on);
+    }
+}
+
+/// Have the [`Watcher`], if there is one, remove the directory `path`
+/// should the process be killed before it calls [`keep_if_killed`] (the
+/// runner's half-written results, say). Without one, nothing happens.
+pub fn remove_if_killed(path: &Path) {
+    watch(Watched::Dir(path), true);
+}
+
+/// The [`Watcher`] no longer removes `path`: it was moved into place, or
+/// removed.
+pub fn keep_if_killed(path: &Path) {
+    watch(Watched::Dir(path), false);
+}
+
+/// Call before the process exits on purpose where `main` does not return
+/// (a usage error, `--help`, [`crate::cli::PARSE_ONLY`]): the [`Watcher`],
+/// if there is one, is told, so that the runner's guard is reaped and
+/// nothing outlives it.
+pub fn exiting() {
+    if let Some(watcher) = WATCHER.get() {
+        watcher.exiting();
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicI32, Ordering};
 
     #[test]
     fn a_dropped_lock_is_free_even_while_another_thread_forks() {
@@ -755,19 +534,6 @@ mod tests {
         forker.join().unwrap();
         std::fs::remove_dir(&dir).unwrap();
         assert_eq!(busy, 0, "a dropped lock was still held {busy} times of {tries}");
-    }
-
-    #[test]
-    fn the_line_names_signal_programs_and_dirs() {
-        assert_eq!(
-            interrupt_line("lab", libc::SIGINT, 1, &["/tmp/a".into()]),
-            "lab: interrupted by SIGINT; stopped 1 program, removed /tmp/a"
-        );
-        assert_eq!(
-            interrupt_line("lab", libc::SIGTERM, 0, &[]),
-            "lab: interrupted by SIGTERM; stopped 0 programs, \
-             no temporary directory to remove"
-        );
     }
 
     #[test]
@@ -835,28 +601,5 @@ mod tests {
         // No name: its link count is 0.
         use std::os::unix::fs::MetadataExt;
         assert_eq!(file.metadata().unwrap().nlink(), 0);
-    }
-
-    #[test]
-    fn a_dead_makers_tempdir_is_removed_and_a_live_ones_kept() {
-        // A live one: this process holds its lock.
-        let live = tempdir("lab-sweep-test-").unwrap();
-        assert!(live.path().join(LOCK_MARK).is_file());
-        // A dead maker's: marked, and nobody holds its lock.
-        let dead = std::env::temp_dir()
-            .join(format!("lab-sweep-dead-{}", std::process::id()));
-        std::fs::create_dir(&dead).unwrap();
-        std::fs::write(dead.join(LOCK_MARK), "").unwrap();
-        // An unmarked one is never judged.
-        let plain = std::env::temp_dir()
-            .join(format!("lab-sweep-plain-{}", std::process::id()));
-        std::fs::create_dir(&plain).unwrap();
-        let removed = remove_dead_tempdirs();
-        assert!(removed.contains(&dead), "{removed:?}");
-        assert!(
-            !removed.contains(&live.path().to_path_buf()) && live.path().is_dir()
-        );
-        assert!(plain.is_dir());
-        std::fs::remove_dir(&plain).unwrap();
     }
 }

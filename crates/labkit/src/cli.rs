@@ -58,7 +58,7 @@ where
 {
     let parsed = parse_outer::<T, I, A>(args);
     if parse_only() {
-        crate::cleanup::finish();
+        crate::cleanup::exiting();
         std::process::exit(0)
     }
     parsed
@@ -111,7 +111,7 @@ fn fail(command: &clap::Command, name: &str, e: &clap::Error) -> ! {
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
         let _ = std::io::Write::flush(&mut std::io::stdout());
-        crate::cleanup::finish();
+        crate::cleanup::exiting();
         std::process::exit(0)
     }
     if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
@@ -129,7 +129,7 @@ fn fail(command: &clap::Command, name: &str, e: &clap::Error) -> ! {
     } else {
         eprintln!("{}", usage_line(name, &e.render().to_string()));
     }
-    crate::cleanup::finish();
+    crate::cleanup::exiting();
     std::process::exit(crate::ExitCode::Usage as i32)
 }
 

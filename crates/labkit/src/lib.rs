@@ -15,10 +15,12 @@
 //! - [`measure`]: the kernel's `wait4`/`getrusage` accounting, and a whole
 //!   program timed from outside;
 //! - [`cleanup`], [`limited`]: process groups, temporary directories and
-//!   limited children that an interrupt stops and removes;
-//! - [`testing`]: what the tests share: a skip that says why and is
-//!   counted, and the checks of the exit-code contract (usage errors,
-//!   failures, `--json` reports) and of the workers' lines.
+//!   limited children that an interrupt stops and removes (the runner's
+//!   signal handling and its guard process are its own `supervisor`
+//!   crate's, which no program needs).
+//!
+//! What the tests share (skips, the exit-code checks) is the `labtest`
+//! crate's, a dev-dependency.
 
 pub mod affinity;
 pub mod children;
@@ -33,6 +35,5 @@ pub mod measure;
 pub mod memory;
 pub mod pthread;
 pub mod relay;
-pub mod testing;
 
 pub use error::{Error, ExitCode, Result};

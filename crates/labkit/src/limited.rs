@@ -172,8 +172,29 @@ fn copy_in(parent: &Path, user: u32, program: &Path) -> crate::Result<Copied> {
         }
     }
     let copy = dir.path().join(name);
-    std::fs::copy(program, &copy)
-        .and_then(|_| std::fs::set_permissions(&copy, open))
+    // Copied by `cp`, a process of its own, never through a descriptor of
+    // this one: a child that another thread forks while such a descriptor
+    // is open would share it until it execs, and the copy, open for writing
+    // in that child, could not be run meanwhile (ETXTBSY, "Text file busy").
+    // (Reading it here is harmless, and names what is wrong with it.)
+    let copied = std::fs::File::open(program).and_then(|_| {
+        std::process::Command::new("cp")
+            .arg("--")
+            .arg(program)
+            .arg(&copy)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .and_then(|out| {
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    Err(std::io::Error::other(err.trim().to_string()))
+                }
+            })
+    });
+    copied
+        .and_then(|()| std::fs::set_permissions(&copy, open))
         .map_err(|e| io(format!("cannot copy it to {}", copy.display()), e))?;
     Ok(Copied { dir, program: copy })
 }
@@ -309,7 +330,7 @@ mod tests {
         let mode = |p: &Path| std::fs::metadata(p).unwrap().mode() & 0o7777;
         assert_eq!((mode(&dir), mode(copy.program())), (0o755, 0o755));
         // As nobody when root can become it; as this user otherwise.
-        let user = crate::testing::is_root().then_some(NOBODY);
+        let user = nix::unistd::Uid::effective().is_root().then_some(NOBODY);
         let limits = Limits { user, ..Limits::default() };
         let mut cmd = copy.command();
         let done =
@@ -325,11 +346,15 @@ mod tests {
 
     #[test]
     fn no_copy_is_made_where_the_user_cannot_reach_it() {
-        // A temporary directory inside a 0700 one, as TMPDIR=/root/tmp.
+        // A temporary directory inside a 0700 one, as TMPDIR=/root/tmp: closed
+        // to every user but its owner, this test's, which may be nobody.
         let closed = crate::cleanup::tempdir("lab-closed-").unwrap();
-        let err = copy_in(closed.path(), NOBODY, Path::new("/bin/sh")).unwrap_err();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let other = if me == NOBODY { NOBODY - 1 } else { NOBODY };
+        let err = copy_in(closed.path(), other, Path::new("/bin/sh")).unwrap_err();
         let why = format!(
-            "uid 65534 cannot reach /bin/sh, and no copy it can run was made: \
+            "uid {other} cannot reach /bin/sh, and no copy it can run was made: \
              {} is mode 0700, closed to it; set TMPDIR to a directory it can enter",
             closed.path().display()
         );

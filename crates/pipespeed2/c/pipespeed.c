@@ -66,7 +66,7 @@ void report(const struct run *r, const char *program, const char *mode,
     if (r->json)
         printf("{\"program\":\"%s\",\"transport\":\"pipe\",\"mode\":\"%s\","
                "\"count\":%lld,\"block_bytes\":%lld,\"bytes\":%lld,\"elapsed_s\":%.9f,"
-               "\"mb_per_s\":%.3f,\"pipe_size\":%d,\"verified\":true}\n",
+               "\"mb_per_s\":%.9g,\"pipe_size\":%d,\"verified\":true}\n",
                program, mode, r->count, r->bytes, total, s, total / s / 1e6, r->size);
     else
         printf("%lld x %lld bytes = %lld bytes in %.6f s: %.1f MB/s "

@@ -377,7 +377,7 @@ mod tests {
     #[test]
     fn a_failing_loop_returns_its_error() {
         let ring = IoUring::builder().setup_r_disabled().build(8);
-        labkit::require!(ring.is_ok(), "io_uring refused: {:?}", ring.err());
+        labtest::require!(ring.is_ok(), "io_uring refused: {:?}", ring.err());
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let stop = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC).unwrap();
         let proto = Proto {

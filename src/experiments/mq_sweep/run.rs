@@ -333,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_failed_measurement_is_an_error_never_a_zero_cost() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let crashed = fake_ctxswitch(dir.path(), "", "ctxswitch: boom", 1);
         let e = measure_switch_with(&crashed).unwrap_err();
         assert!(e.message.starts_with("cannot measure the cost of one switch: "));
@@ -368,7 +368,7 @@ mod tests {
 
     #[test]
     fn a_results_file_that_is_not_ctx_switch_results_is_an_error() {
-        let dir = labkit::testing::tempdir();
+        let dir = labtest::tempdir();
         let path = dir.path().join("ctx-switch.json");
         for text in ["", "{", r#"{"experiment": "ctx-switch"}"#] {
             std::fs::write(&path, text).unwrap();

@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn a_server_named_but_missing_is_not_installed() {
-        let _serial = labkit::testing::serial();
+        let _serial = labtest::serial();
         // SAFETY: no other test of this binary reads or writes this
         // variable, and the ones that change the environment hold the lock.
         unsafe { std::env::set_var("LAB_NATS_SERVER", "/nonexistent/nats-server") };

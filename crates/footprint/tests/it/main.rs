@@ -1,0 +1,5 @@
+//! The `footprint` crate's integration tests, one module per file, in one
+//! test binary (see the workspace's `tests/it/main.rs`): tests that
+//! fork or touch what belongs to the process hold [`labtest::serial`].
+
+mod cli;
