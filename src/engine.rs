@@ -196,6 +196,56 @@ impl Engine {
         Ok(runs)
     }
 
+    /// Measure `conditions` at every one of `settings` round by round:
+    /// each round runs every setting (in the balanced order of
+    /// [`order`]), and at each setting every condition (in that order
+    /// too), before the next round starts. A figure that compares rounds
+    /// of different settings (a slope across them) then compares runs
+    /// made seconds apart, so that a stretch in which the whole machine
+    /// runs slower falls on one round's points together, not on one
+    /// setting's. Warm-ups as [`Engine::measure`]. `run(s, k)` runs
+    /// condition `k` at setting `s` once.
+    pub fn measure_grid<T: Observed>(
+        &mut self,
+        settings: &[Setting],
+        conditions: &[&str],
+        mut run: impl FnMut(usize, usize) -> labkit::Result<T>,
+    ) -> labkit::Result<()> {
+        let Some(first) = settings.first() else { return Ok(()) };
+        let cold: Vec<usize> = (0..conditions.len())
+            .filter(|k| !self.warmed.contains(conditions[*k]))
+            .collect();
+        for (position, &k) in cold.iter().enumerate() {
+            let t = run(0, k)?;
+            self.record(first, conditions[k], None, position, &t);
+            self.warmed.insert(conditions[k].to_string());
+        }
+        let rounds = self.rounds_of(conditions.len());
+        for round in 0..rounds {
+            for s in order(settings.len(), round) {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(words(&settings[s]));
+                }
+                for (position, k) in
+                    order(conditions.len(), round).into_iter().enumerate()
+                {
+                    let t = run(s, k)?;
+                    self.record(
+                        &settings[s],
+                        conditions[k],
+                        Some(round + 1),
+                        position,
+                        &t,
+                    );
+                    if let Some(bar) = &self.bar {
+                        bar.inc(1);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn record<T: Observed>(
         &mut self,
         setting: &Setting,
@@ -600,6 +650,49 @@ mod tests {
             .collect();
         assert_eq!(firsts, ["a", "b", "b", "a", "a", "b"]);
         assert_eq!(log[2].metrics, BTreeMap::from([("value".to_string(), 0.0)]));
+    }
+
+    #[test]
+    fn a_grid_runs_every_setting_in_each_round_before_the_next() {
+        let mut engine = Engine::new(4);
+        let settings: Vec<Setting> =
+            (1..=3).map(|n| setting([("n", json!(n))])).collect();
+        let mut calls = Vec::new();
+        engine
+            .measure_grid(&settings, &["a", "b"], |s, k| {
+                calls.push((s, k));
+                Ok((10 * s + k) as f64)
+            })
+            .unwrap();
+        // One warm-up each, at the first setting; then four rounds of
+        // three settings of two conditions.
+        assert_eq!(calls[..2], [(0, 0), (0, 1)]);
+        assert_eq!(calls.len(), 2 + 4 * 3 * 2);
+        let log = engine.finish();
+        let measured: Vec<_> = log.iter().filter(|o| o.round.is_some()).collect();
+        // Every round holds all six cells, and no round starts before the
+        // one before it ends.
+        for (i, chunk) in measured.chunks(6).enumerate() {
+            assert!(chunk.iter().all(|o| o.round == Some(i + 1)), "{chunk:?}");
+            let mut cells: Vec<_> = chunk
+                .iter()
+                .map(|o| (o.setting["n"].clone(), &o.condition))
+                .collect();
+            cells.sort_by_key(|c| c.0.to_string());
+            cells.dedup();
+            assert_eq!(cells.len(), 6);
+        }
+        // Each observation is filed under its own setting.
+        for o in &measured {
+            let n = o.setting["n"].as_u64().unwrap() as f64;
+            let k = if o.condition == "a" { 0.0 } else { 1.0 };
+            assert_eq!(o.metrics["value"], 10.0 * (n - 1.0) + k);
+        }
+        // The settings take turns in the engine's order too: ABC, CBA,
+        // BCA, ACB.
+        let firsts: Vec<_> =
+            measured.chunks(6).map(|c| c[0].setting["n"].clone()).collect();
+        assert_eq!(firsts, [json!(1), json!(3), json!(2), json!(1)]);
     }
 
     #[test]

@@ -236,12 +236,14 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let mut engine = Engine::new(args.common.rounds);
     let points = grids.iter().map(|g| g.settings.len()).sum::<usize>();
     engine.progress(points * engine.runs_for(labels.len()), EXPERIMENT.name);
+    // A grid's settings round by round: the workers' slope compares the
+    // times of one round's settings, made seconds apart.
     for g in &grids {
-        for s in &g.settings {
-            engine.measure(&s.factors(g.name), &labels, |i| {
-                run_once(&programs[i], s, args.console)
-            })?;
-        }
+        let settings: Vec<_> =
+            g.settings.iter().map(|s| s.factors(g.name)).collect();
+        engine.measure_grid(&settings, &labels, |s, i| {
+            run_once(&programs[i], &g.settings[s], args.console)
+        })?;
     }
     let obs = engine.observations();
     let headline = tables::headline(&grids, obs);
