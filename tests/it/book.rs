@@ -218,25 +218,33 @@ fn figures_are_named_by_setting_so_an_extra_point_changes_none() {
     assert!(quoted > 200, "{quoted} figures quoted");
 }
 
-/// Copy run folder `from` to `to`, each results file written in schema 3,
-/// as the lab reads it ([`lab::document::Document`]).
-fn copy_in_schema_3(from: &Path, to: &Path) {
+/// Copy run folder `from` (of schema 3) to `to`, each results file
+/// written in the shape files had before schema 3: the header's fields,
+/// `headline` and the experiment's data side by side at the top, no
+/// `schema` and no observations.
+fn copy_in_older_shape(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap().flatten() {
         let (path, into) = (entry.path(), to.join(entry.file_name()));
         let name = entry.file_name().into_string().unwrap();
         if path.is_dir() {
-            copy_in_schema_3(&path, &into);
+            copy_in_older_shape(&path, &into);
         } else if name.ends_with(".json")
             && !name.starts_with("then-and-now")
             && name != "run.json"
         {
-            let doc = lab::document::Document::read(&path).unwrap().unwrap();
-            assert_eq!(
-                doc.written, None,
-                "{path:?}: the reference is older than schema 3"
-            );
-            std::fs::write(&into, doc.json().to_string()).unwrap();
+            let json: serde_json::Value =
+                labtest::json(&std::fs::read(&path).unwrap());
+            assert_eq!(json["schema"], 3, "{path:?}: the reference is of schema 3");
+            let mut older = serde_json::Map::new();
+            for part in ["header", "data"] {
+                for (k, v) in json[part].as_object().unwrap() {
+                    older.insert(k.clone(), v.clone());
+                }
+            }
+            older.insert("headline".into(), json["headline"].clone());
+            std::fs::write(&into, serde_json::Value::Object(older).to_string())
+                .unwrap();
         } else {
             std::fs::copy(&path, &into).unwrap();
         }
@@ -248,10 +256,10 @@ fn every_pointer_of_the_book_reads_the_same_in_schema_3() {
     let reference = lab::runs::reference().expect("a reference run in results/");
     let scratch = labtest::tempdir();
     let nested = scratch.path().join(reference.file_name().unwrap());
-    copy_in_schema_3(&reference, &nested);
+    copy_in_older_shape(&reference, &nested);
     let file = nested.join("fork-vs-thread/fork-vs-thread.json");
-    let json = common::read_json(&file);
-    assert_eq!(json["schema"], 3, "written in schema 3");
+    let doc = lab::document::Document::read(&file).unwrap().unwrap();
+    assert_eq!(doc.written, None, "written in the older shape");
     // Every directive that reads a pointer, of every chapter, each a
     // paragraph of its own: expanded once on each copy.
     let mut directives = Vec::new();
@@ -272,7 +280,7 @@ fn every_pointer_of_the_book_reads_the_same_in_schema_3() {
     let want = lab::book::expand(&text, &reference, None).unwrap();
     let got = lab::book::expand(&text, &nested, None).unwrap();
     for (w, g) in want.split("\n\n").zip(got.split("\n\n")) {
-        assert_eq!(w, g, "schema 3 changed what the book quotes");
+        assert_eq!(w, g, "the older shape changed what the book quotes");
     }
     assert_eq!(want, got);
 }
@@ -1038,7 +1046,7 @@ fn small_run(checkout: &Path, bins: Option<&Path>, extra: &[&str]) -> PathBuf {
     if let Some(bins) = bins {
         cmd.env("LAB_BIN_DIR", bins);
     }
-    let tiny = ["--procs", "2", "--counts", "3", "--rounds", "3"];
+    let tiny = ["--procs", "2", "--counts", "3", "--rounds", "3", "--vs-c"];
     let out =
         cmd.args(["run", "fork-vs-thread"]).args(tiny).args(extra).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1159,7 +1167,7 @@ fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lack
     // A real quick run, on one CPU as the chapter's figures are. It
     // measures, so one at a time ([`labtest::serial`]); building editions
     // of it measures nothing.
-    let one_cpu = ["--rounds", "3", "--cpus", "0", "--variant", "cpu0"];
+    let one_cpu = ["--rounds", "3", "--cpus", "0", "--variant", "cpu0", "--vs-c"];
     let run = {
         let _serial = labtest::serial();
         quick_run(checkout.path(), &one_cpu)
@@ -1201,7 +1209,7 @@ fn your_edition_prints_your_runs_figures_beside_the_books_and_names_what_it_lack
         );
     }
     assert!(
-        page.contains("<code>lab run fork-vs-thread --full --vs-c"),
+        page.contains("<code>lab run fork-vs-thread --vs-c --rounds 12 --full"),
         "no command"
     );
     // A chapter of an experiment the run did not make: the book's

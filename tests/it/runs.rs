@@ -235,11 +235,11 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
         "fork-vs-thread",
         "6.1",
         2,
-        &[("fork_over_thread", 1.0), ("only_a", 4.0)],
+        &[("fork_over_thread_c", 1.0), ("only_a", 4.0)],
     );
-    results(&b, "fork-vs-thread", "2.6", 2, &[("fork_over_thread", 0.5)]);
+    results(&b, "fork-vs-thread", "2.6", 2, &[("fork_over_thread_c", 0.5)]);
     // A one-CPU sub-run in A, which the one-CPU claims prefer.
-    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 3.0)]);
+    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread_c", 3.0)]);
     results(&b, "pipe-speed", "2.6", 2, &[("pipe_buffer_bytes", 4096.0)]);
 
     // A was measured while other processes used 30% of a CPU.
@@ -295,7 +295,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     let entry = |name| find("entries", "results", name);
     let plain = entry("fork-vs-thread");
     let fig = &plain["figures"][0];
-    assert_eq!(fig["key"], "fork_over_thread");
+    assert_eq!(fig["key"], "fork_over_thread_c");
     assert_eq!(fig["ratio"], 2.0);
     assert_eq!(plain["figures"][1]["against"], serde_json::Value::Null);
     assert_eq!(common::strings(&plain["differences"], 0), ["kernel"]);
@@ -317,7 +317,7 @@ fn compare_puts_figures_side_by_side_and_names_what_differs() {
     assert_eq!(claim("java-337")["verdict"], "cannot-rerun");
 
     // The same figures judged the other way: 1.0 on the one-CPU run holds.
-    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread", 1.0)]);
+    results(&a, "fork-vs-thread/cpu0", "6.1", 1, &[("fork_over_thread_c", 1.0)]);
     assert!(compare().status.success());
     let json = common::read_json(saved.join("compare.json"));
     let printing = json["claims"]
@@ -336,7 +336,7 @@ fn a_run_is_judged_by_the_rules_stored_with_it_and_compare_names_what_differs() 
         (root.path().join("2026-01-01-a"), root.path().join("2026-01-01-b"));
     for (run, kernel) in [(&a, "6.1"), (&b, "6.8")] {
         manifest(run, true);
-        results(run, "fork-vs-thread", kernel, 2, &[("fork_over_thread", 1.0)]);
+        results(run, "fork-vs-thread", kernel, 2, &[("fork_over_thread_c", 1.0)]);
     }
     // A was judged by a lab whose printing-same held only from 2x, and
     // which had no java-337: its rules and their hash stored with it.
@@ -419,7 +419,7 @@ fn a_run_is_judged_by_the_rules_stored_with_it_and_compare_names_what_differs() 
     // which.
     let c = root.path().join("2026-01-01-c");
     manifest(&c, true);
-    results(&c, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.1)]);
+    results(&c, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.1)]);
     let out = lab().arg("compare").args([&a, &b, &c]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -479,7 +479,7 @@ fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
     let stranger = labtest::tempdir();
     std::fs::write(stranger.path().join("notes.txt"), "mine").unwrap();
     let reference = checkout.path().join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let lab_in = || {
         let mut cmd = lab();
         cmd.env("LAB_CHECKOUT", checkout.path());
@@ -540,7 +540,7 @@ fn verdicts_say_how_far_the_checkout_has_moved_on_from_the_reference() {
     };
     let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
     let reference = checkout.path().join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let file = reference.join("fork-vs-thread/fork-vs-thread.json");
     let mut doc = common::read_json(&file);
     doc["machine"]["commit"] = head.trim().into();
@@ -567,14 +567,14 @@ fn the_latest_run_is_the_newest_finished_one() {
     let runs = checkout.path().join("runs");
     let finished = runs.join("2026-01-01-000000-done");
     manifest(&finished, true);
-    results(&finished, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&finished, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     // Newer, with a finished experiment, but never finished itself (a run
     // all that died): not "your latest run", and not written into.
     let died = runs.join("2026-01-02-000000-died");
     manifest(&died, false);
-    results(&died, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 9.0)]);
+    results(&died, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 9.0)]);
     let reference = checkout.path().join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -852,21 +852,33 @@ fn class_folder() -> labkit::cleanup::TempDir {
             "fork-vs-thread",
             kernel,
             2,
-            &[("fork_over_thread", ratio)],
+            &[("fork_over_thread_c", ratio)],
         );
         if name != "cat" {
             results(&at(name), "create-destroy", kernel, 2, &[("fork_us", 100.0)]);
         }
     }
     // An older lab: a figure was its value, label and unit only.
-    results(&at("dan"), "fork-vs-thread", "5.10.0", 2, &[("fork_over_thread", 1.5)]);
+    results(
+        &at("dan"),
+        "fork-vs-thread",
+        "5.10.0",
+        2,
+        &[("fork_over_thread_c", 1.5)],
+    );
     let old = at("dan/fork-vs-thread/fork-vs-thread.json");
     let mut doc = common::read_json(&old);
-    doc["headline"]["fork_over_thread"] =
+    doc["headline"]["fork_over_thread_c"] =
         serde_json::json!({"label": "fork over thread", "value": 1.5, "unit": "x"});
     std::fs::write(&old, doc.to_string()).unwrap();
     // A truncated copy.
-    results(&at("eve"), "fork-vs-thread", "6.8.0", 2, &[("fork_over_thread", 1.0)]);
+    results(
+        &at("eve"),
+        "fork-vs-thread",
+        "6.8.0",
+        2,
+        &[("fork_over_thread_c", 1.0)],
+    );
     let cut = at("eve/fork-vs-thread/fork-vs-thread.json");
     let text = std::fs::read_to_string(&cut).unwrap();
     std::fs::write(&cut, &text[..text.len() / 2]).unwrap();
@@ -929,7 +941,7 @@ fn a_class_with_nothing_to_compare_fails_naming_its_runs() {
     // Only the older run is left, and without a value nothing compares.
     let old = class.path().join("dan/fork-vs-thread/fork-vs-thread.json");
     let mut doc = common::read_json(&old);
-    doc["headline"]["fork_over_thread"] =
+    doc["headline"]["fork_over_thread_c"] =
         serde_json::json!({"label": "x", "unit": "x"});
     std::fs::write(&old, doc.to_string()).unwrap();
     let line = common::lab_fails(common::lab().arg("compare").arg(class.path()));
@@ -978,7 +990,7 @@ fn scratch_lab() -> labkit::cleanup::TempDir {
     std::fs::create_dir_all(root.join("book")).unwrap();
     std::fs::write(root.join("book/page.md"), "# A page\n").unwrap();
     let reference = root.join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     git(root, &["add", "."]);
     git(
         root,
@@ -1110,13 +1122,19 @@ fn the_lab_names_every_run_it_passes_over() {
     let checkout = labtest::tempdir();
     let runs = checkout.path().join("runs");
     let reference = checkout.path().join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let good = runs.join("2026-01-01-000000-good");
     manifest(&good, true);
-    results(&good, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&good, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     // Newer, each unreadable in its own way.
     let bad_manifest = runs.join("2026-01-02-000000-bad-manifest");
-    results(&bad_manifest, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(
+        &bad_manifest,
+        "fork-vs-thread",
+        "6.1",
+        2,
+        &[("fork_over_thread_c", 1.0)],
+    );
     std::fs::write(bad_manifest.join("run.json"), "{\"lab_run\": ").unwrap();
     let bad_results = runs.join("2026-01-03-000000-bad-results");
     manifest(&bad_results, true);
@@ -1125,7 +1143,7 @@ fn the_lab_names_every_run_it_passes_over() {
         .unwrap();
     let cut = runs.join("2026-01-04-000000-cut");
     manifest(&cut, false);
-    results(&cut, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&cut, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1159,10 +1177,10 @@ fn the_lab_names_every_run_it_passes_over() {
     }
     let edited = runs.join("2026-01-06-000000-edited");
     manifest(&edited, true);
-    results(&edited, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&edited, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     let file = edited.join("fork-vs-thread/fork-vs-thread.json");
     let mut doc = common::read_json(&file);
-    doc["headline"]["fork_over_thread"]["value"] = 9.0.into();
+    doc["headline"]["fork_over_thread_c"]["value"] = 9.0.into();
     std::fs::write(&file, doc.to_string()).unwrap();
     let out = lab()
         .env("LAB_CHECKOUT", checkout.path())
@@ -1211,7 +1229,7 @@ fn busy_is_shown_wherever_a_verdict_is() {
     let checkout = labtest::tempdir();
     let run = checkout.path().join("runs/2026-01-01-000000-busy");
     manifest(&run, true);
-    results(&run, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
+    results(&run, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
     results(&run, "create-destroy", "6.1", 2, &[("fork_us", 100.0)]);
     let file = run.join("fork-vs-thread/fork-vs-thread.json");
     let mut doc = common::read_json(&file);
@@ -1261,39 +1279,44 @@ fn busy_is_shown_wherever_a_verdict_is() {
     );
 }
 
-/// A program that runs at once on its first call (the engine's warm-up),
-/// waits `first` seconds on its second, `later` on its third to fifth, and
-/// then (the added rounds) an hour, before running the real one.
-fn slow_program(dir: &Path, name: &str, first: &str, later: &str) {
-    let path = dir.join(name);
-    let script = format!(
-        "#!/bin/sh\nn=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n\
-         case $n in 1) ;; 2) sleep {first};; 3|4|5) sleep {later};; *) sleep 3600;; esac\n\
-         exec {real} \"$@\"\n",
-        count = dir.join(format!("{name}.count")).display(),
-        real = bin_dir().join(name).display(),
-    );
-    labtest::write_executable(&path, &script);
-}
-
 #[test]
 fn a_run_cut_short_while_adding_rounds_is_never_finished() {
     use std::io::BufRead;
     let _serial = labtest::serial();
     let checkout = labtest::tempdir();
     let reference = checkout.path().join("results/2026-01-01-ref");
-    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread", 1.0)]);
-    // After each program's warm-up run, fork over thread: far below 0.8 in
-    // the first round, far above 1.25 in the next three (3 rounds asked,
-    // 4 run, so that each goes first as often), so printing-same is too
-    // close to call and the run adds rounds, in which the programs wait.
+    results(&reference, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
+    // printing-same is judged on fork.c over thread.c. A C compiler that
+    // builds each of them and puts a slower script in its place: after
+    // each program's warm-up run, fork.c over thread.c is far below 0.8
+    // in the first round and far above 1.25 in the next three (3 rounds
+    // asked, 4 run, so that each goes first as often), so printing-same
+    // is too close to call and the run adds rounds, in which the C
+    // programs wait. The Rust programs are the real ones.
     let bins = labtest::tempdir();
-    slow_program(bins.path(), "fork", "0", "0.6");
-    slow_program(bins.path(), "thread", "0.3", "0.3");
+    for name in ["fork", "thread"] {
+        std::os::unix::fs::symlink(bin_dir().join(name), bins.path().join(name))
+            .unwrap();
+    }
+    let cc = bins.path().join("slow-cc");
+    labtest::write_executable(
+        &cc,
+        "#!/bin/sh\n\
+         prev=; out=\n\
+         for a do shift; if [ \"$prev\" = -o ]; then out=$a; a=$a.real; fi; \
+         set -- \"$@\" \"$a\"; prev=$a; done\n\
+         cc \"$@\" || exit 1\n\
+         case $(basename \"$out\") in *fork-c*) first=0 later=0.6;; *) first=0.3 later=0.3;; esac\n\
+         printf '#!/bin/sh\\nn=$(cat %s.count 2>/dev/null || echo 0); n=$((n + 1)); \
+         echo $n > %s.count\\ncase $n in 1) ;; 2) sleep %s;; 3|4|5) sleep %s;; \
+         *) sleep 3600;; esac\\nexec %s.real \"$@\"\\n' \
+         \"$out\" \"$out\" $first $later \"$out\" > \"$out\" && chmod +x \"$out\"\n",
+    );
     let mut lab = common::lab_std()
         .env("LAB_CHECKOUT", checkout.path())
         .env("LAB_BIN_DIR", bins.path())
-        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "3"])
+        .env("CC", &cc)
+        .args(["run", "fork-vs-thread", "--procs", "2", "--counts", "3", "--vs-c"])
         .args(["--rounds", "3", "--cpus", "0"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
