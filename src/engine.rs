@@ -162,38 +162,18 @@ impl Engine {
     /// not yet warmed up in this experiment, then the balanced rounds.
     /// `run(k)` runs condition `k` once. The result holds each condition's
     /// runs, in round order. The first error stops the measurement and is
-    /// returned.
+    /// returned. A grid of one setting ([`Engine::measure_grid`]).
     pub fn measure<T: Observed>(
         &mut self,
         setting: &Setting,
         conditions: &[&str],
         mut run: impl FnMut(usize) -> labkit::Result<T>,
     ) -> labkit::Result<Vec<Vec<T>>> {
-        if let Some(bar) = &self.bar {
-            bar.set_message(words(setting));
-        }
-        let cold: Vec<usize> = (0..conditions.len())
-            .filter(|k| !self.warmed.contains(conditions[*k]))
-            .collect();
-        for (position, &k) in cold.iter().enumerate() {
-            let t = run(k)?;
-            self.record(setting, conditions[k], None, position, &t);
-            self.warmed.insert(conditions[k].to_string());
-        }
-        let mut runs: Vec<Vec<T>> = conditions.iter().map(|_| Vec::new()).collect();
-        for round in 0..self.rounds_of(conditions.len()) {
-            for (position, k) in
-                order(conditions.len(), round).into_iter().enumerate()
-            {
-                let t = run(k)?;
-                self.record(setting, conditions[k], Some(round + 1), position, &t);
-                runs[k].push(t);
-                if let Some(bar) = &self.bar {
-                    bar.inc(1);
-                }
-            }
-        }
-        Ok(runs)
+        let mut runs =
+            self.measure_grid(std::slice::from_ref(setting), conditions, |_, k| {
+                run(k)
+            })?;
+        Ok(runs.pop().unwrap_or_default())
     }
 
     /// Measure `conditions` at every one of `settings` round by round:
@@ -203,15 +183,21 @@ impl Engine {
     /// of different settings (a slope across them) then compares runs
     /// made seconds apart, so that a stretch in which the whole machine
     /// runs slower falls on one round's points together, not on one
-    /// setting's. Warm-ups as [`Engine::measure`]. `run(s, k)` runs
-    /// condition `k` at setting `s` once.
+    /// setting's. First a warm-up run, at the first setting, of each
+    /// condition not yet warmed up in this experiment. `run(s, k)` runs
+    /// condition `k` at setting `s` once. The result holds, for each
+    /// setting, each condition's runs in round order. The first error
+    /// stops the measurement and is returned.
     pub fn measure_grid<T: Observed>(
         &mut self,
         settings: &[Setting],
         conditions: &[&str],
         mut run: impl FnMut(usize, usize) -> labkit::Result<T>,
-    ) -> labkit::Result<()> {
-        let Some(first) = settings.first() else { return Ok(()) };
+    ) -> labkit::Result<Vec<Vec<Vec<T>>>> {
+        let Some(first) = settings.first() else { return Ok(Vec::new()) };
+        if let Some(bar) = &self.bar {
+            bar.set_message(words(first));
+        }
         let cold: Vec<usize> = (0..conditions.len())
             .filter(|k| !self.warmed.contains(conditions[*k]))
             .collect();
@@ -220,8 +206,11 @@ impl Engine {
             self.record(first, conditions[k], None, position, &t);
             self.warmed.insert(conditions[k].to_string());
         }
-        let rounds = self.rounds_of(conditions.len());
-        for round in 0..rounds {
+        let mut runs: Vec<Vec<Vec<T>>> = settings
+            .iter()
+            .map(|_| conditions.iter().map(|_| Vec::new()).collect())
+            .collect();
+        for round in 0..self.rounds_of(conditions.len()) {
             for s in order(settings.len(), round) {
                 if let Some(bar) = &self.bar {
                     bar.set_message(words(&settings[s]));
@@ -237,13 +226,14 @@ impl Engine {
                         position,
                         &t,
                     );
+                    runs[s][k].push(t);
                     if let Some(bar) = &self.bar {
                         bar.inc(1);
                     }
                 }
             }
         }
-        Ok(())
+        Ok(runs)
     }
 
     fn record<T: Observed>(
@@ -658,7 +648,7 @@ mod tests {
         let settings: Vec<Setting> =
             (1..=3).map(|n| setting([("n", json!(n))])).collect();
         let mut calls = Vec::new();
-        engine
+        let runs = engine
             .measure_grid(&settings, &["a", "b"], |s, k| {
                 calls.push((s, k));
                 Ok((10 * s + k) as f64)
@@ -668,6 +658,11 @@ mod tests {
         // three settings of two conditions.
         assert_eq!(calls[..2], [(0, 0), (0, 1)]);
         assert_eq!(calls.len(), 2 + 4 * 3 * 2);
+        // The runs come back by setting and condition, warm-ups left out.
+        let expected: Vec<Vec<Vec<f64>>> = (0..3)
+            .map(|s| (0..2).map(|k| vec![(10 * s + k) as f64; 4]).collect())
+            .collect();
+        assert_eq!(runs, expected);
         let log = engine.finish();
         let measured: Vec<_> = log.iter().filter(|o| o.round.is_some()).collect();
         // Every round holds all six cells, and no round starts before the
@@ -693,6 +688,26 @@ mod tests {
         let firsts: Vec<_> =
             measured.chunks(6).map(|c| c[0].setting["n"].clone()).collect();
         assert_eq!(firsts, [json!(1), json!(3), json!(2), json!(1)]);
+    }
+
+    #[test]
+    fn measuring_one_setting_is_a_grid_of_one() {
+        let at = setting([("n", json!(1))]);
+        let run = |log: &mut Vec<usize>, k: usize| {
+            log.push(k);
+            Ok(k as f64)
+        };
+        let (mut one, mut grid) = (Engine::new(3), Engine::new(3));
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let runs = one.measure(&at, &["x", "y", "z"], |k| run(&mut a, k)).unwrap();
+        let grid_runs = grid
+            .measure_grid(std::slice::from_ref(&at), &["x", "y", "z"], |_, k| {
+                run(&mut b, k)
+            })
+            .unwrap();
+        assert_eq!(a, b, "the same runs in the same order");
+        assert_eq!(one.finish(), grid.finish(), "the same observations");
+        assert_eq!(vec![runs], grid_runs);
     }
 
     #[test]
