@@ -45,7 +45,8 @@ pub const MARGIN: Duration = Duration::from_secs(20);
 )]
 pub struct AllArgs {
     /// Confine the whole run to these CPUs, e.g. 0 (then no separate
-    /// one-CPU runs)
+    /// one-CPU runs; on one CPU, what a one-CPU claim judges runs as its
+    /// one-CPU run would)
     #[arg(long, value_name = "LIST", value_parser = crate::report::parse_allowed_cpus)]
     pub cpus: Option<CpuList>,
 
@@ -83,7 +84,10 @@ fn wants_one_cpu(experiment: &str) -> bool {
 
 /// The steps of `lab run all` with its flags `all`. A run confined with
 /// `--cpus` makes no one-CPU runs of its own: it is one already, or was
-/// asked not to be.
+/// asked not to be. Confined to one CPU, an experiment that a one-CPU
+/// claim judges runs as its one-CPU run would (`--vs-c` for
+/// fork-vs-thread's C programs, six rounds where `all` has two), in its
+/// own folder: that run is the one the claims are judged on.
 pub fn plan(all: &AllArgs) -> Vec<Step> {
     let with_all = |mut plan: Plan| {
         if let Some(n) = all.rounds {
@@ -94,12 +98,17 @@ pub fn plan(all: &AllArgs) -> Vec<Step> {
         }
         Step { plan }
     };
+    let one_cpu_run = all.cpus.as_ref().is_some_and(|c| c.cpus.len() == 1);
     let mut steps = Vec::new();
     for e in experiments::every() {
+        let one = e.one_cpu_under_all.unwrap_or(e.one_cpu);
+        if one_cpu_run && wants_one_cpu(e.name) {
+            steps.push(with_all(one.plan(e)));
+            continue;
+        }
         steps.push(with_all(e.under_all.plan(e)));
         if all.cpus.is_none() && wants_one_cpu(e.name) {
-            let one = e.one_cpu_under_all.unwrap_or(e.one_cpu).plan(e);
-            steps.push(with_all(one.confined(&[0], "cpu0")));
+            steps.push(with_all(one.plan(e).confined(&[0], "cpu0")));
         }
     }
     steps
@@ -265,6 +274,19 @@ mod tests {
         let confined = plan(&AllArgs { cpus: Some(cpus), rounds: None });
         assert!(!names(&confined).iter().any(|f| f.ends_with("/cpu0")));
         assert!(confined.iter().all(|s| s.plan.common.cpus.is_some()));
+        // Confined to one CPU, what a one-CPU claim judges runs as its
+        // one-CPU run would; confined to two, as under all.
+        assert_eq!(
+            step(&confined, "fork-vs-thread").command(),
+            "lab run fork-vs-thread --vs-c --cpus 0"
+        );
+        assert_eq!(step(&confined, "mq-sweep").common.rounds, 6);
+        let two = CpuList { text: "0,1".into(), cpus: vec![0, 1] };
+        let two = plan(&AllArgs { cpus: Some(two), rounds: None });
+        assert_eq!(
+            step(&two, "fork-vs-thread").command(),
+            "lab run fork-vs-thread --rounds 2 --cpus 0,1"
+        );
         // --rounds given to all replaces an experiment's own.
         let given = plan(&AllArgs { cpus: None, rounds: Some(7) });
         assert!(given.iter().all(|s| s.plan.common.rounds == 7));
