@@ -766,7 +766,9 @@ fn the_recorded_commit_is_the_checkouts_from_another_directory() {
 fn judged_run() -> (labkit::cleanup::TempDir, std::path::PathBuf) {
     let run = labtest::tempdir();
     let dir = run.path().join("create-destroy");
-    let args = ["--rounds", "3", "--iterations", "30", "--samples", "3,5"];
+    // creattime's largest counts: a round times 510 calls of each kind,
+    // in 170 runs of the program at 3 samples and in 2 at 255.
+    let args = ["--rounds", "3", "--iterations", "30", "--samples", "170,255"];
     let out = common::lab_run("create-destroy", &args, &dir)
         .args(["--lecture-iterations", "20"])
         .output()
