@@ -7,7 +7,10 @@ use crate::common;
 fn create_destroy_smoke_run_writes_results() {
     let _serial = labtest::serial();
     let dir = labtest::tempdir();
-    let args = ["--rounds", "2", "--iterations", "30", "--samples", "3,5"];
+    // creattime's sample counts at the top of its range: a round times
+    // 510 create calls of each kind at every count, so a count of 3 is
+    // 170 runs of the program (each with its 10 ms sleep) and 255 is two.
+    let args = ["--rounds", "2", "--iterations", "30", "--samples", "170,255"];
     labtest::run(
         common::lab_run("create-destroy", &args, dir.path())
             .args(["--lecture-iterations", "20"]),
@@ -36,8 +39,8 @@ fn create_destroy_smoke_run_writes_results() {
         assert_eq!(row["us_per_create"]["n"], 2);
         assert!(row["us_per_create"]["median"].as_f64().unwrap() > 0.0, "{row}");
     }
-    assert_eq!(r["samples"], serde_json::json!([3, 5]));
-    let ct = find(&|s| s["samples"] == 5 && s["condition"] == "creattime");
+    assert_eq!(r["samples"], serde_json::json!([170, 255]));
+    let ct = find(&|s| s["samples"] == 255 && s["condition"] == "creattime");
     assert!(ct["ratio"]["median"].as_f64().unwrap() > 0.0);
     // Every run is an observation, exactly once: a warm-up of each program
     // (the lecture's are table 1's), then each setting's rounds.
@@ -60,7 +63,8 @@ fn create_destroy_pairs_rust_with_c() {
     labtest::require!(labtest::have_tool("cc"), "no C compiler (cc)");
     let dir = labtest::tempdir();
     let args = ["--rounds", "1", "--iterations", "20", "--lecture-iterations", "5"];
-    let args = [&args[..], &["--samples", "2", "--vs-c"]].concat();
+    // 255 samples: two runs of each creattime a round, where 2 would be 255.
+    let args = [&args[..], &["--samples", "255", "--vs-c"]].concat();
     let r = common::run_json("create-destroy", &args, dir.path());
     let pairs = r["vs_c"].as_array().unwrap();
     // forkcreat in two reap modes against plain C and C with Rust's
@@ -85,7 +89,7 @@ fn create_destroy_pairs_rust_with_c() {
     let c: Vec<_> =
         series.iter().filter(|s| s["condition"] == "creattime (C)").collect();
     assert_eq!(c.len(), 1, "{r}");
-    assert_eq!(c[0]["samples"], 2);
+    assert_eq!(c[0]["samples"], 255);
     assert!(c[0]["thread_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");
     let tables = std::fs::read_to_string(dir.path().join("tables.md")).unwrap();
     assert!(tables.contains("5. creattime against creattime.c"), "{tables}");
