@@ -590,16 +590,6 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
     }
 }
 
-/// The results file of `experiment` that another experiment may build on
-/// (mq-sweep takes its switch cost from ctx-switch): the one in `run`, the
-/// run being written, and only that one. Another run's, the reference's
-/// included, was measured at another time, maybe on another machine: a
-/// figure that combines the two would rest on neither.
-pub fn earlier_result(run: Option<&Path>, experiment: &str) -> Option<PathBuf> {
-    let path = crate::document::file_of(run?, experiment);
-    path.is_file().then_some(path)
-}
-
 /// An experiment being written: its staging folder and where it goes.
 #[derive(Debug)]
 pub struct Pending {

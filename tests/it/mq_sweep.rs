@@ -216,7 +216,17 @@ fn a_sweep_alone_measures_its_switch_cost_and_never_takes_the_references() {
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let doc: serde_json::Value = common::printed_json(&done.stdout);
     let source = doc["switch_cost"]["source"].as_str().unwrap();
-    assert!(source.starts_with("measured"), "{source}");
+    assert!(source.starts_with("measured just before each"), "{source}");
+    // Each run of a design carries the cost it was reckoned at, measured
+    // just before it; the floor runs no broker and has none.
+    let runs = doc["observations"].as_array().unwrap();
+    let designs: Vec<_> =
+        runs.iter().filter(|o| o["condition"] != "floor").collect();
+    assert!(!designs.is_empty());
+    for o in designs {
+        let us = o["metrics"]["switch_cost_us"].as_f64();
+        assert!(us.is_some_and(|us| us > 0.0 && us < 1000.0), "{o}");
+    }
 }
 
 // ------------------------------------------- Redis and NATS on the same load

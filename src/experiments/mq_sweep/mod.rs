@@ -16,8 +16,8 @@
 //! broker; each `--pipeline` value (with the offered rate) is a setting,
 //! so that one round runs every design once, back to back, and the
 //! figures compare designs within a round. `run` spawns the programs
-//! (broker, load, and ctxswitch when no ctx-switch results give the cost of
-//! a switch); `servers` starts and stops Redis and NATS; `tables` makes the
+//! (broker, load, and ctxswitch for the cost of a switch just before each
+//! run, unless one is given); `servers` starts and stops Redis and NATS; `tables` makes the
 //! headline, tables and charts from the observations.
 
 mod run;
@@ -152,15 +152,14 @@ struct Args {
     )]
     brokers: Vec<Broker>,
 
-    /// Cost of one context switch in microseconds, instead of taking it
-    /// from this run's or the reference run's ctx-switch results, or
-    /// measuring it with `ctxswitch`
+    /// Cost of one context switch in microseconds, instead of measuring it
+    /// with `ctxswitch` just before each run
     #[arg(long, value_name = "US", value_parser = seconds)]
     switch_cost_us: Option<f64>,
 
     /// Take the cost of one switch from this ctx-switch results file
-    /// (`ctx-switch.json` of a `lab run ctx-switch`) [default: this run's
-    /// or the reference run's, if there is one]
+    /// (`ctx-switch.json` of a `lab run ctx-switch`) [default: measured with
+    /// `ctxswitch` just before each run]
     #[arg(long, value_name = "FILE", conflicts_with = "switch_cost_us")]
     switch_cost_from: Option<PathBuf>,
 }
@@ -234,6 +233,7 @@ impl Observed for Run {
             ("voluntary_switches", v),
             ("involuntary_switches", i),
             ("broker_wall_s", self.broker_wall_s),
+            ("switch_cost_us", self.switch_cost_us),
             // Over the sending window (first send to last receipt).
             ("broker_cpu_pct", 100.0 * cpu / l.elapsed_s.max(1e-9)),
             ("cpu_us_per_message", 1e6 * cpu / n),
@@ -407,7 +407,16 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let out = plan.start(ctx)?;
     let bins = run::programs()?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
-    let switch_cost = run::switch_cost(&args, out.run.as_deref())?;
+    // A cost given is kept; else each run measures its own just before.
+    let given = run::given_switch_cost(&args)?;
+    let ctxswitch: PathBuf;
+    let cost = match &given {
+        Some(c) => run::Cost::Given(c.us),
+        None => {
+            ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);
+            run::Cost::Measured(&ctxswitch)
+        }
+    };
     let (installed, missing) = servers_to_run(&args)?;
     for m in &missing {
         eprintln!(
@@ -431,7 +440,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         args: &args,
         installed: &installed,
         duration,
-        cost: switch_cost.us,
+        cost,
     };
     // Fifteen designs and the floor in one round: balancing their order
     // would take sixteen rounds where six were asked.
@@ -458,6 +467,15 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
             designs.push(x);
         }
     }
+    let switch_cost = given.unwrap_or_else(|| {
+        let costs: Vec<f64> = engine
+            .observations()
+            .0
+            .iter()
+            .filter_map(|o| o.metrics.get("switch_cost_us").copied())
+            .collect();
+        run::measured_switch_cost(&costs)
+    });
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,

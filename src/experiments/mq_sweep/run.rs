@@ -1,7 +1,7 @@
 //! Running the sweep's programs: the broker (or a server) and the load
 //! generator for each run of a design, `load --floor` for the floor, and
-//! `ctxswitch` for the cost of one switch when no ctx-switch results give
-//! it. Every program's output is read as that program's own type.
+//! `ctxswitch` for the cost of one switch just before each run of a design
+//! (unless a cost is given). Every program's output is read as that program's own type.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,13 +24,23 @@ pub(super) fn programs() -> Result<Vec<PathBuf>> {
 }
 
 /// What every run runs on: the programs, the flags, the servers found,
-/// the seconds of sending and the cost of one switch.
+/// the seconds of sending and the cost of one switch: given, or (`None`)
+/// measured with `ctxswitch` just before each run, so that a run's share
+/// is reckoned at what a switch cost on the machine as it then ran.
 pub(super) struct Sweep<'a> {
     pub bins: &'a [PathBuf],
     pub args: &'a Args,
     pub installed: &'a [Found],
     pub duration: f64,
-    pub cost: f64,
+    pub cost: Cost<'a>,
+}
+
+/// The cost of one switch a run's share is reckoned at.
+pub(super) enum Cost<'a> {
+    /// Given (`--switch-cost-us`, `--switch-cost-from`), in µs.
+    Given(f64),
+    /// Measured with this `ctxswitch` just before each run.
+    Measured(&'a Path),
 }
 
 impl Sweep<'_> {
@@ -61,13 +71,17 @@ impl Sweep<'_> {
     /// broker's final stats (CPU time, switches, messages, checked against
     /// the load's), or the kernel's of the server (`wait4`).
     fn run(&self, p: Point, offer: Offer) -> Result<Run> {
+        let cost = match self.cost {
+            Cost::Given(us) => us,
+            Cost::Measured(ctxswitch) => measure_switch(ctxswitch)?.us,
+        };
         let start = Instant::now();
         let run = |load, broker, server| Run {
             load,
             broker,
             server,
             broker_wall_s: start.elapsed().as_secs_f64(),
-            switch_cost_us: self.cost,
+            switch_cost_us: cost,
         };
         let threads = match p {
             Point::Pool(t) => Some(t),
@@ -158,26 +172,28 @@ impl Sweep<'_> {
     }
 }
 
-/// The cost of one switch: given with `--switch-cost-us`, read from the
-/// ctx-switch results named with `--switch-cost-from` (or else this run's,
-/// never another run's), or measured with `ctxswitch`. A figure that
-/// cannot be had is an error, never a zero.
-pub(super) fn switch_cost(args: &Args, run: Option<&Path>) -> Result<SwitchCost> {
+/// The cost of one switch when it is given: with `--switch-cost-us`, or
+/// read from the ctx-switch results named with `--switch-cost-from`.
+/// `None`: the sweep measures it before each run ([`Cost::Measured`]).
+pub(super) fn given_switch_cost(args: &Args) -> Result<Option<SwitchCost>> {
     if let Some(us) = args.switch_cost_us {
-        return Ok(SwitchCost { us, source: "given with --switch-cost-us".into() });
+        let source = "given with --switch-cost-us".into();
+        return Ok(Some(SwitchCost { us, source }));
     }
-    if let Some(path) = &args.switch_cost_from {
-        return from_ctx_switch(path);
-    }
-    match crate::runs::earlier_result(run, "ctx-switch") {
-        Some(path) => from_ctx_switch(&path).or_else(|e| {
-            eprintln!(
-                "lab: note: {}; measuring it with ctxswitch instead",
-                e.message
-            );
-            measure_switch()
-        }),
-        None => measure_switch(),
+    args.switch_cost_from.as_deref().map(from_ctx_switch).transpose()
+}
+
+/// What the sweep says of the costs it measured before its runs: their
+/// median, and how they were had.
+pub(super) fn measured_switch_cost(costs: &[f64]) -> SwitchCost {
+    SwitchCost {
+        us: crate::stats::median(costs),
+        source: format!(
+            "measured just before each of the {} runs: ctxswitch, two threads \
+             pinned to one CPU, {ROUND_TRIPS} round trips, minus the pipe calls' \
+             own cost (the median; each run's share is reckoned at its own)",
+            costs.len()
+        ),
     }
 }
 
@@ -232,23 +248,19 @@ pub(super) fn switch_cost_of(
 const ROUND_TRIPS: u64 = 20_000;
 
 // ANCHOR: measure_switch
-/// No ctx-switch results: run `ctxswitch --mode threads --pin same` (two
-/// threads pinned to one CPU bouncing a byte over two pipes) once. On one
+/// Run `ctxswitch --mode threads --pin same` (two threads pinned to one CPU
+/// bouncing a byte over two pipes) once. On one
 /// CPU the processor is busy the whole time, so the time per switch is
 /// also CPU time per switch; the pipe calls' own cost is subtracted
 /// (lmbench's way) when that leaves a positive figure. If it fails, or the
 /// kernel's switch count disagrees with the method, there is no figure:
 /// an error that says how to give one.
-fn measure_switch() -> Result<SwitchCost> {
-    measure_switch_with(&crate::bins::programs(&["ctxswitch"])?.remove(0))
-}
-
-fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
+fn measure_switch(program: &Path) -> Result<SwitchCost> {
     use ctxswitch::{Mode, Pin};
     let fail = |why: String| {
         Error::failed(format!(
-            "cannot measure the cost of one switch: {why}; run `lab run \
-             ctx-switch` first, or give --switch-cost-us"
+            "cannot measure the cost of one switch: {why}; give it with \
+             --switch-cost-us, or --switch-cost-from a ctx-switch run's results"
         ))
     };
     let r = ctx_switch::ctxswitch_once(
@@ -275,7 +287,7 @@ fn measure_switch_with(program: &Path) -> Result<SwitchCost> {
         us,
         source: format!(
             "measured here: ctxswitch, two threads pinned to CPU {cpu}, {} round \
-             trips, {how} (no usable ctx-switch results)",
+             trips, {how}",
             r.iterations
         ),
     })
@@ -335,10 +347,10 @@ mod tests {
     fn a_failed_measurement_is_an_error_never_a_zero_cost() {
         let dir = labtest::tempdir();
         let crashed = fake_ctxswitch(dir.path(), "", "ctxswitch: boom", 1);
-        let e = measure_switch_with(&crashed).unwrap_err();
+        let e = measure_switch(&crashed).unwrap_err();
         assert!(e.message.starts_with("cannot measure the cost of one switch: "));
         assert!(e.message.contains("ctxswitch: boom"), "{}", e.message);
-        assert!(e.message.ends_with("or give --switch-cost-us"), "{}", e.message);
+        assert!(e.message.ends_with("a ctx-switch run's results"), "{}", e.message);
         // The kernel's count disagreed: ctxswitch printed figures and exit 1.
         let report = |holds: bool| {
             let switches = serde_json::json!({"expected": 42_000, "voluntary": 21_000,
@@ -353,11 +365,11 @@ mod tests {
         };
         let off =
             fake_ctxswitch(dir.path(), &report(false), "ctxswitch: mismatch", 1);
-        let e = measure_switch_with(&off).unwrap_err();
+        let e = measure_switch(&off).unwrap_err();
         assert!(e.message.contains("counted 1.00 switches per round trip"), "{e:?}");
         // And when it holds, the net figure is the cost.
         let good = fake_ctxswitch(dir.path(), &report(true), "", 0);
-        let cost = measure_switch_with(&good).unwrap();
+        let cost = measure_switch(&good).unwrap();
         assert_eq!(cost.us, 1.5);
         assert!(
             cost.source.starts_with("measured here: ctxswitch"),

@@ -321,7 +321,8 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         &[
             col("threads/pool", threads),
             col("msg/s", |x: &&Design| {
-                v.summary(at, &x.condition, "messages_per_s").map_or("-".into(), |s| range(&s, 0))
+                v.summary(at, &x.condition, "messages_per_s")
+                    .map_or("-".into(), |s| range(&s, 0))
             }),
             col("2006 msg/s", |x| then(x).0.to_string()),
             col("switch share %", median("switch_share_pct", 1)),
@@ -332,11 +333,10 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
     .noted(format!(
         "Medians of {} round(s) (msg/s: median (min-max)). Switches are the \
          broker's voluntary+involuntary context switches (getrusage). Switch \
-         share = switches x {:.2} us / broker CPU time; the {:.2} us per switch: {}. \
-         The 2006 figures: the single-CPU server of the 2006 message-queue post (see the \
-         book's References).",
+         share = switches x the cost of one switch / broker CPU time; a switch \
+         cost {:.2} us: {}. The 2006 figures: the single-CPU server of the 2006 \
+         message-queue post (see the book's References).",
         v.rounds(at),
-        d.switch_cost.us,
         d.switch_cost.us,
         d.switch_cost.source
     ));
@@ -802,7 +802,7 @@ mod tests {
         assert_eq!(t[0].rows[1][2..5], ["~600", "40.0", "~30%"]);
         assert_eq!(t[0].rows[2][..3], ["event loop (1)", "2000 (2000-2000)", "-"]);
         assert!(
-            t[0].notes[0].contains("2.00 us per switch: test"),
+            t[0].notes[0].contains("a switch cost 2.00 us: test"),
             "{:?}",
             t[0].notes
         );
