@@ -87,11 +87,6 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Put a run beside another: by default your latest run (runs/) beside
-    /// the reference run the book shows (results/). Given three or more
-    /// runs, or one folder that holds runs (a class's), put them all side
-    /// by side: per claim, how many runs give each verdict, and the
-    /// figure's median and range across them
     /// Build your own edition of the book: every chapter's figures, tables,
     /// charts and verdicts from your run, each beside the book's; a sentence
     /// your run contradicts is marked. Given a folder of runs (a class's):
@@ -106,6 +101,11 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
     },
+    /// Put a run beside another: by default your latest run (runs/) beside
+    /// the reference run the book shows (results/). Given three or more
+    /// runs, or one folder that holds runs (a class's), put them all side
+    /// by side: per claim, how many runs give each verdict, and the
+    /// figure's median and range across them
     Compare {
         /// RUN [AGAINST]: a run folder, or its name under runs/ or results/
         /// [default: your latest run, against the reference run]; or three or

@@ -65,6 +65,32 @@ fn help_reaches_the_runner_and_each_experiment() {
     }
 }
 
+/// `lab --help` gives every command a line of its own: a doc comment put
+/// above the wrong variant once gave `book` the text of `compare`, and
+/// `compare` none.
+#[test]
+fn every_command_is_described_once() {
+    let described = |out: &str| {
+        let Some(commands) = out.split("Commands:").nth(1) else { return false };
+        let commands = commands.split("\n\n").next().unwrap_or_default();
+        let about = |name: &str| {
+            let line = commands
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(name))?;
+            Some(line.trim_start()[name.len()..].trim().to_string())
+        };
+        let every =
+            ["list", "run", "verdicts", "reference", "test", "book", "compare"]
+                .iter()
+                .all(|name| about(name).is_some_and(|a| !a.is_empty()));
+        let book = about("book").unwrap_or_default();
+        every && book.contains("edition") && !book.contains("Put a run beside")
+    };
+    labtest::run(lab().arg("--help"))
+        .success()
+        .stdout_that("every command described, each by its own text", described);
+}
+
 /// The experiments a list names, sorted.
 fn sorted(mut names: Vec<String>) -> Vec<String> {
     names.sort();
