@@ -155,10 +155,22 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
                 .map_or("-".into(), |w| range(&w, 3))
         }));
     }
-    let ratio_note = "Ratios: median over the rounds of one program's time over the \
-                      other's in the same round.";
-    let time_note = "Seconds of wall-clock time (`time`'s real): median (min-max) of \
-                     the rounds.";
+    let best = if g.best_of > 1 {
+        format!(
+            " Each round's time is the quickest of {} runs, a pass over the grid apart.",
+            g.best_of
+        )
+    } else {
+        String::new()
+    };
+    let ratio_note = format!(
+        "Ratios: median over the rounds of one program's time over the other's in \
+         the same round.{best}"
+    );
+    let time_note = format!(
+        "Seconds of wall-clock time (`time`'s real): median (min-max) of the \
+         rounds.{best}"
+    );
     if !with_c {
         ratios.extend(times.drain(2..));
         let t = Table::of(&g.title, &g.settings, &ratios);
@@ -170,9 +182,9 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
             &g.settings,
             &ratios,
         )
-        .noted(ratio_note),
+        .noted(&ratio_note),
         Table::of(format!("{}: seconds", g.title), &g.settings, &times)
-            .noted(time_note),
+            .noted(&time_note),
     ]
 }
 
@@ -231,6 +243,7 @@ mod tests {
                 .iter()
                 .map(|w| Setting { procs: w.0, count: 1000, line_bytes: None })
                 .collect(),
+            best_of: 1,
         };
         let mut programs = vec!["fork", "thread"];
         if with_c {
