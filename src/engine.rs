@@ -171,6 +171,13 @@ impl Engine {
         }
     }
 
+    /// From now on, measure `rounds` rounds (or more, to balance the
+    /// order): for a setting whose rounds are short and whose figure needs
+    /// more of them than the rest.
+    pub fn set_rounds(&mut self, rounds: u32) {
+        self.rounds = rounds as usize;
+    }
+
     /// From now on, make each run `k` times a round, in `k` passes over
     /// the settings, and keep the run with the least `metric`; the others
     /// are recorded `beaten`. `best_of(1, "")` measures each run once
@@ -775,6 +782,20 @@ mod tests {
         assert_eq!(a, b, "the same runs in the same order");
         assert_eq!(one.finish(), grid.finish(), "the same observations");
         assert_eq!(vec![runs], grid_runs);
+    }
+
+    #[test]
+    fn a_setting_may_take_more_rounds_than_the_rest() {
+        let (a, b) = (setting([("n", json!(1))]), setting([("n", json!(2))]));
+        let mut engine = Engine::new(2);
+        engine.measure(&a, &["x", "y"], |k| Ok(k as f64)).unwrap();
+        engine.set_rounds(5);
+        assert_eq!(engine.runs_for(2), 6 * 2, "five made even");
+        let runs = engine.measure(&b, &["x", "y"], |k| Ok(k as f64)).unwrap();
+        assert_eq!(runs[0].len(), 6);
+        let obs = engine.observations();
+        assert_eq!(obs.rounds(&a, "x", "value").unwrap().len(), 2);
+        assert_eq!(obs.rounds(&b, "y", "value").unwrap().len(), 6);
     }
 
     #[test]

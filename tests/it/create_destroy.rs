@@ -43,10 +43,15 @@ fn create_destroy_smoke_run_writes_results() {
     let ct = find(&|s| s["samples"] == 255 && s["condition"] == "creattime");
     assert!(ct["ratio"]["median"].as_f64().unwrap() > 0.0);
     // Every run is an observation, exactly once: a warm-up of each program
-    // (the lecture's are table 1's), then each setting's rounds.
+    // (the lecture's are table 1's), then each setting's rounds, the
+    // lecture's pair at twice the rounds.
     let obs = r["observations"].as_array().unwrap();
     let warm = obs.iter().filter(|o| o["round"].is_null()).count();
-    assert_eq!((warm, obs.len()), (3 + 1, 3 + 1 + 3 * 2 + 2 * 2 + 2 * 2));
+    assert_eq!((warm, obs.len()), (3 + 1, 3 + 1 + 3 * 2 + 2 * 4 + 2 * 2));
+    assert_eq!(r["lecture_rounds"], 4);
+    let lecture =
+        find(&|s| s["loops"] == "lecture" && s["condition"] == "pthreadcreat");
+    assert_eq!(lecture["us_per_create"]["n"], 4);
     let mut seen = std::collections::BTreeSet::new();
     for o in obs.iter().filter(|o| !o["round"].is_null()) {
         let key = (o["setting"].to_string(), o["condition"].to_string());

@@ -100,6 +100,8 @@ struct Data {
     /// Creations per program run in table 1, and in the lecture's loops.
     iterations: u64,
     lecture_iterations: u64,
+    /// Rounds asked for the lecture's loops: twice `rounds`.
+    lecture_rounds: u32,
     samples: Vec<u64>,
     /// Table 1's programs, each Rust program followed by its C twins.
     programs: Vec<String>,
@@ -126,18 +128,29 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let programs: Vec<String> = article.iter().map(|l| l.label.clone()).collect();
     let ct_names: Vec<&str> = creattimes.iter().map(|c| c.0).collect();
 
+    // The lecture's loops run twice the rounds. A round of them takes a
+    // third of a second, and on two CPUs the kernel puts a run's new
+    // threads on their creator's CPU (a thread costs about what it does on
+    // one CPU) or on the other (a cross-CPU wake-up each), the same for
+    // the whole run: at six rounds one run of the rarer kind set an end of
+    // the ratio's interval.
+    let lecture_rounds = 2 * args.common.rounds;
     let mut engine = Engine::new(args.common.rounds);
-    let runs = engine.runs_for(article.len())
-        + engine.runs_for(lecture.len())
+    let mut runs = engine.runs_for(article.len())
         + args.samples.len() * engine.runs_for(creattimes.len());
+    engine.set_rounds(lecture_rounds);
+    runs += engine.runs_for(lecture.len());
+    engine.set_rounds(args.common.rounds);
     engine.progress(runs, EXPERIMENT.name);
-    for (list, at) in [
-        (&article, loops("article", n)),
-        (&lecture, loops("lecture", args.lecture_iterations)),
+    for (list, at, rounds) in [
+        (&article, loops("article", n), args.common.rounds),
+        (&lecture, loops("lecture", args.lecture_iterations), lecture_rounds),
     ] {
         let names: Vec<&str> = list.iter().map(|l| l.label.as_str()).collect();
+        engine.set_rounds(rounds);
         engine.measure(&at, &names, |i| run::run_loop(&list[i]))?;
     }
+    engine.set_rounds(args.common.rounds);
     // Each round of every sample count times at least CREATTIME_CALLS
     // create calls of each kind: a count of 255 runs twice, 20 runs 26 times.
     for &s in &args.samples {
@@ -152,6 +165,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         full: args.common.full,
         iterations: n,
         lecture_iterations: args.lecture_iterations,
+        lecture_rounds,
         samples: args.samples.clone(),
         series: obs.series(),
         vs_c: twins

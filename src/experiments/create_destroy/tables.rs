@@ -376,6 +376,7 @@ mod tests {
             full: false,
             iterations: 100,
             lecture_iterations: 2000,
+            lecture_rounds: 6,
             samples: vec![20, 255],
             programs: programs.iter().map(|p| p.to_string()).collect(),
             series: Vec::new(),
