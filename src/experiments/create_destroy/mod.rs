@@ -129,11 +129,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let ct_names: Vec<&str> = creattimes.iter().map(|c| c.0).collect();
 
     // The lecture's loops run twice the rounds. A round of them takes a
-    // third of a second, and on two CPUs the kernel puts a run's new
-    // threads on their creator's CPU (a thread costs about what it does on
-    // one CPU) or on the other (a cross-CPU wake-up each), the same for
-    // the whole run: at six rounds one run of the rarer kind set an end of
-    // the ratio's interval.
+    // third of a second, and on two CPUs the kernel keeps every new thread
+    // on its creator's CPU while the other CPU is busy (a thread then costs
+    // about what it does on one CPU), and sends about half of them across
+    // when it is idle: at six rounds one run that met a busy CPU set an end
+    // of the ratio's interval.
     let lecture_rounds = 2 * args.common.rounds;
     let mut engine = Engine::new(args.common.rounds);
     let mut runs = engine.runs_for(article.len())
