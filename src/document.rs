@@ -56,8 +56,9 @@ pub struct Document {
     /// The schema it was written in: `None` for a file from before the
     /// `schema` field (the lab's results until schema 3).
     pub written: Option<u64>,
-    /// The document: an object with the five keys of [`TOP`].
-    json: Value,
+    /// The document: an object with the five keys of [`TOP`], shared by
+    /// the copies of a document read once ([`Document::read`]).
+    json: std::sync::Arc<Value>,
 }
 
 /// What the lab writes: [`TOP`]'s keys, the experiment's data nested.
@@ -100,16 +101,35 @@ impl Document {
     /// Read the results file `path`: `None` when there is none, an error
     /// (one line, naming the file) when it does not read, is not JSON, is
     /// of a schema this lab does not read or lacks a part of its schema.
+    ///
+    /// The file is read each time; its parse is kept for the process and
+    /// given again while the file holds the same text. The book and an
+    /// edition read the same results from many places (a chapter's figures,
+    /// its claims, the run's listing): pipe-speed's 4 and 18 MB files were
+    /// parsed 42 and 9 times by one `lab book`, most of its 9 s.
     pub fn read(path: &Path) -> Result<Option<Document>> {
+        use std::collections::HashMap;
+        use std::sync::{LazyLock, Mutex};
+        // Each path's text and its document, as last read.
+        type Read = HashMap<PathBuf, (String, Document)>;
+        static READ: LazyLock<Mutex<Read>> = LazyLock::new(Mutex::default);
         let text = match std::fs::read_to_string(path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(path.display(), e)),
         };
+        let read = || READ.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((known, doc)) = read().get(path) {
+            if *known == text {
+                return Ok(Some(doc.clone()));
+            }
+        }
         let json: Value = serde_json::from_str(&text).map_err(|e| {
             Error::failed(format!("{}: not JSON ({e})", path.display()))
         })?;
-        Document::from_json(path, json).map(Some)
+        let doc = Document::from_json(path, json)?;
+        read().insert(path.to_path_buf(), (text, doc.clone()));
+        Ok(Some(doc))
     }
 
     /// Read the results of folder `folder` of run `run` ([`file_of`]).
@@ -185,7 +205,7 @@ impl Document {
                 Value::Object(doc)
             }
         };
-        Ok(Document { path: path.to_path_buf(), written, json })
+        Ok(Document { path: path.to_path_buf(), written, json: json.into() })
     }
 
     /// The whole document, schema 3's five keys.
