@@ -559,6 +559,7 @@ mod tests {
             condition: "fork".into(),
             round: Some(1),
             position: 0,
+            beaten: false,
             metrics: [("wall_s".to_string(), 0.5)].into(),
         }];
         let text = Written::new(&header, &headline, &obs, &data).to_text().unwrap();

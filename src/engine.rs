@@ -15,12 +15,16 @@
 //!   runs once more, first: that run faults in the program's pages and the
 //!   runner's, fills the page cache and wakes the CPU's clock. It is
 //!   discarded from every figure, and kept in the observations, marked.
-//! - **Rounds.** Each setting runs the experiment's rounds, unless it
-//!   asks for more ([`Engine::set_rounds`]): a figure a claim is judged
-//!   on whose rounds are short. At six rounds the 95% interval of a
-//!   median is the lowest round to the highest, so one round caught by a
-//!   slow second of the machine sets an end; at twelve it runs from the
-//!   third lowest to the third highest.
+//! - **Best of k.** Where a figure compares runs made at different times
+//!   (a slope across a grid's settings), a stretch in which the whole
+//!   machine runs slower (another tenant of the host: it slows a program
+//!   on one CPU and a spinning loop on the other together) would bend one
+//!   round's figure. An experiment may then ask for each run to be made
+//!   `k` times in a round, in `k` passes over the grid, so that the
+//!   repeats of a run are a whole pass apart, and keep the least of a
+//!   metric (lmbench's rule: the undisturbed cost is the least one seen).
+//!   The others stay in the observations, marked `beaten`, and no figure
+//!   uses them ([`Engine::best_of`]).
 //! - **Placement.** A two-party measurement (two threads through a pipe, a
 //!   ping-pong) runs once per [`Placement`], each its own series: both
 //!   parties on one CPU, and one on each of two CPUs, pinned; unpinned
@@ -62,6 +66,11 @@ pub struct Observation {
     pub position: usize,
     /// What the run yielded, by name: `wall_s`, `user_s`, ...
     pub metrics: BTreeMap<String, f64>,
+    /// In a round measured best of k ([`Engine::best_of`]), another run of
+    /// the same condition at the same setting gave less: kept, and no
+    /// figure uses it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beaten: bool,
 }
 
 /// What a run of a condition yields, as named numbers.
@@ -127,6 +136,8 @@ pub fn order(n: usize, round: usize) -> Vec<usize> {
 #[derive(Debug)]
 pub struct Engine {
     rounds: usize,
+    /// Each run made this many times a round, the least of `best.1` kept.
+    best: (usize, &'static str),
     warmed: BTreeSet<String>,
     log: Vec<Observation>,
     bar: Option<indicatif::ProgressBar>,
@@ -138,6 +149,7 @@ impl Engine {
     pub fn new(rounds: u32) -> Engine {
         Engine {
             rounds: rounds as usize,
+            best: (1, ""),
             warmed: BTreeSet::new(),
             log: Vec::new(),
             bar: None,
@@ -166,9 +178,17 @@ impl Engine {
         self.rounds = rounds as usize;
     }
 
+    /// From now on, make each run `k` times a round, in `k` passes over
+    /// the settings, and keep the run with the least `metric`; the others
+    /// are recorded `beaten`. `best_of(1, "")` measures each run once
+    /// again.
+    pub fn best_of(&mut self, k: usize, metric: &'static str) {
+        self.best = (k.max(1), metric);
+    }
+
     /// The measured runs `conditions` conditions take at one setting.
     pub fn runs_for(&self, conditions: usize) -> usize {
-        self.rounds_of(conditions) * conditions
+        self.rounds_of(conditions) * conditions * self.best.0
     }
 
     /// Measure `conditions` at `setting`: a warm-up run of each condition
@@ -199,8 +219,9 @@ impl Engine {
     /// setting's. First a warm-up run, at the first setting, of each
     /// condition not yet warmed up in this experiment. `run(s, k)` runs
     /// condition `k` at setting `s` once. The result holds, for each
-    /// setting, each condition's runs in round order. The first error
-    /// stops the measurement and is returned.
+    /// setting, each condition's runs in round order (best of k: the
+    /// kept one of each round). The first error stops the measurement and
+    /// is returned.
     pub fn measure_grid<T: Observed>(
         &mut self,
         settings: &[Setting],
@@ -223,30 +244,67 @@ impl Engine {
             .iter()
             .map(|_| conditions.iter().map(|_| Vec::new()).collect())
             .collect();
+        let (passes, metric) = self.best;
         for round in 0..self.rounds_of(conditions.len()) {
-            for s in order(settings.len(), round) {
-                if let Some(bar) = &self.bar {
-                    bar.set_message(words(&settings[s]));
-                }
-                for (position, k) in
-                    order(conditions.len(), round).into_iter().enumerate()
-                {
-                    let t = run(s, k)?;
-                    self.record(
-                        &settings[s],
-                        conditions[k],
-                        Some(round + 1),
-                        position,
-                        &t,
-                    );
-                    runs[s][k].push(t);
+            // Each pass's run of condition k at setting s, with its row in
+            // the log.
+            let mut made: Vec<Vec<Vec<(usize, T)>>> = settings
+                .iter()
+                .map(|_| conditions.iter().map(|_| Vec::new()).collect())
+                .collect();
+            for _ in 0..passes {
+                for s in order(settings.len(), round) {
                     if let Some(bar) = &self.bar {
-                        bar.inc(1);
+                        bar.set_message(words(&settings[s]));
                     }
+                    for (position, k) in
+                        order(conditions.len(), round).into_iter().enumerate()
+                    {
+                        let t = run(s, k)?;
+                        self.record(
+                            &settings[s],
+                            conditions[k],
+                            Some(round + 1),
+                            position,
+                            &t,
+                        );
+                        made[s][k].push((self.log.len() - 1, t));
+                        if let Some(bar) = &self.bar {
+                            bar.inc(1);
+                        }
+                    }
+                }
+            }
+            for (s, by_condition) in made.into_iter().enumerate() {
+                for (k, tries) in by_condition.into_iter().enumerate() {
+                    runs[s][k].extend(self.keep_least(tries, metric));
                 }
             }
         }
         Ok(runs)
+    }
+
+    /// Of one round's tries of a run, the one with the least `metric` (the
+    /// first, without it); the others' rows are marked beaten.
+    fn keep_least<T: Observed>(
+        &mut self,
+        tries: Vec<(usize, T)>,
+        metric: &str,
+    ) -> Option<T> {
+        let value = |row: usize| {
+            self.log[row].metrics.get(metric).copied().unwrap_or(f64::INFINITY)
+        };
+        let best = (0..tries.len())
+            .min_by(|&a, &b| value(tries[a].0).total_cmp(&value(tries[b].0)))?;
+        let mut kept = None;
+        for (i, (row, t)) in tries.into_iter().enumerate() {
+            if i == best {
+                kept = Some(t);
+            } else {
+                self.log[row].beaten = true;
+            }
+        }
+        kept
     }
 
     fn record<T: Observed>(
@@ -267,6 +325,7 @@ impl Engine {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
                 .collect(),
+            beaten: false,
         });
     }
 
@@ -307,7 +366,9 @@ impl<'a> Observations<'a> {
     pub fn at(&self, at: &Setting) -> impl Iterator<Item = &'a Observation> + 'a {
         let at = at.clone();
         self.0.iter().filter(move |o| {
-            o.round.is_some() && at.iter().all(|(k, v)| o.setting.get(k) == Some(v))
+            o.round.is_some()
+                && !o.beaten
+                && at.iter().all(|(k, v)| o.setting.get(k) == Some(v))
         })
     }
 
@@ -421,7 +482,7 @@ impl Observations<'_> {
         let mut index: std::collections::HashMap<(String, &str), usize> =
             std::collections::HashMap::new();
         for o in self.0 {
-            let Some(round) = o.round else { continue };
+            let Some(round) = o.round.filter(|_| !o.beaten) else { continue };
             let key = (
                 serde_json::to_string(&o.setting).unwrap_or_default(),
                 o.condition.as_str(),
@@ -735,6 +796,72 @@ mod tests {
         let obs = engine.observations();
         assert_eq!(obs.rounds(&a, "x", "value").unwrap().len(), 2);
         assert_eq!(obs.rounds(&b, "y", "value").unwrap().len(), 6);
+    }
+
+    #[test]
+    fn best_of_two_keeps_the_least_run_of_each_round_and_marks_the_other() {
+        let grid = [setting([("n", json!(1))]), setting([("n", json!(2))])];
+        let mut engine = Engine::new(2);
+        engine.best_of(2, "value");
+        assert_eq!(engine.runs_for(2), 2 * 2 * 2);
+        // Each call's (setting, condition); its value: the call's number,
+        // less 100 in every third call, so that either pass may win.
+        let mut calls: Vec<(usize, usize)> = Vec::new();
+        let runs = engine
+            .measure_grid(&grid, &["a", "b"], |s, k| {
+                calls.push((s, k));
+                let i = calls.len() as f64;
+                Ok(if calls.len() % 3 == 0 { i - 100.0 } else { i })
+            })
+            .unwrap();
+        // Two warm-ups, then per round two passes of 2 settings x 2.
+        assert_eq!(calls.len(), 2 + 2 * 2 * 4);
+        // A pass repeats its round's order, so a run's two tries are a
+        // whole pass (four runs) apart.
+        for round in 0..2 {
+            let first = 2 + round * 8;
+            assert_eq!(calls[first..first + 4], calls[first + 4..first + 8]);
+        }
+        let value = |call: usize| {
+            let i = call as f64 + 1.0;
+            if (call + 1) % 3 == 0 { i - 100.0 } else { i }
+        };
+        let log = engine.finish();
+        let obs = Observations(&log);
+        for (s, at) in grid.iter().enumerate() {
+            for (k, name) in ["a", "b"].iter().enumerate() {
+                let mut least = Vec::new();
+                for round in 0..2 {
+                    let tries: Vec<f64> = (2 + round * 8..2 + round * 8 + 8)
+                        .filter(|&c| calls[c] == (s, k))
+                        .map(value)
+                        .collect();
+                    assert_eq!(tries.len(), 2);
+                    least.push(tries[0].min(tries[1]));
+                }
+                assert_eq!(runs[s][k], least, "{s} {name}");
+                assert_eq!(obs.rounds(at, name, "value"), Some(least.clone()));
+                let series = obs.series();
+                let one = series
+                    .iter()
+                    .find(|x| x.setting == *at && x.condition == *name)
+                    .unwrap();
+                assert_eq!(one.get("value").unwrap().n, 2, "beaten runs left out");
+            }
+        }
+        // Every try is kept: the beaten ones marked, one per kept run.
+        let measured: Vec<&Observation> =
+            log.iter().filter(|o| o.round.is_some()).collect();
+        assert_eq!(measured.len(), 16);
+        assert_eq!(measured.iter().filter(|o| o.beaten).count(), 8);
+        // Marked in the JSON only where beaten; older rows read unbeaten.
+        let json = serde_json::to_value(&log).unwrap();
+        let marked = json.as_array().unwrap().iter();
+        assert_eq!(marked.filter(|o| o.get("beaten").is_some()).count(), 8);
+        let mut old = serde_json::to_value(&log[2]).unwrap();
+        old.as_object_mut().unwrap().remove("beaten");
+        let read: Observation = serde_json::from_value(old).unwrap();
+        assert!(!read.beaten);
     }
 
     #[test]

@@ -359,6 +359,7 @@ mod tests {
             condition: program.into(),
             round: Some(k + 1),
             position: 0,
+            beaten: false,
             metrics: metrics.iter().map(|(m, v)| (m.to_string(), v[k])).collect(),
         }));
     }

@@ -259,6 +259,7 @@ mod tests {
             condition: tool.into(),
             round: Some(k + 1),
             position: 0,
+            beaten: false,
             metrics:
                 r.metrics().into_iter().map(|(m, v)| (m.to_string(), v)).collect(),
         }));

@@ -103,8 +103,9 @@ struct Grid {
     title: String,
     axis: Axis,
     settings: Vec<Setting>,
-    /// Its rounds: this many times the run's.
-    rounds_times: u32,
+    /// Each run made this many times a round, the quickest kept
+    /// ([`Engine::best_of`]).
+    best_of: usize,
 }
 
 fn grid(
@@ -113,7 +114,7 @@ fn grid(
     axis: Axis,
     settings: Vec<Setting>,
 ) -> Grid {
-    Grid { name, title: title.to_string(), axis, settings, rounds_times: 1 }
+    Grid { name, title: title.to_string(), axis, settings, best_of: 1 }
 }
 
 fn set(procs: u32, count: u64, line_bytes: Option<u64>) -> Setting {
@@ -132,13 +133,11 @@ fn article_grids(full: bool) -> Vec<Grid> {
     // on grid 1's largest COUNT, and the workers' slope, which compares
     // runs of grid 2 made a second or more apart. A stretch in which the
     // whole machine ran slower (seen here on a spinning loop on the other
-    // CPU too) moves one round's figure, and at six rounds the interval of
-    // a median is the lowest round to the highest: they run twice the
-    // rounds, whose interval leaves out the two lowest and the two
-    // highest.
+    // CPU too) would move one round's figure, so each of their runs is
+    // the quicker of two, a pass over the grid apart.
     vec![
         Grid {
-            rounds_times: 2,
+            best_of: 2,
             ..grid(
                 "count",
                 "1. P = 255 workers, COUNT lines each",
@@ -147,7 +146,7 @@ fn article_grids(full: bool) -> Vec<Grid> {
             )
         },
         Grid {
-            rounds_times: 2,
+            best_of: 2,
             ..grid(
                 "workers",
                 "2. P workers, COUNT = 1000 lines each",
@@ -204,8 +203,8 @@ struct GridInfo {
     name: &'static str,
     title: String,
     axis: Axis,
-    /// The rounds asked for it (more than `rounds` for grids 1 and 2).
-    rounds: u32,
+    /// Each run the quickest of this many made in its round.
+    best_of: usize,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -255,18 +254,14 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let programs = programs(args.vs_c)?;
     let labels: Vec<&str> = programs.iter().map(|p| p.label).collect();
     let mut engine = Engine::new(args.common.rounds);
-    let rounds = |g: &Grid| args.common.rounds * g.rounds_times;
-    let runs = grids.iter().map(|g| {
-        let rounds = engine::balanced_rounds(rounds(g) as usize, labels.len());
-        g.settings.len() * rounds * labels.len()
-    });
-    engine.progress(runs.sum(), EXPERIMENT.name);
+    let points = grids.iter().map(|g| g.settings.len() * g.best_of).sum::<usize>();
+    engine.progress(points * engine.runs_for(labels.len()), EXPERIMENT.name);
     // A grid's settings round by round: the workers' slope compares the
     // times of one round's settings, made seconds apart.
     for g in &grids {
         let settings: Vec<_> =
             g.settings.iter().map(|s| s.factors(g.name)).collect();
-        engine.set_rounds(rounds(g));
+        engine.best_of(g.best_of, "wall_s");
         engine.measure_grid(&settings, &labels, |s, i| {
             run_once(&programs[i], &g.settings[s], args.console)
         })?;
@@ -287,7 +282,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
                 name: g.name,
                 title: g.title.clone(),
                 axis: g.axis,
-                rounds: rounds(g),
+                best_of: g.best_of,
             })
             .collect(),
         series: obs.series(),

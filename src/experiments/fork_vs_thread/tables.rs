@@ -75,12 +75,9 @@ fn pair(
     let last =
         count.and_then(|g| Some((g, g.settings.iter().max_by_key(|s| s.count)?)));
     let workers = grids.iter().find(|g| g.name == "workers");
-    // Grid 2 may have more rounds than the rest: all of them.
     let bend = |program: &str| -> Option<Vec<f64>> {
         let g = workers?;
-        let n = g.settings.iter().map(|s| walls(obs, g, s, program).map(|w| w.len()));
-        let n = n.collect::<Option<Vec<usize>>>()?.into_iter().min()?;
-        (0..n).map(|k| slope_ratio(obs, g, program, k)).collect()
+        (0..rounds).map(|k| slope_ratio(obs, g, program, k)).collect()
     };
     // The program further from a straight line, in each round.
     let worse = bend(fork).zip(bend(thread)).map(|(f, t)| {
@@ -158,10 +155,22 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
                 .map_or("-".into(), |w| range(&w, 3))
         }));
     }
-    let ratio_note = "Ratios: median over the rounds of one program's time over the \
-                      other's in the same round.";
-    let time_note = "Seconds of wall-clock time (`time`'s real): median (min-max) of \
-                     the rounds.";
+    let best = if g.best_of > 1 {
+        format!(
+            " Each round's time is the quickest of {} runs, a pass over the grid apart.",
+            g.best_of
+        )
+    } else {
+        String::new()
+    };
+    let ratio_note = format!(
+        "Ratios: median over the rounds of one program's time over the other's in \
+         the same round.{best}"
+    );
+    let time_note = format!(
+        "Seconds of wall-clock time (`time`'s real): median (min-max) of the \
+         rounds.{best}"
+    );
     if !with_c {
         ratios.extend(times.drain(2..));
         let t = Table::of(&g.title, &g.settings, &ratios);
@@ -173,9 +182,9 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
             &g.settings,
             &ratios,
         )
-        .noted(ratio_note),
+        .noted(&ratio_note),
         Table::of(format!("{}: seconds", g.title), &g.settings, &times)
-            .noted(time_note),
+            .noted(&time_note),
     ]
 }
 
@@ -234,7 +243,7 @@ mod tests {
                 .iter()
                 .map(|w| Setting { procs: w.0, count: 1000, line_bytes: None })
                 .collect(),
-            rounds_times: 1,
+            best_of: 1,
         };
         let mut programs = vec!["fork", "thread"];
         if with_c {
@@ -287,45 +296,6 @@ mod tests {
             t[1].headers[2..],
             ["fork s", "thread s", "fork.c s", "thread.c s"]
         );
-    }
-
-    /// Grid 2 at twice the rounds of grid 1: its slope takes every round
-    /// of its own, the figure over every setting the rounds they share.
-    #[test]
-    fn the_workers_slope_takes_every_round_of_its_grid() {
-        let settings = |procs: &[u32], count| {
-            procs.iter().map(|&p| Setting { procs: p, count, line_bytes: None }).collect()
-        };
-        let grid = |name, axis, settings, rounds_times| Grid {
-            name,
-            title: name.into(),
-            axis,
-            settings,
-            rounds_times,
-        };
-        let grids = [
-            grid("count", Axis::Count, settings(&[255], 100), 1),
-            grid("workers", Axis::Workers, settings(&[100, 200, 300], 1000), 2),
-        ];
-        let mut engine = Engine::new(2);
-        for g in &grids {
-            engine.set_rounds(2 * g.rounds_times);
-            let at: Vec<_> = g.settings.iter().map(|s| s.factors(g.name)).collect();
-            engine
-                .measure_grid(&at, &["fork", "thread"], |s, k| {
-                    // On a line: 1 s per 100 workers, thread half of fork.
-                    let p = f64::from(g.settings[s].procs) / 100.0;
-                    Ok(labkit::measure::Usage {
-                        wall_s: p / (1.0 + k as f64),
-                        ..Default::default()
-                    })
-                })
-                .unwrap();
-        }
-        let log = engine.finish();
-        let h = headline(&grids, Observations(&log));
-        assert_eq!(h["workers_slope_ratio"]["rounds"], serde_json::json!([1.0, 1.0, 1.0, 1.0]));
-        assert_eq!(h["fork_over_thread"]["rounds"], serde_json::json!([2.0, 2.0]));
     }
 
     #[test]

@@ -735,6 +735,7 @@ mod tests {
                     condition: p.key(),
                     round: Some(i + 1),
                     position: k,
+                    beaten: false,
                     metrics: r
                         .metrics()
                         .into_iter()
