@@ -388,7 +388,7 @@ mod tests {
     /// `cpu` total seconds for 1000 connections, `cps` connections/s.
     fn measured(designs: &[(&str, f64, f64)]) -> Vec<Observation> {
         let one = |position, &(design, cpu, cps): &(&str, f64, f64)| Observation {
-        beaten: false,
+            beaten: false,
             setting: closed(),
             condition: design.into(),
             round: Some(1),
