@@ -1,7 +1,7 @@
 //! `lab run fork-vs-thread`: `fork.c` against `thread.c` (Zhou Li et al.,
 //! after Zhou Li et al.). N workers each print COUNT lines to stdout and to
 //! a shared log; the programs are timed from outside like `time ./fork`,
-//! five rounds per setting. The tables and charts: [`tables`].
+//! six rounds per setting by default. The tables and charts: [`tables`].
 
 mod tables;
 
