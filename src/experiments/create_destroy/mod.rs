@@ -136,11 +136,12 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // of the ratio's interval.
     let lecture_rounds = 2 * args.common.rounds;
     let mut engine = Engine::new(args.common.rounds);
-    let mut runs = engine.runs_for(article.len())
+    let lecture_runs =
+        crate::engine::balanced_rounds(lecture_rounds as usize, lecture.len())
+            * lecture.len();
+    let runs = engine.runs_for(article.len())
+        + lecture_runs
         + args.samples.len() * engine.runs_for(creattimes.len());
-    engine.set_rounds(lecture_rounds);
-    runs += engine.runs_for(lecture.len());
-    engine.set_rounds(args.common.rounds);
     engine.progress(runs, EXPERIMENT.name);
     for (list, at, rounds) in [
         (&article, loops("article", n), args.common.rounds),
