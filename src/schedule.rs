@@ -265,7 +265,7 @@ mod tests {
         assert_eq!(
             step(&steps, "mq-sweep/cpu0").command(),
             "lab run mq-sweep --threads 10,100 --no-event-loop --pipeline 1 \
-             --brokers lab --variant cpu0 --cpus 0"
+             --no-open-loop --brokers lab --variant cpu0 --cpus 0"
         );
         let mq = step(&steps, "mq-sweep");
         assert_eq!((mq.common.rounds, mq.common.cpus.is_none()), (2, true));
