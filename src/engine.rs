@@ -188,7 +188,13 @@ impl Engine {
 
     /// The measured runs `conditions` conditions take at one setting.
     pub fn runs_for(&self, conditions: usize) -> usize {
-        self.rounds_of(conditions) * conditions * self.best.0
+        self.runs_at(self.rounds, conditions)
+    }
+
+    /// The measured runs `conditions` conditions take at one setting
+    /// measured at `rounds` rounds ([`Engine::set_rounds`]).
+    pub fn runs_at(&self, rounds: usize, conditions: usize) -> usize {
+        balanced_rounds(rounds, conditions) * conditions * self.best.0
     }
 
     /// Measure `conditions` at `setting`: a warm-up run of each condition
@@ -791,6 +797,7 @@ mod tests {
         engine.measure(&a, &["x", "y"], |k| Ok(k as f64)).unwrap();
         engine.set_rounds(5);
         assert_eq!(engine.runs_for(2), 6 * 2, "five made even");
+        assert_eq!(engine.runs_at(3, 2), engine.runs_for(2) - 2 * 2);
         let runs = engine.measure(&b, &["x", "y"], |k| Ok(k as f64)).unwrap();
         assert_eq!(runs[0].len(), 6);
         let obs = engine.observations();

@@ -136,11 +136,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // of the ratio's interval.
     let lecture_rounds = 2 * args.common.rounds;
     let mut engine = Engine::new(args.common.rounds);
-    let lecture_runs =
-        crate::engine::balanced_rounds(lecture_rounds as usize, lecture.len())
-            * lecture.len();
     let runs = engine.runs_for(article.len())
-        + lecture_runs
+        + engine.runs_at(lecture_rounds as usize, lecture.len())
         + args.samples.len() * engine.runs_for(creattimes.len());
     engine.progress(runs, EXPERIMENT.name);
     for (list, at, rounds) in [
