@@ -462,12 +462,9 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     if let Some((open, designs)) = &open_loop {
         sweep.measure(&mut engine, open.offer, designs, false)?;
     }
-    let mut designs: Vec<Design> = Vec::new();
-    for x in offers.into_iter().flat_map(|(_, x)| x) {
-        if !designs.iter().any(|d| d.condition == x.condition) {
-            designs.push(x);
-        }
-    }
+    let mut designs: Vec<Design> = offers.into_iter().flat_map(|(_, x)| x).collect();
+    let mut seen = std::collections::HashSet::new();
+    designs.retain(|x| seen.insert(x.condition.clone())); // each once, first kept
     let switch_cost = given.unwrap_or_else(|| {
         let costs: Vec<f64> = engine
             .observations()

@@ -65,6 +65,16 @@ impl<'a> View<'a> {
         Some(best.into_iter().map(|(k, v)| (designs[k], v)).collect())
     }
 
+    /// Each round's best msg/s among the designs `keep` selects, without
+    /// who gave it.
+    fn best_of(
+        &self,
+        offer: Offer,
+        keep: &dyn Fn(&Design) -> bool,
+    ) -> Option<Vec<f64>> {
+        Some(self.best(offer, keep)?.into_iter().map(|(_, v)| v).collect())
+    }
+
     /// Each row of a design at `offer`: its label at that offer, with ` *`
     /// when `mark`ed and it has more threads than the CPUs allowed.
     fn lines(&self, offer: Offer, mark: bool) -> Vec<Line> {
@@ -75,6 +85,10 @@ impl<'a> View<'a> {
         self.designs(offer).iter().map(line).collect()
     }
 }
+
+/// The metrics the headline reads most.
+const MSGS: &str = "messages_per_s";
+const SHARE: &str = "switch_share_pct";
 
 /// A design's label at an offer.
 fn label(d: &Design, offer: Offer) -> String {
@@ -106,64 +120,48 @@ fn one(d: &Data) -> Offer {
 pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     let v = View { d, obs };
     let at = one(d);
-    let rounds = |key: &str, metric: &str| obs.rounds(&at.at(), key, metric);
-    let server_at = |mode: &str, n: u32| {
-        values(v.best(at, &|x| x.mode == mode && x.threads == n))
-    };
-    let msgs = "messages_per_s";
-    let mut h = crate::report::headline()
-        .rounds(
-            "messages_per_s_10",
-            "10 threads per pool",
-            rounds("threads-10", msgs),
-            "msg/s",
-        )
-        .rounds(
-            "messages_per_s_100",
-            "100 threads per pool",
-            rounds("threads-100", msgs),
-            "msg/s",
-        )
-        .rounds(
-            "switch_share_10",
-            "switching's share of broker CPU, 10 threads",
-            rounds("threads-10", "switch_share_pct"),
-            "%",
-        )
-        .rounds(
-            "switch_share_100",
-            "switching's share of broker CPU, 100 threads",
-            rounds("threads-100", "switch_share_pct"),
-            "%",
-        )
-        .rounds(
-            "event_loop_messages_per_s",
-            "the epoll event loop",
-            rounds("event-loop", msgs),
-            "msg/s",
-        );
-    h = compared(h, v, at)
-        .paired(
+    let mut h = crate::report::headline();
+    for (key, label, metric, unit) in [
+        ("messages_per_s", "{t} threads per pool", MSGS, "msg/s"),
+        ("switch_share", "switching's share of broker CPU, {t} threads", SHARE, "%"),
+    ] {
+        for t in [10, 100] {
+            let rounds = obs.rounds(&at.at(), &format!("threads-{t}"), metric);
+            let label = label.replace("{t}", &t.to_string());
+            h = h.rounds(&format!("{key}_{t}"), &label, rounds, unit);
+        }
+    }
+    let event_loop = obs.rounds(&at.at(), "event-loop", MSGS);
+    h = h.rounds(
+        "event_loop_messages_per_s",
+        "the epoll event loop",
+        event_loop,
+        "msg/s",
+    );
+    h = compared(h, v, at);
+    // Each server's fewest threads (1) over more, the better design of each.
+    for (key, mode, more, label) in [
+        (
             "redis_one_over_two",
-            "Redis: io-threads 1 over 2 (the better of reads or not), in the same round",
-            server_at("redis", 1),
-            server_at("redis", 2),
-        )
-        .paired(
+            "redis",
+            2,
+            "Redis: io-threads 1 over 2 (the better of reads or not)",
+        ),
+        (
             "redis_one_over_four",
-            "Redis: io-threads 1 over 4 (above the CPUs), in the same round",
-            server_at("redis", 1),
-            server_at("redis", 4),
-        )
-        .paired(
-            "nats_one_over_two",
-            "NATS: GOMAXPROCS 1 over 2, in the same round",
-            server_at("nats", 1),
-            server_at("nats", 2),
-        );
+            "redis",
+            4,
+            "Redis: io-threads 1 over 4 (above the CPUs)",
+        ),
+        ("nats_one_over_two", "nats", 2, "NATS: GOMAXPROCS 1 over 2"),
+    ] {
+        let of = |t: u32| v.best_of(at, &|x| x.mode == mode && x.threads == t);
+        let label = format!("{label}, in the same round");
+        h = h.paired(key, &label, of(1), of(more));
+    }
     for &n in &d.pipeline {
         let offer = Offer { pipeline: n, rate: d.rate };
-        let floor = obs.rounds(&offer.at(), FLOOR, msgs);
+        let floor = obs.rounds(&offer.at(), FLOOR, MSGS);
         h = h.rounds(
             &format!("floor_messages_per_s_p{n}"),
             &format!("the floor at {n} per write: two loopback hops on the CPUs allowed, no broker"),
@@ -171,7 +169,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
             "msg/s",
         );
         if n > 1 {
-            let ours = values(v.best(offer, &Design::ours));
+            let ours = v.best_of(offer, &Design::ours);
             let fraction = ours.zip(floor).map(|(o, f)| {
                 o.iter().zip(f).map(|(o, f)| o / f.max(1e-9)).collect()
             });
@@ -202,11 +200,6 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     h.build()
 }
 
-/// Each round's best, without who gave it.
-fn values(best: Option<Vec<(&Design, f64)>>) -> Option<Vec<f64>> {
-    best.map(|b| b.into_iter().map(|(_, v)| v).collect())
-}
-
 /// The comparisons made at one message per write and at each pipeline
 /// above 1 (keys ending in `_p<N>`): 10 threads per pool over 100, the best
 /// pool size, each broker's best and the lab's over Redis's and NATS's.
@@ -217,68 +210,62 @@ fn compared(h: HeadlineBuilder, v: View, offer: Offer) -> HeadlineBuilder {
     } else {
         (format!("_p{n}"), format!(" at {n} per write"), format!(", {n} per write"))
     };
-    let rate = |t: &str| v.obs.rounds(&offer.at(), t, "messages_per_s");
+    let rate = |t: &str| v.obs.rounds(&offer.at(), t, MSGS);
     let pools = v.best(offer, &|x| x.mode == "threads");
-    let ours = values(v.best(offer, &Design::ours));
-    let redis = values(v.best(offer, &|x| x.mode == "redis"));
-    let nats = values(v.best(offer, &|x| x.mode == "nats"));
+    let sizes = pools.as_ref().map(|b| b.iter().map(|(x, _)| f64::from(x.threads)));
     let best_pool = if n == 1 {
         "the round's best throughput over the pool sizes".to_string()
     } else {
         format!("the round's best pool size at {n} per write")
     };
-    h.paired(
-        &format!("ten_over_hundred{key}"),
-        &format!(
-            "throughput at 10 threads per pool over 100{comma}, in the same round"
-        ),
-        rate("threads-10"),
-        rate("threads-100"),
-    )
-    .rounds(
-        &format!("best_pool{key}"),
-        &format!("threads per pool at the round's best throughput{comma}"),
-        pools.as_ref().map(|b| {
-            b.iter().map(|(x, _)| f64::from(x.threads)).collect::<Vec<_>>()
-        }),
-        "",
-    )
-    .rounds(
-        &format!("best_pool_messages_per_s{key}"),
-        &best_pool,
-        values(pools),
-        "msg/s",
-    )
-    .rounds(
-        &format!("ours_best_messages_per_s{key}"),
-        &format!("the lab broker's best design{at}, each round"),
-        ours.clone(),
-        "msg/s",
-    )
-    .rounds(
-        &format!("redis_best_messages_per_s{key}"),
-        &format!("Redis's best setting{at}, each round"),
-        redis.clone(),
-        "msg/s",
-    )
-    .rounds(
-        &format!("nats_best_messages_per_s{key}"),
-        &format!("NATS's best setting{at}, each round"),
-        nats.clone(),
-        "msg/s",
-    )
-    .paired(
-        &format!("ours_over_redis{key}"),
-        &format!("the lab broker's best over Redis's best{at}, in the same round"),
-        ours.clone(),
-        redis,
-    )
-    .paired(
-        &format!("ours_over_nats{key}"),
-        &format!("the lab broker's best over NATS's best{at}, in the same round"),
-        ours,
-        nats,
-    )
+    let mut h = h
+        .paired(
+            &format!("ten_over_hundred{key}"),
+            &format!(
+                "throughput at 10 threads per pool over 100{comma}, in the same round"
+            ),
+            rate("threads-10"),
+            rate("threads-100"),
+        )
+        .rounds(
+            &format!("best_pool{key}"),
+            &format!("threads per pool at the round's best throughput{comma}"),
+            sizes.map(Iterator::collect::<Vec<_>>),
+            "",
+        )
+        .rounds(
+            &format!("best_pool_messages_per_s{key}"),
+            &best_pool,
+            pools.map(|b| b.into_iter().map(|(_, v)| v).collect()),
+            "msg/s",
+        );
+    let ours = v.best_of(offer, &Design::ours);
+    let best = |mode: &str| v.best_of(offer, &|x| x.mode == mode);
+    for (name, label, rounds) in [
+        ("ours", "the lab broker's best design", ours.clone()),
+        ("redis", "Redis's best setting", best("redis")),
+        ("nats", "NATS's best setting", best("nats")),
+    ] {
+        let label = format!("{label}{at}, each round");
+        h = h.rounds(
+            &format!("{name}_best_messages_per_s{key}"),
+            &label,
+            rounds,
+            "msg/s",
+        );
+    }
+    for (name, whose) in [("redis", "Redis's"), ("nats", "NATS's")] {
+        let label = format!(
+            "the lab broker's best over {whose} best{at}, in the same round"
+        );
+        h = h.paired(
+            &format!("ours_over_{name}{key}"),
+            &label,
+            ours.clone(),
+            best(name),
+        );
+    }
+    h
 }
 
 /// Three tables, each fitting the book's column with one line per row: the
@@ -400,13 +387,10 @@ pub(super) fn brokers(d: &Data, obs: Observations) -> Table {
         "Every broker on the same load: the lab's, Redis pub/sub and NATS core";
     let mut t = Table::of(title, &v.lines(at, true), &columns);
     let designs = v.designs(at);
-    let mut versions: Vec<String> = Vec::new();
-    for s in designs.iter().filter_map(|x| x.server.as_ref()) {
-        let version = format!("{} {}", s.program, s.version);
-        if !versions.contains(&version) {
-            versions.push(version);
-        }
-    }
+    let servers = designs.iter().filter_map(|x| x.server.as_ref());
+    let mut versions: Vec<String> =
+        servers.map(|s| format!("{} {}", s.program, s.version)).collect();
+    versions.dedup(); // each server's designs lie together
     t.note(format!(
         "{}, one pass over every broker per round. \
          The same load generator drives all: each sender and receiver a thread \
@@ -692,7 +676,7 @@ mod tests {
     use super::super::servers::Setting;
     use super::super::{Point, Run, SwitchCost, design};
     use super::*;
-    use crate::engine::{Observation, Observed};
+    use crate::engine::Observation;
     use mq::Stats;
     use mq::load::LoadReport;
 
@@ -727,21 +711,11 @@ mod tests {
     /// The designs' runs at one message per write, round by round, as the
     /// engine records them, with the results they make.
     fn measured(rows: Vec<(Point, Vec<Run>)>) -> (Data, Vec<Observation>) {
+        let at = Offer { pipeline: 1, rate: 0 }.at();
         let mut log = Vec::new();
         for (k, (p, runs)) in rows.iter().enumerate() {
             for (i, r) in runs.iter().enumerate() {
-                log.push(Observation {
-                    setting: Offer { pipeline: 1, rate: 0 }.at(),
-                    condition: p.key(),
-                    round: Some(i + 1),
-                    position: k,
-                    beaten: false,
-                    metrics: r
-                        .metrics()
-                        .into_iter()
-                        .map(|(m, x)| (m.to_string(), x))
-                        .collect(),
-                });
+                log.push(Observation::of(&at, &p.key(), Some(i + 1), k, r));
             }
         }
         let data = Data {
