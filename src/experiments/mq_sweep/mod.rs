@@ -466,12 +466,9 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let mut seen = std::collections::HashSet::new();
     designs.retain(|x| seen.insert(x.condition.clone())); // each once, first kept
     let switch_cost = given.unwrap_or_else(|| {
-        let costs: Vec<f64> = engine
-            .observations()
-            .0
-            .iter()
-            .filter_map(|o| o.metrics.get("switch_cost_us").copied())
-            .collect();
+        let runs = engine.observations().0.iter();
+        let costs: Vec<f64> =
+            runs.filter_map(|o| o.metrics.get("switch_cost_us").copied()).collect();
         run::measured_switch_cost(&costs)
     });
     let data = Data {
@@ -612,14 +609,10 @@ fn key_of(d: &Design, offer: Offer) -> String {
     key
 }
 
-/// The pipeline value the open-loop point runs at: 16 if swept, else the
-/// largest.
-fn open_pipeline(args: &Args) -> u32 {
-    if args.pipeline.contains(&16) {
-        16
-    } else {
-        args.pipeline.iter().copied().max().unwrap_or(1)
-    }
+/// The pipeline value the open-loop point and the pipelined chart take of
+/// `values`: 16 if among them, else the largest.
+fn open_pipeline(values: &[u32]) -> Option<u32> {
+    if values.contains(&16) { Some(16) } else { values.iter().copied().max() }
 }
 
 /// The open-loop point: at the pipeline of [`open_pipeline`], each
@@ -631,7 +624,7 @@ fn open_loop(
     obs: Observations,
     offers: &[(Offer, Vec<Design>)],
 ) -> Option<(OpenLoop, Vec<Design>)> {
-    let n = open_pipeline(args);
+    let n = open_pipeline(&args.pipeline)?;
     let (offer, designs) = offers.iter().find(|(o, _)| o.pipeline == n)?;
     let median = |d: &Design| {
         obs.summary(&offer.at(), &d.condition, "messages_per_s")

@@ -8,7 +8,7 @@ use crate::report::{Headline, HeadlineBuilder};
 use crate::stats::Summary;
 use crate::table::{Column, Table, col, range};
 
-use super::{Data, Design, FLOOR, Offer, article};
+use super::{Data, Design, FLOOR, Offer, article, open_pipeline};
 
 /// The results as the tables read them: the designs, the observations.
 #[derive(Clone, Copy)]
@@ -61,7 +61,7 @@ impl<'a> View<'a> {
             self.designs(offer).into_iter().filter(|d| keep(d)).collect();
         let names: Vec<&str> =
             designs.iter().map(|d| d.condition.as_str()).collect();
-        let best = self.obs.best(&offer.at(), &names, "messages_per_s")?;
+        let best = self.obs.best(&offer.at(), &names, MSGS)?;
         Some(best.into_iter().map(|(k, v)| (designs[k], v)).collect())
     }
 
@@ -73,6 +73,21 @@ impl<'a> View<'a> {
         keep: &dyn Fn(&Design) -> bool,
     ) -> Option<Vec<f64>> {
         Some(self.best(offer, keep)?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// `metric` at `offer` of each design `keep` selects, by its threads: a
+    /// chart's points.
+    fn by_threads(
+        &self,
+        offer: Offer,
+        keep: &dyn Fn(&Design) -> bool,
+        metric: &str,
+    ) -> Vec<(f64, Summary)> {
+        let of = self.designs(offer).into_iter().filter(|x| keep(x));
+        let point = |x: &Design| {
+            Some((f64::from(x.threads), self.summary(offer, &x.condition, metric)?))
+        };
+        of.filter_map(point).collect()
     }
 
     /// Each row of a design at `offer`: its label at that offer, with ` *`
@@ -104,6 +119,16 @@ fn label(d: &Design, offer: Offer) -> String {
 fn interval(s: &Summary, digits: usize) -> String {
     let [lo, hi] = s.interval;
     format!("{:.digits$} [{lo:.digits$}, {hi:.digits$}]", s.median)
+}
+
+/// The load, as a table's title says it: `100 senders, ..., 1 s per run`,
+/// with `offered` (how fast) after the message size.
+fn load(d: &Data, offered: &str) -> String {
+    let Data { senders, receivers, queues, size, duration_s, .. } = d;
+    format!(
+        "{senders} senders, {receivers} receivers, {queues} queues, \
+         {size}-byte messages{offered}, {duration_s} s per run"
+    )
 }
 
 /// The sweep at one message per write (at the rate asked).
@@ -280,15 +305,11 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         return vec![brokers(d, obs)]; // --brokers without lab: no pool to tabulate
     }
     let offered = if d.rate == 0 {
-        "as fast as the broker takes them".to_string()
+        " as fast as the broker takes them".to_string()
     } else {
-        format!("offered at {} messages/s", d.rate)
+        format!(" offered at {} messages/s", d.rate)
     };
-    let title = format!(
-        "Threads per pool vs throughput: {} senders, {} receivers, {} queues, \
-         {}-byte messages {offered}, {} s per run",
-        d.senders, d.receivers, d.queues, d.size, d.duration_s
-    );
+    let title = format!("Threads per pool vs throughput: {}", load(d, &offered));
     let threads = |x: &&Design| {
         if x.mode == "threads" {
             x.threads.to_string()
@@ -308,7 +329,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         &[
             col("threads/pool", threads),
             col("msg/s", |x: &&Design| {
-                v.summary(at, &x.condition, "messages_per_s")
+                v.summary(at, &x.condition, MSGS)
                     .map_or("-".into(), |s| range(&s, 0))
             }),
             col("2006 msg/s", |x| then(x).0.to_string()),
@@ -368,7 +389,7 @@ fn broker_columns(
 ) -> Vec<Column<'_, Line>> {
     vec![
         col("broker", |(line, _): &Line| line.clone()),
-        cells(v, offer, "msg/s", "messages_per_s", 0),
+        cells(v, offer, "msg/s", MSGS, 0),
         cells(v, offer, "p50 ms", "p50_ms", digits),
         cells(v, offer, "p99 ms", "p99_ms", digits),
         cells(v, offer, "CPU us/msg", "cpu_us_per_message", 2),
@@ -431,7 +452,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         if lines.is_empty() {
             continue;
         }
-        let floor = v.summary(at, FLOOR, "messages_per_s").is_some();
+        let floor = v.summary(at, FLOOR, MSGS).is_some();
         if floor {
             lines.push(("floor: the work alone, no broker".into(), FLOOR.into()));
         }
@@ -442,7 +463,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
                 if key == FLOOR {
                     return "1".into();
                 }
-                let of = obs.paired(&at.at(), key, FLOOR, "messages_per_s");
+                let of = obs.paired(&at.at(), key, FLOOR, MSGS);
                 of.and_then(|r| Summary::of(&r))
                     .map_or("-".into(), |s| interval(&s, 2))
             }),
@@ -450,11 +471,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         columns.push(cells(v, at, "load us/msg", "load_cpu_us_per_message", 2));
         columns.push(cells(v, at, "sw/msg", "switches_per_message", 3));
         let mut t = Table::of(
-            format!(
-                "{n} messages per write: {} senders, {} receivers, {} queues, \
-                 {}-byte messages, {} s per run",
-                d.senders, d.receivers, d.queues, d.size, d.duration_s
-            ),
+            format!("{n} messages per write: {}", load(d, "")),
             &lines,
             &columns,
         );
@@ -541,9 +558,9 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
         .copied()
         .filter(|&n| n > 1 && !v.designs(offer(n)).is_empty())
         .collect();
-    let n = if ran.contains(&16) { 16 } else { ran.into_iter().max()? };
+    let n = open_pipeline(&ran)?;
     let at = offer(n);
-    let title = match v.summary(at, FLOOR, "messages_per_s") {
+    let title = match v.summary(at, FLOOR, MSGS) {
         Some(f) => format!(
             "{n} messages per write (the floor, no broker: {:.0} msg/s)",
             f.median
@@ -551,7 +568,7 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
         None => format!("{n} messages per write"),
     };
     let rows = v.designs(at).into_iter().filter_map(|x| {
-        let m = v.summary(at, &x.condition, "messages_per_s")?;
+        let m = v.summary(at, &x.condition, MSGS)?;
         Some(Bar::new(meaning(x), label(x, at), m.median).range(m.min, m.max))
     });
     let unit = "messages/s: median, whisker min-max of the rounds";
@@ -561,53 +578,49 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     let (v, at) = (View { d, obs }, one(d));
     let designs = v.designs(at);
-    let pools: Vec<&Design> =
-        designs.iter().copied().filter(|x| x.mode == "threads").collect();
-    if pools.is_empty() {
+    let pool = |x: &Design| x.mode == "threads";
+    let pools = designs.iter().filter(|x| pool(x));
+    let xs: Vec<f64> = pools.map(|x| f64::from(x.threads)).collect();
+    if xs.is_empty() {
         return brokers_chart(v).into_iter().collect();
     }
-    let xs: Vec<f64> = pools.iter().map(|x| f64::from(x.threads)).collect();
-    let points = |metric: &'static str| {
-        pools.iter().filter_map(move |x| {
-            Some((f64::from(x.threads), v.summary(at, &x.condition, metric)?))
-        })
-    };
-    let mut tp = Chart::new(
-        "Throughput vs threads per pool",
-        "threads/pool",
-        "messages/s (median, band: min-max)",
-    )
-    .summaries(Meaning::Thread, "thread pools", points("messages_per_s"));
-    let mut share = Chart::new(
-        "CPU share spent switching vs threads per pool",
-        "threads/pool",
-        "% of broker CPU (median, band: min-max)",
-    )
-    .summaries(Meaning::Thread, "thread pools", points("switch_share_pct"));
-    if designs.iter().any(|x| x.mode == "event-loop") {
-        let label = "event loop (1 thread)";
-        let flat = |metric| {
+    let event_loop = designs.iter().any(|x| x.mode == "event-loop");
+    // Each chart of the pools, the event loop flat across them, and the
+    // article's two points where they were swept: 800 and 600 msg/s, 10%
+    // and 30% switching, at 10 and 100 threads per pool.
+    let chart = |title: &str, y: &str, metric: &str, then: [f64; 2]| {
+        let pools = v.by_threads(at, &pool, metric);
+        let mut c = Chart::new(title, "threads/pool", y);
+        c = c.summaries(Meaning::Thread, "thread pools", pools);
+        if event_loop {
             let s = v.summary(at, "event-loop", metric);
-            xs.iter().filter_map(move |&x| Some((x, s?))).collect::<Vec<_>>()
-        };
-        tp = tp.summaries(Meaning::EventLoop, label, flat("messages_per_s"));
-        share = share.summaries(Meaning::EventLoop, label, flat("switch_share_pct"));
-    }
-    (tp.log_x, share.log_x, tp.log_y) = (xs.len() > 1, xs.len() > 1, true);
-    // The article's two points, where they were swept: 800 and 600 msg/s,
-    // 10% and 30% switching, at 10 and 100 threads per pool.
-    let then: Vec<_> = [(10.0, 800.0, 10.0), (100.0, 600.0, 30.0)]
-        .into_iter()
-        .filter(|p| xs.contains(&p.0))
-        .collect();
-    if !then.is_empty() {
-        let article = |y: fn(&(f64, f64, f64)) -> f64| {
-            then.iter().map(|p| (p.0, y(p))).collect()
-        };
-        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.1));
-        share =
-            share.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.2));
-    }
+            let flat = xs.iter().filter_map(|&x| Some((x, s?))).collect::<Vec<_>>();
+            c = c.summaries(Meaning::EventLoop, "event loop (1 thread)", flat);
+        }
+        c.log_x = xs.len() > 1;
+        let then: Vec<_> = [10.0, 100.0]
+            .into_iter()
+            .zip(then)
+            .filter(|p| xs.contains(&p.0))
+            .collect();
+        if !then.is_empty() {
+            c = c.series(Meaning::Article, "2006 article (1 CPU)", then);
+        }
+        c
+    };
+    let mut tp = chart(
+        "Throughput vs threads per pool",
+        "messages/s (median, band: min-max)",
+        MSGS,
+        [800.0, 600.0],
+    );
+    tp.log_y = true;
+    let share = chart(
+        "CPU share spent switching vs threads per pool",
+        "% of broker CPU (median, band: min-max)",
+        SHARE,
+        [10.0, 30.0],
+    );
     let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
     out.extend(brokers_chart(v));
     out
@@ -619,16 +632,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
 fn brokers_chart(v: View) -> Option<(String, Chart)> {
     let at = one(v.d);
     let designs = v.designs(at);
-    let series = |keep: &dyn Fn(&Design) -> bool| {
-        let of = designs.iter().filter(|x| keep(x));
-        of.filter_map(|x| {
-            Some((
-                f64::from(x.threads),
-                v.summary(at, &x.condition, "messages_per_s")?,
-            ))
-        })
-        .collect::<Vec<_>>()
-    };
+    let series = |keep: &dyn Fn(&Design) -> bool| v.by_threads(at, keep, MSGS);
     let writes = series(&|x| x.mode == "redis" && x.reads_in_threads != Some(true));
     // Reading in the I/O threads starts from io-threads 1 (no I/O threads),
     // the point both lines share; a line only where some design reads.
@@ -659,7 +663,7 @@ fn brokers_chart(v: View) -> Option<(String, Chart)> {
             chart = chart.summaries(kind, label, points);
         }
     }
-    let median = |x: &&&Design| v.median(at, &x.condition, "messages_per_s");
+    let median = |x: &&&Design| v.median(at, &x.condition, MSGS);
     let best = designs
         .iter()
         .filter(|x| x.ours())
