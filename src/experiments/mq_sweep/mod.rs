@@ -257,25 +257,17 @@ impl Observed for Run {
     }
 }
 
-/// A run of a design or of the floor (`load --floor`: the work without a
-/// broker, whose msg/s each design's are a fraction of, and whose CPU per
-/// message is its two loopback hops').
-enum Outcome {
-    Design(Box<Run>),
-    Floor(FloorReport),
-}
-
-impl Observed for Outcome {
+/// A run of the floor (`load --floor`): the work without a broker, whose
+/// msg/s each design's are a fraction of, and whose CPU per message is its
+/// two loopback hops'.
+impl Observed for FloorReport {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        match self {
-            Outcome::Design(run) => run.metrics(),
-            Outcome::Floor(f) => vec![
-                ("messages_per_s", f.floor_messages_per_s),
-                ("cpu_us_per_message", 2.0 * f.hop_cpu_us_per_message),
-                ("hop_cpu_us_per_message", f.hop_cpu_us_per_message),
-                ("memcpy4_ns_per_message", f.memcpy4_ns_per_message),
-            ],
-        }
+        vec![
+            ("messages_per_s", self.floor_messages_per_s),
+            ("cpu_us_per_message", 2.0 * self.hop_cpu_us_per_message),
+            ("hop_cpu_us_per_message", self.hop_cpu_us_per_message),
+            ("memcpy4_ns_per_message", self.memcpy4_ns_per_message),
+        ]
     }
 }
 

@@ -13,8 +13,8 @@ use mq::load::LoadReport;
 use mq::wire::Wire;
 
 use super::servers::Server;
-use super::{Args, Design, FLOOR, Found, Offer, Outcome, Point, Run, SwitchCost};
-use crate::engine::Engine;
+use super::{Args, Design, FLOOR, Found, Offer, Point, Run, SwitchCost};
+use crate::engine::{Engine, Observed};
 use crate::experiments::ctx_switch;
 use crate::report::Published;
 
@@ -56,11 +56,12 @@ impl Sweep<'_> {
         let mut names: Vec<&str> =
             designs.iter().map(|d| d.condition.as_str()).collect();
         names.extend(floor.then_some(FLOOR));
-        engine.measure(&offer.at(), &names, |k| match designs.get(k) {
-            Some(d) => {
-                self.run(d.point, offer).map(|r| Outcome::Design(Box::new(r)))
+        // A design's run or the floor's, each with metrics of its own.
+        engine.measure(&offer.at(), &names, |k| -> Result<Box<dyn Observed>> {
+            match designs.get(k) {
+                Some(d) => Ok(Box::new(self.run(d.point, offer)?)),
+                None => Ok(Box::new(self.floor(offer.pipeline)?)),
             }
-            None => self.floor(offer.pipeline).map(Outcome::Floor),
         })?;
         Ok(())
     }
