@@ -214,10 +214,7 @@ pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
         .map_err(|e| unusable(e.message))?
         .ok_or_else(|| unusable("no such file".into()))?;
     let published = Published::of(&doc).map_err(|e| unusable(e.message))?;
-    let figure = |key: &str| {
-        let figure = published.figure(key).ok()??;
-        Some(figure.value)
-    };
+    let figure = |key: &str| Some(published.figure(key).ok()??.value);
     let (us, key, pin) = switch_cost_of(figure)
         .ok_or_else(|| unusable("no threads figure with a positive cost".into()))?;
     Ok(SwitchCost {

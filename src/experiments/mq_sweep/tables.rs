@@ -701,8 +701,7 @@ mod tests {
             "connections": 2, "closed_bad": 0, "refused": 0, "threads_joined": 4,
             "user_s": cpu / 2.0, "sys_s": cpu / 2.0, "voluntary_switches": switches,
             "involuntary_switches": 0});
-        let broker: Stats = serde_json::from_value(broker).unwrap();
-        let broker = Some(broker);
+        let broker: Option<Stats> = Some(serde_json::from_value(broker).unwrap());
         Run {
             load,
             broker,
@@ -804,13 +803,8 @@ mod tests {
 
     #[test]
     fn the_headline_pairs_each_server_setting_and_the_brokers_by_round() {
-        let redis = |threads| {
-            Point::Server(Setting {
-                kind: mq::wire::Wire::Redis,
-                threads,
-                reads: false,
-            })
-        };
+        let kind = mq::wire::Wire::Redis;
+        let redis = |threads| Point::Server(Setting { kind, threads, reads: false });
         // Two rounds; the event loop (2000, 4000) is the lab's best.
         let (d, log) = measured(vec![
             (Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000); 2]),
