@@ -539,39 +539,29 @@ fn designs(
 
 /// A design: what it is and ran on, more threads than `cpus` or not.
 fn design(point: Point, installed: &[Found], cpus: usize) -> Design {
-    let (mode, label, threads, reads, server) = match point {
+    let (mode, label, threads) = match point {
         Point::Pool(t) => {
-            ("threads", format!("lab broker, {t} threads per pool"), t, None, None)
+            ("threads", format!("lab broker, {t} threads per pool"), t)
         }
         Point::EventLoop => {
-            ("event-loop", "lab broker, event loop (1 thread)".into(), 0, None, None)
+            ("event-loop", "lab broker, event loop (1 thread)".into(), 0)
         }
-        Point::Server(s) => {
-            let inst = installed
-                .iter()
-                .find(|(k, _)| *k == s.kind)
-                .map(|(_, i)| i.info(&s));
-            (
-                s.kind.name(),
-                s.label(),
-                s.threads,
-                (s.kind == Wire::Redis).then_some(s.reads),
-                inst,
-            )
-        }
+        Point::Server(s) => (s.kind.name(), s.label(), s.threads),
     };
-    let above_cpus =
-        cpus > 0 && threads as usize > cpus && point != Point::EventLoop;
-    let condition = point.key();
+    let server = if let Point::Server(s) = point { Some(s) } else { None };
+    let info = |s: servers::Setting| {
+        let (_, inst) = installed.iter().find(|(k, _)| *k == s.kind)?;
+        Some(inst.info(&s))
+    };
     Design {
         point,
-        condition,
+        condition: point.key(),
         mode,
         label,
         threads,
-        reads_in_threads: reads,
-        above_cpus,
-        server,
+        reads_in_threads: server.filter(|s| s.kind == Wire::Redis).map(|s| s.reads),
+        above_cpus: cpus > 0 && threads as usize > cpus && point != Point::EventLoop,
+        server: server.and_then(info),
     }
 }
 

@@ -84,37 +84,28 @@ impl Sweep<'_> {
             broker_wall_s: start.elapsed().as_secs_f64(),
             switch_cost_us: cost,
         };
-        let threads = match p {
-            Point::Pool(t) => Some(t),
-            Point::EventLoop => None,
+        let mut cmd = Command::new(&self.bins[0]);
+        let what = match p {
+            Point::Pool(t) => {
+                let n = t.to_string();
+                cmd.args(["--readers", &n, "--writers", &n, "--deliverers", &n]);
+                format!("broker T={t}")
+            }
+            Point::EventLoop => {
+                cmd.arg("--event-loop");
+                "broker --event-loop".into()
+            }
             Point::Server(s) => {
                 // A failed load drops the server: stopped, reaped, its
                 // folder gone.
-                let inst = &self
-                    .installed
-                    .iter()
-                    .find(|(k, _)| *k == s.kind)
-                    .expect("found")
-                    .1;
-                let server = Server::start(inst, &s)?;
+                let inst = self.installed.iter().find(|(k, _)| *k == s.kind);
+                let server = Server::start(&inst.expect("found").1, &s)?;
                 let addr = format!("127.0.0.1:{}", server.port);
                 let load = self.load(&addr, s.kind, offer, &s.label())?;
                 return Ok(run(load, None, Some(server.stop()?)));
             }
         };
-        let mut cmd = Command::new(&self.bins[0]);
-        match threads {
-            Some(t) => {
-                let t = t.to_string();
-                cmd.args(["--readers", &t, "--writers", &t, "--deliverers", &t]);
-            }
-            None => {
-                cmd.arg("--event-loop");
-            }
-        }
         cmd.args(["--queues", &self.args.shape.queues.to_string(), "--json"]);
-        let what = threads
-            .map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
         let broker = crate::service::Service::start(&mut cmd, &what)?;
         let load = self.load(&broker.addr, Wire::Lab, offer, &what)?;
         // SIGTERM: the broker delivers what it holds, joins its threads and
