@@ -493,20 +493,17 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // Redis and NATS, headed as tables.md is; pipelined.md: the sweep at
     // each --pipeline above 1, the floor, and the open-loop point, for the
     // page on pipelining.
-    let header = report.header_for(&args.common, &out);
     let d = &report.data;
-    let mut files = vec![
-        ("brokers.md", crate::report::markdown(&header, &[tables::brokers(d, obs)])),
-        (
-            "pipelined.md",
-            crate::report::markdown(&header, &tables::pipelined(d, obs)),
-        ),
+    let side = [
+        ("brokers.md", vec![tables::brokers(d, obs)]),
+        ("pipelined.md", tables::pipelined(d, obs)),
     ];
-    files.extend(
-        tables::pipelined_chart(d, obs).map(|c| ("pipelined.svg", c.to_svg())),
-    );
-    report.files =
-        files.into_iter().map(|(f, text)| (f.to_string(), text)).collect();
+    let svg = tables::pipelined_chart(d, obs)
+        .map(|c| ("pipelined.svg".into(), c.to_svg()));
+    let header = report.header_for(&args.common, &out);
+    let md =
+        |(f, t): (&str, Vec<_>)| (f.into(), crate::report::markdown(&header, &t));
+    report.files = side.into_iter().map(md).chain(svg).collect();
     report.observations = engine.finish();
     report.publish(&args.common, &out)
 }
