@@ -73,6 +73,29 @@ pub struct Observation {
     pub beaten: bool,
 }
 
+impl Observation {
+    /// `t`'s run of `condition` at `setting` as the engine records it: in
+    /// round `round` (`None`: a warm-up), `position`th in its round. The
+    /// engine's own record, and the tests' way to make observations.
+    pub fn of<T: Observed + ?Sized>(
+        setting: &Setting,
+        condition: &str,
+        round: Option<usize>,
+        position: usize,
+        t: &T,
+    ) -> Observation {
+        let metrics = t.metrics().into_iter().map(|(k, v)| (k.to_string(), v));
+        Observation {
+            setting: setting.clone(),
+            condition: condition.to_string(),
+            round,
+            position,
+            metrics: metrics.collect(),
+            beaten: false,
+        }
+    }
+}
+
 /// What a run of a condition yields, as named numbers.
 pub trait Observed {
     fn metrics(&self) -> Vec<(&'static str, f64)>;
@@ -321,18 +344,7 @@ impl Engine {
         position: usize,
         t: &T,
     ) {
-        self.log.push(Observation {
-            setting: setting.clone(),
-            condition: condition.to_string(),
-            round,
-            position,
-            metrics: t
-                .metrics()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            beaten: false,
-        });
+        self.log.push(Observation::of(setting, condition, round, position, t));
     }
 
     /// Every observation so far, in the order the runs were made.

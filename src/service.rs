@@ -56,15 +56,7 @@ impl Service {
     /// stats); exiting other than 0 is an error with what it said.
     pub fn stop(mut self) -> Result<String> {
         let what = self.what.clone();
-        let pid = nix::unistd::Pid::from_raw(self.child.pid());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(
-            |e| {
-                Error::failed(format!(
-                    "kill {what}: {}",
-                    labkit::error::describe_errno(e)
-                ))
-            },
-        )?;
+        terminate(&self.child, &what)?;
         let mut rest = String::new();
         self.stdout
             .read_to_string(&mut rest)
@@ -84,4 +76,13 @@ impl Service {
         let raw = self.stderr.take().and_then(|h| h.join().ok()).unwrap_or_default();
         String::from_utf8_lossy(&raw).into_owned()
     }
+}
+
+/// Send `child` (named `what` in the error) SIGTERM: how the runner asks
+/// a server it started to stop (a [`Service`], mq-sweep's Redis and NATS).
+pub fn terminate(child: &Tracked, what: &str) -> Result<()> {
+    let pid = nix::unistd::Pid::from_raw(child.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
+        Error::failed(format!("kill {what}: {}", labkit::error::describe_errno(e)))
+    })
 }

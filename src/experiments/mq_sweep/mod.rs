@@ -257,25 +257,17 @@ impl Observed for Run {
     }
 }
 
-/// A run of a design or of the floor (`load --floor`: the work without a
-/// broker, whose msg/s each design's are a fraction of, and whose CPU per
-/// message is its two loopback hops').
-enum Outcome {
-    Design(Box<Run>),
-    Floor(FloorReport),
-}
-
-impl Observed for Outcome {
+/// A run of the floor (`load --floor`): the work without a broker, whose
+/// msg/s each design's are a fraction of, and whose CPU per message is its
+/// two loopback hops'.
+impl Observed for FloorReport {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        match self {
-            Outcome::Design(run) => run.metrics(),
-            Outcome::Floor(f) => vec![
-                ("messages_per_s", f.floor_messages_per_s),
-                ("cpu_us_per_message", 2.0 * f.hop_cpu_us_per_message),
-                ("hop_cpu_us_per_message", f.hop_cpu_us_per_message),
-                ("memcpy4_ns_per_message", f.memcpy4_ns_per_message),
-            ],
-        }
+        vec![
+            ("messages_per_s", self.floor_messages_per_s),
+            ("cpu_us_per_message", 2.0 * self.hop_cpu_us_per_message),
+            ("hop_cpu_us_per_message", self.hop_cpu_us_per_message),
+            ("memcpy4_ns_per_message", self.memcpy4_ns_per_message),
+        ]
     }
 }
 
@@ -462,19 +454,13 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     if let Some((open, designs)) = &open_loop {
         sweep.measure(&mut engine, open.offer, designs, false)?;
     }
-    let mut designs: Vec<Design> = Vec::new();
-    for x in offers.into_iter().flat_map(|(_, x)| x) {
-        if !designs.iter().any(|d| d.condition == x.condition) {
-            designs.push(x);
-        }
-    }
+    let mut designs: Vec<Design> = offers.into_iter().flat_map(|(_, x)| x).collect();
+    let mut seen = std::collections::HashSet::new();
+    designs.retain(|x| seen.insert(x.condition.clone())); // each once, first kept
     let switch_cost = given.unwrap_or_else(|| {
-        let costs: Vec<f64> = engine
-            .observations()
-            .0
-            .iter()
-            .filter_map(|o| o.metrics.get("switch_cost_us").copied())
-            .collect();
+        let runs = engine.observations().0.iter();
+        let costs: Vec<f64> =
+            runs.filter_map(|o| o.metrics.get("switch_cost_us").copied()).collect();
         run::measured_switch_cost(&costs)
     });
     let data = Data {
@@ -507,20 +493,17 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // Redis and NATS, headed as tables.md is; pipelined.md: the sweep at
     // each --pipeline above 1, the floor, and the open-loop point, for the
     // page on pipelining.
-    let header = report.header_for(&args.common, &out);
     let d = &report.data;
-    let mut files = vec![
-        ("brokers.md", crate::report::markdown(&header, &[tables::brokers(d, obs)])),
-        (
-            "pipelined.md",
-            crate::report::markdown(&header, &tables::pipelined(d, obs)),
-        ),
+    let side = [
+        ("brokers.md", vec![tables::brokers(d, obs)]),
+        ("pipelined.md", tables::pipelined(d, obs)),
     ];
-    files.extend(
-        tables::pipelined_chart(d, obs).map(|c| ("pipelined.svg", c.to_svg())),
-    );
-    report.files =
-        files.into_iter().map(|(f, text)| (f.to_string(), text)).collect();
+    let svg = tables::pipelined_chart(d, obs)
+        .map(|c| ("pipelined.svg".into(), c.to_svg()));
+    let header = report.header_for(&args.common, &out);
+    let md =
+        |(f, t): (&str, Vec<_>)| (f.into(), crate::report::markdown(&header, &t));
+    report.files = side.into_iter().map(md).chain(svg).collect();
     report.observations = engine.finish();
     report.publish(&args.common, &out)
 }
@@ -553,39 +536,29 @@ fn designs(
 
 /// A design: what it is and ran on, more threads than `cpus` or not.
 fn design(point: Point, installed: &[Found], cpus: usize) -> Design {
-    let (mode, label, threads, reads, server) = match point {
+    let (mode, label, threads) = match point {
         Point::Pool(t) => {
-            ("threads", format!("lab broker, {t} threads per pool"), t, None, None)
+            ("threads", format!("lab broker, {t} threads per pool"), t)
         }
         Point::EventLoop => {
-            ("event-loop", "lab broker, event loop (1 thread)".into(), 0, None, None)
+            ("event-loop", "lab broker, event loop (1 thread)".into(), 0)
         }
-        Point::Server(s) => {
-            let inst = installed
-                .iter()
-                .find(|(k, _)| *k == s.kind)
-                .map(|(_, i)| i.info(&s));
-            (
-                s.kind.name(),
-                s.label(),
-                s.threads,
-                (s.kind == Wire::Redis).then_some(s.reads),
-                inst,
-            )
-        }
+        Point::Server(s) => (s.kind.name(), s.label(), s.threads),
     };
-    let above_cpus =
-        cpus > 0 && threads as usize > cpus && point != Point::EventLoop;
-    let condition = point.key();
+    let server = if let Point::Server(s) = point { Some(s) } else { None };
+    let info = |s: servers::Setting| {
+        let (_, inst) = installed.iter().find(|(k, _)| *k == s.kind)?;
+        Some(inst.info(&s))
+    };
     Design {
         point,
-        condition,
+        condition: point.key(),
         mode,
         label,
         threads,
-        reads_in_threads: reads,
-        above_cpus,
-        server,
+        reads_in_threads: server.filter(|s| s.kind == Wire::Redis).map(|s| s.reads),
+        above_cpus: cpus > 0 && threads as usize > cpus && point != Point::EventLoop,
+        server: server.and_then(info),
     }
 }
 
@@ -615,14 +588,10 @@ fn key_of(d: &Design, offer: Offer) -> String {
     key
 }
 
-/// The pipeline value the open-loop point runs at: 16 if swept, else the
-/// largest.
-fn open_pipeline(args: &Args) -> u32 {
-    if args.pipeline.contains(&16) {
-        16
-    } else {
-        args.pipeline.iter().copied().max().unwrap_or(1)
-    }
+/// The pipeline value the open-loop point and the pipelined chart take of
+/// `values`: 16 if among them, else the largest.
+fn open_pipeline(values: &[u32]) -> Option<u32> {
+    if values.contains(&16) { Some(16) } else { values.iter().copied().max() }
 }
 
 /// The open-loop point: at the pipeline of [`open_pipeline`], each
@@ -634,7 +603,7 @@ fn open_loop(
     obs: Observations,
     offers: &[(Offer, Vec<Design>)],
 ) -> Option<(OpenLoop, Vec<Design>)> {
-    let n = open_pipeline(args);
+    let n = open_pipeline(&args.pipeline)?;
     let (offer, designs) = offers.iter().find(|(o, _)| o.pipeline == n)?;
     let median = |d: &Design| {
         obs.summary(&offer.at(), &d.condition, "messages_per_s")

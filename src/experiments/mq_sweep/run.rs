@@ -13,8 +13,8 @@ use mq::load::LoadReport;
 use mq::wire::Wire;
 
 use super::servers::Server;
-use super::{Args, Design, FLOOR, Found, Offer, Outcome, Point, Run, SwitchCost};
-use crate::engine::Engine;
+use super::{Args, Design, FLOOR, Found, Offer, Point, Run, SwitchCost};
+use crate::engine::{Engine, Observed};
 use crate::experiments::ctx_switch;
 use crate::report::Published;
 
@@ -56,11 +56,12 @@ impl Sweep<'_> {
         let mut names: Vec<&str> =
             designs.iter().map(|d| d.condition.as_str()).collect();
         names.extend(floor.then_some(FLOOR));
-        engine.measure(&offer.at(), &names, |k| match designs.get(k) {
-            Some(d) => {
-                self.run(d.point, offer).map(|r| Outcome::Design(Box::new(r)))
+        // A design's run or the floor's, each with metrics of its own.
+        engine.measure(&offer.at(), &names, |k| -> Result<Box<dyn Observed>> {
+            match designs.get(k) {
+                Some(d) => Ok(Box::new(self.run(d.point, offer)?)),
+                None => Ok(Box::new(self.floor(offer.pipeline)?)),
             }
-            None => self.floor(offer.pipeline).map(Outcome::Floor),
         })?;
         Ok(())
     }
@@ -83,37 +84,28 @@ impl Sweep<'_> {
             broker_wall_s: start.elapsed().as_secs_f64(),
             switch_cost_us: cost,
         };
-        let threads = match p {
-            Point::Pool(t) => Some(t),
-            Point::EventLoop => None,
+        let mut cmd = Command::new(&self.bins[0]);
+        let what = match p {
+            Point::Pool(t) => {
+                let n = t.to_string();
+                cmd.args(["--readers", &n, "--writers", &n, "--deliverers", &n]);
+                format!("broker T={t}")
+            }
+            Point::EventLoop => {
+                cmd.arg("--event-loop");
+                "broker --event-loop".into()
+            }
             Point::Server(s) => {
                 // A failed load drops the server: stopped, reaped, its
                 // folder gone.
-                let inst = &self
-                    .installed
-                    .iter()
-                    .find(|(k, _)| *k == s.kind)
-                    .expect("found")
-                    .1;
-                let server = Server::start(inst, &s)?;
+                let inst = self.installed.iter().find(|(k, _)| *k == s.kind);
+                let server = Server::start(&inst.expect("found").1, &s)?;
                 let addr = format!("127.0.0.1:{}", server.port);
                 let load = self.load(&addr, s.kind, offer, &s.label())?;
                 return Ok(run(load, None, Some(server.stop()?)));
             }
         };
-        let mut cmd = Command::new(&self.bins[0]);
-        match threads {
-            Some(t) => {
-                let t = t.to_string();
-                cmd.args(["--readers", &t, "--writers", &t, "--deliverers", &t]);
-            }
-            None => {
-                cmd.arg("--event-loop");
-            }
-        }
         cmd.args(["--queues", &self.args.shape.queues.to_string(), "--json"]);
-        let what = threads
-            .map_or("broker --event-loop".into(), |t| format!("broker T={t}"));
         let broker = crate::service::Service::start(&mut cmd, &what)?;
         let load = self.load(&broker.addr, Wire::Lab, offer, &what)?;
         // SIGTERM: the broker delivers what it holds, joins its threads and
@@ -213,10 +205,7 @@ pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
         .map_err(|e| unusable(e.message))?
         .ok_or_else(|| unusable("no such file".into()))?;
     let published = Published::of(&doc).map_err(|e| unusable(e.message))?;
-    let figure = |key: &str| {
-        let figure = published.figure(key).ok()??;
-        Some(figure.value)
-    };
+    let figure = |key: &str| Some(published.figure(key).ok()??.value);
     let (us, key, pin) = switch_cost_of(figure)
         .ok_or_else(|| unusable("no threads figure with a positive cost".into()))?;
     Ok(SwitchCost {

@@ -211,10 +211,11 @@ impl Server {
             .map_err(|e| Error::io("cannot make a temporary directory", e))?;
         let port = free_port()?;
         let log = dir.path().join(format!("{program}.log"));
+        let path = dir.path().join(format!("{}.conf", setting.kind.name()));
         let mut cmd = Command::new(&installed.path);
-        let (name, conf) = match setting.kind {
-            Wire::Redis => (
-                "redis.conf",
+        let conf = match setting.kind {
+            Wire::Redis => {
+                cmd.arg(&path);
                 format!(
                     "bind 127.0.0.1\nport {port}\nprotected-mode yes\ndaemonize no\n\
                  save \"\"\nappendonly no\ndir {dir}\nlogfile {log}\n\
@@ -224,25 +225,19 @@ impl Server {
                     log = log.display(),
                     threads = setting.threads,
                     reads = if setting.reads { "yes" } else { "no" },
-                ),
-            ),
-            _ => (
-                "nats.conf",
+                )
+            }
+            _ => {
+                cmd.arg("-c")
+                    .arg(&path)
+                    .env("GOMAXPROCS", setting.threads.to_string());
                 format!(
                     "listen: \"127.0.0.1:{port}\"\nmax_payload: 1048576\nlog_file: \"{}\"\n",
                     log.display()
-                ),
-            ),
+                )
+            }
         };
-        let path = dir.path().join(name);
         std::fs::write(&path, conf).map_err(|e| Error::io(path.display(), e))?;
-        match setting.kind {
-            Wire::Redis => cmd.arg(&path),
-            _ => cmd
-                .arg("-c")
-                .arg(&path)
-                .env("GOMAXPROCS", setting.threads.to_string()),
-        };
         // Whatever it prints before its log is open goes to the log too.
         let out = File::create(dir.path().join("console.log"))
             .map_err(|e| Error::io("cannot create the server's console log", e))?;
@@ -305,16 +300,7 @@ impl Server {
             )));
         }
         let mut child = self.child.take().expect("running");
-        let pid = nix::unistd::Pid::from_raw(child.pid());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(
-            |e| {
-                Error::failed(format!(
-                    "kill {}: {}",
-                    self.what,
-                    labkit::error::describe_errno(e)
-                ))
-            },
-        )?;
+        crate::service::terminate(&child, &self.what)?;
         let (status, ru) = child
             .wait4()
             .map_err(|e| Error::io(format!("{}: wait", self.what), e))?;

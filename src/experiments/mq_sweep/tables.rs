@@ -8,7 +8,7 @@ use crate::report::{Headline, HeadlineBuilder};
 use crate::stats::Summary;
 use crate::table::{Column, Table, col, range};
 
-use super::{Data, Design, FLOOR, Offer, article};
+use super::{Data, Design, FLOOR, Offer, article, open_pipeline};
 
 /// The results as the tables read them: the designs, the observations.
 #[derive(Clone, Copy)]
@@ -61,8 +61,33 @@ impl<'a> View<'a> {
             self.designs(offer).into_iter().filter(|d| keep(d)).collect();
         let names: Vec<&str> =
             designs.iter().map(|d| d.condition.as_str()).collect();
-        let best = self.obs.best(&offer.at(), &names, "messages_per_s")?;
+        let best = self.obs.best(&offer.at(), &names, MSGS)?;
         Some(best.into_iter().map(|(k, v)| (designs[k], v)).collect())
+    }
+
+    /// Each round's best msg/s among the designs `keep` selects, without
+    /// who gave it.
+    fn best_of(
+        &self,
+        offer: Offer,
+        keep: &dyn Fn(&Design) -> bool,
+    ) -> Option<Vec<f64>> {
+        Some(self.best(offer, keep)?.into_iter().map(|(_, v)| v).collect())
+    }
+
+    /// `metric` at `offer` of each design `keep` selects, by its threads: a
+    /// chart's points.
+    fn by_threads(
+        &self,
+        offer: Offer,
+        keep: &dyn Fn(&Design) -> bool,
+        metric: &str,
+    ) -> Vec<(f64, Summary)> {
+        let of = self.designs(offer).into_iter().filter(|x| keep(x));
+        let point = |x: &Design| {
+            Some((f64::from(x.threads), self.summary(offer, &x.condition, metric)?))
+        };
+        of.filter_map(point).collect()
     }
 
     /// Each row of a design at `offer`: its label at that offer, with ` *`
@@ -75,6 +100,10 @@ impl<'a> View<'a> {
         self.designs(offer).iter().map(line).collect()
     }
 }
+
+/// The metrics the headline reads most.
+const MSGS: &str = "messages_per_s";
+const SHARE: &str = "switch_share_pct";
 
 /// A design's label at an offer.
 fn label(d: &Design, offer: Offer) -> String {
@@ -92,6 +121,16 @@ fn interval(s: &Summary, digits: usize) -> String {
     format!("{:.digits$} [{lo:.digits$}, {hi:.digits$}]", s.median)
 }
 
+/// The load, as a table's title says it: `100 senders, ..., 1 s per run`,
+/// with `offered` (how fast) after the message size.
+fn load(d: &Data, offered: &str) -> String {
+    let Data { senders, receivers, queues, size, duration_s, .. } = d;
+    format!(
+        "{senders} senders, {receivers} receivers, {queues} queues, \
+         {size}-byte messages{offered}, {duration_s} s per run"
+    )
+}
+
 /// The sweep at one message per write (at the rate asked).
 fn one(d: &Data) -> Offer {
     Offer { pipeline: 1, rate: d.rate }
@@ -106,64 +145,48 @@ fn one(d: &Data) -> Offer {
 pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     let v = View { d, obs };
     let at = one(d);
-    let rounds = |key: &str, metric: &str| obs.rounds(&at.at(), key, metric);
-    let server_at = |mode: &str, n: u32| {
-        values(v.best(at, &|x| x.mode == mode && x.threads == n))
-    };
-    let msgs = "messages_per_s";
-    let mut h = crate::report::headline()
-        .rounds(
-            "messages_per_s_10",
-            "10 threads per pool",
-            rounds("threads-10", msgs),
-            "msg/s",
-        )
-        .rounds(
-            "messages_per_s_100",
-            "100 threads per pool",
-            rounds("threads-100", msgs),
-            "msg/s",
-        )
-        .rounds(
-            "switch_share_10",
-            "switching's share of broker CPU, 10 threads",
-            rounds("threads-10", "switch_share_pct"),
-            "%",
-        )
-        .rounds(
-            "switch_share_100",
-            "switching's share of broker CPU, 100 threads",
-            rounds("threads-100", "switch_share_pct"),
-            "%",
-        )
-        .rounds(
-            "event_loop_messages_per_s",
-            "the epoll event loop",
-            rounds("event-loop", msgs),
-            "msg/s",
-        );
-    h = compared(h, v, at)
-        .paired(
+    let mut h = crate::report::headline();
+    for (key, label, metric, unit) in [
+        ("messages_per_s", "{t} threads per pool", MSGS, "msg/s"),
+        ("switch_share", "switching's share of broker CPU, {t} threads", SHARE, "%"),
+    ] {
+        for t in [10, 100] {
+            let rounds = obs.rounds(&at.at(), &format!("threads-{t}"), metric);
+            let label = label.replace("{t}", &t.to_string());
+            h = h.rounds(&format!("{key}_{t}"), &label, rounds, unit);
+        }
+    }
+    let event_loop = obs.rounds(&at.at(), "event-loop", MSGS);
+    h = h.rounds(
+        "event_loop_messages_per_s",
+        "the epoll event loop",
+        event_loop,
+        "msg/s",
+    );
+    h = compared(h, v, at);
+    // Each server's fewest threads (1) over more, the better design of each.
+    for (key, mode, more, label) in [
+        (
             "redis_one_over_two",
-            "Redis: io-threads 1 over 2 (the better of reads or not), in the same round",
-            server_at("redis", 1),
-            server_at("redis", 2),
-        )
-        .paired(
+            "redis",
+            2,
+            "Redis: io-threads 1 over 2 (the better of reads or not)",
+        ),
+        (
             "redis_one_over_four",
-            "Redis: io-threads 1 over 4 (above the CPUs), in the same round",
-            server_at("redis", 1),
-            server_at("redis", 4),
-        )
-        .paired(
-            "nats_one_over_two",
-            "NATS: GOMAXPROCS 1 over 2, in the same round",
-            server_at("nats", 1),
-            server_at("nats", 2),
-        );
+            "redis",
+            4,
+            "Redis: io-threads 1 over 4 (above the CPUs)",
+        ),
+        ("nats_one_over_two", "nats", 2, "NATS: GOMAXPROCS 1 over 2"),
+    ] {
+        let of = |t: u32| v.best_of(at, &|x| x.mode == mode && x.threads == t);
+        let label = format!("{label}, in the same round");
+        h = h.paired(key, &label, of(1), of(more));
+    }
     for &n in &d.pipeline {
         let offer = Offer { pipeline: n, rate: d.rate };
-        let floor = obs.rounds(&offer.at(), FLOOR, msgs);
+        let floor = obs.rounds(&offer.at(), FLOOR, MSGS);
         h = h.rounds(
             &format!("floor_messages_per_s_p{n}"),
             &format!("the floor at {n} per write: two loopback hops on the CPUs allowed, no broker"),
@@ -171,7 +194,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
             "msg/s",
         );
         if n > 1 {
-            let ours = values(v.best(offer, &Design::ours));
+            let ours = v.best_of(offer, &Design::ours);
             let fraction = ours.zip(floor).map(|(o, f)| {
                 o.iter().zip(f).map(|(o, f)| o / f.max(1e-9)).collect()
             });
@@ -202,11 +225,6 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     h.build()
 }
 
-/// Each round's best, without who gave it.
-fn values(best: Option<Vec<(&Design, f64)>>) -> Option<Vec<f64>> {
-    best.map(|b| b.into_iter().map(|(_, v)| v).collect())
-}
-
 /// The comparisons made at one message per write and at each pipeline
 /// above 1 (keys ending in `_p<N>`): 10 threads per pool over 100, the best
 /// pool size, each broker's best and the lab's over Redis's and NATS's.
@@ -217,68 +235,62 @@ fn compared(h: HeadlineBuilder, v: View, offer: Offer) -> HeadlineBuilder {
     } else {
         (format!("_p{n}"), format!(" at {n} per write"), format!(", {n} per write"))
     };
-    let rate = |t: &str| v.obs.rounds(&offer.at(), t, "messages_per_s");
+    let rate = |t: &str| v.obs.rounds(&offer.at(), t, MSGS);
     let pools = v.best(offer, &|x| x.mode == "threads");
-    let ours = values(v.best(offer, &Design::ours));
-    let redis = values(v.best(offer, &|x| x.mode == "redis"));
-    let nats = values(v.best(offer, &|x| x.mode == "nats"));
+    let sizes = pools.as_ref().map(|b| b.iter().map(|(x, _)| f64::from(x.threads)));
     let best_pool = if n == 1 {
         "the round's best throughput over the pool sizes".to_string()
     } else {
         format!("the round's best pool size at {n} per write")
     };
-    h.paired(
-        &format!("ten_over_hundred{key}"),
-        &format!(
-            "throughput at 10 threads per pool over 100{comma}, in the same round"
-        ),
-        rate("threads-10"),
-        rate("threads-100"),
-    )
-    .rounds(
-        &format!("best_pool{key}"),
-        &format!("threads per pool at the round's best throughput{comma}"),
-        pools.as_ref().map(|b| {
-            b.iter().map(|(x, _)| f64::from(x.threads)).collect::<Vec<_>>()
-        }),
-        "",
-    )
-    .rounds(
-        &format!("best_pool_messages_per_s{key}"),
-        &best_pool,
-        values(pools),
-        "msg/s",
-    )
-    .rounds(
-        &format!("ours_best_messages_per_s{key}"),
-        &format!("the lab broker's best design{at}, each round"),
-        ours.clone(),
-        "msg/s",
-    )
-    .rounds(
-        &format!("redis_best_messages_per_s{key}"),
-        &format!("Redis's best setting{at}, each round"),
-        redis.clone(),
-        "msg/s",
-    )
-    .rounds(
-        &format!("nats_best_messages_per_s{key}"),
-        &format!("NATS's best setting{at}, each round"),
-        nats.clone(),
-        "msg/s",
-    )
-    .paired(
-        &format!("ours_over_redis{key}"),
-        &format!("the lab broker's best over Redis's best{at}, in the same round"),
-        ours.clone(),
-        redis,
-    )
-    .paired(
-        &format!("ours_over_nats{key}"),
-        &format!("the lab broker's best over NATS's best{at}, in the same round"),
-        ours,
-        nats,
-    )
+    let mut h = h
+        .paired(
+            &format!("ten_over_hundred{key}"),
+            &format!(
+                "throughput at 10 threads per pool over 100{comma}, in the same round"
+            ),
+            rate("threads-10"),
+            rate("threads-100"),
+        )
+        .rounds(
+            &format!("best_pool{key}"),
+            &format!("threads per pool at the round's best throughput{comma}"),
+            sizes.map(Iterator::collect::<Vec<_>>),
+            "",
+        )
+        .rounds(
+            &format!("best_pool_messages_per_s{key}"),
+            &best_pool,
+            pools.map(|b| b.into_iter().map(|(_, v)| v).collect()),
+            "msg/s",
+        );
+    let ours = v.best_of(offer, &Design::ours);
+    let best = |mode: &str| v.best_of(offer, &|x| x.mode == mode);
+    for (name, label, rounds) in [
+        ("ours", "the lab broker's best design", ours.clone()),
+        ("redis", "Redis's best setting", best("redis")),
+        ("nats", "NATS's best setting", best("nats")),
+    ] {
+        let label = format!("{label}{at}, each round");
+        h = h.rounds(
+            &format!("{name}_best_messages_per_s{key}"),
+            &label,
+            rounds,
+            "msg/s",
+        );
+    }
+    for (name, whose) in [("redis", "Redis's"), ("nats", "NATS's")] {
+        let label = format!(
+            "the lab broker's best over {whose} best{at}, in the same round"
+        );
+        h = h.paired(
+            &format!("ours_over_{name}{key}"),
+            &label,
+            ours.clone(),
+            best(name),
+        );
+    }
+    h
 }
 
 /// Three tables, each fitting the book's column with one line per row: the
@@ -293,15 +305,11 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         return vec![brokers(d, obs)]; // --brokers without lab: no pool to tabulate
     }
     let offered = if d.rate == 0 {
-        "as fast as the broker takes them".to_string()
+        " as fast as the broker takes them".to_string()
     } else {
-        format!("offered at {} messages/s", d.rate)
+        format!(" offered at {} messages/s", d.rate)
     };
-    let title = format!(
-        "Threads per pool vs throughput: {} senders, {} receivers, {} queues, \
-         {}-byte messages {offered}, {} s per run",
-        d.senders, d.receivers, d.queues, d.size, d.duration_s
-    );
+    let title = format!("Threads per pool vs throughput: {}", load(d, &offered));
     let threads = |x: &&Design| {
         if x.mode == "threads" {
             x.threads.to_string()
@@ -321,7 +329,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         &[
             col("threads/pool", threads),
             col("msg/s", |x: &&Design| {
-                v.summary(at, &x.condition, "messages_per_s")
+                v.summary(at, &x.condition, MSGS)
                     .map_or("-".into(), |s| range(&s, 0))
             }),
             col("2006 msg/s", |x| then(x).0.to_string()),
@@ -381,7 +389,7 @@ fn broker_columns(
 ) -> Vec<Column<'_, Line>> {
     vec![
         col("broker", |(line, _): &Line| line.clone()),
-        cells(v, offer, "msg/s", "messages_per_s", 0),
+        cells(v, offer, "msg/s", MSGS, 0),
         cells(v, offer, "p50 ms", "p50_ms", digits),
         cells(v, offer, "p99 ms", "p99_ms", digits),
         cells(v, offer, "CPU us/msg", "cpu_us_per_message", 2),
@@ -400,13 +408,10 @@ pub(super) fn brokers(d: &Data, obs: Observations) -> Table {
         "Every broker on the same load: the lab's, Redis pub/sub and NATS core";
     let mut t = Table::of(title, &v.lines(at, true), &columns);
     let designs = v.designs(at);
-    let mut versions: Vec<String> = Vec::new();
-    for s in designs.iter().filter_map(|x| x.server.as_ref()) {
-        let version = format!("{} {}", s.program, s.version);
-        if !versions.contains(&version) {
-            versions.push(version);
-        }
-    }
+    let servers = designs.iter().filter_map(|x| x.server.as_ref());
+    let mut versions: Vec<String> =
+        servers.map(|s| format!("{} {}", s.program, s.version)).collect();
+    versions.dedup(); // each server's designs lie together
     t.note(format!(
         "{}, one pass over every broker per round. \
          The same load generator drives all: each sender and receiver a thread \
@@ -447,7 +452,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         if lines.is_empty() {
             continue;
         }
-        let floor = v.summary(at, FLOOR, "messages_per_s").is_some();
+        let floor = v.summary(at, FLOOR, MSGS).is_some();
         if floor {
             lines.push(("floor: the work alone, no broker".into(), FLOOR.into()));
         }
@@ -458,7 +463,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
                 if key == FLOOR {
                     return "1".into();
                 }
-                let of = obs.paired(&at.at(), key, FLOOR, "messages_per_s");
+                let of = obs.paired(&at.at(), key, FLOOR, MSGS);
                 of.and_then(|r| Summary::of(&r))
                     .map_or("-".into(), |s| interval(&s, 2))
             }),
@@ -466,11 +471,7 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         columns.push(cells(v, at, "load us/msg", "load_cpu_us_per_message", 2));
         columns.push(cells(v, at, "sw/msg", "switches_per_message", 3));
         let mut t = Table::of(
-            format!(
-                "{n} messages per write: {} senders, {} receivers, {} queues, \
-                 {}-byte messages, {} s per run",
-                d.senders, d.receivers, d.queues, d.size, d.duration_s
-            ),
+            format!("{n} messages per write: {}", load(d, "")),
             &lines,
             &columns,
         );
@@ -557,9 +558,9 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
         .copied()
         .filter(|&n| n > 1 && !v.designs(offer(n)).is_empty())
         .collect();
-    let n = if ran.contains(&16) { 16 } else { ran.into_iter().max()? };
+    let n = open_pipeline(&ran)?;
     let at = offer(n);
-    let title = match v.summary(at, FLOOR, "messages_per_s") {
+    let title = match v.summary(at, FLOOR, MSGS) {
         Some(f) => format!(
             "{n} messages per write (the floor, no broker: {:.0} msg/s)",
             f.median
@@ -567,7 +568,7 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
         None => format!("{n} messages per write"),
     };
     let rows = v.designs(at).into_iter().filter_map(|x| {
-        let m = v.summary(at, &x.condition, "messages_per_s")?;
+        let m = v.summary(at, &x.condition, MSGS)?;
         Some(Bar::new(meaning(x), label(x, at), m.median).range(m.min, m.max))
     });
     let unit = "messages/s: median, whisker min-max of the rounds";
@@ -577,53 +578,49 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     let (v, at) = (View { d, obs }, one(d));
     let designs = v.designs(at);
-    let pools: Vec<&Design> =
-        designs.iter().copied().filter(|x| x.mode == "threads").collect();
-    if pools.is_empty() {
+    let pool = |x: &Design| x.mode == "threads";
+    let pools = designs.iter().filter(|x| pool(x));
+    let xs: Vec<f64> = pools.map(|x| f64::from(x.threads)).collect();
+    if xs.is_empty() {
         return brokers_chart(v).into_iter().collect();
     }
-    let xs: Vec<f64> = pools.iter().map(|x| f64::from(x.threads)).collect();
-    let points = |metric: &'static str| {
-        pools.iter().filter_map(move |x| {
-            Some((f64::from(x.threads), v.summary(at, &x.condition, metric)?))
-        })
-    };
-    let mut tp = Chart::new(
-        "Throughput vs threads per pool",
-        "threads/pool",
-        "messages/s (median, band: min-max)",
-    )
-    .summaries(Meaning::Thread, "thread pools", points("messages_per_s"));
-    let mut share = Chart::new(
-        "CPU share spent switching vs threads per pool",
-        "threads/pool",
-        "% of broker CPU (median, band: min-max)",
-    )
-    .summaries(Meaning::Thread, "thread pools", points("switch_share_pct"));
-    if designs.iter().any(|x| x.mode == "event-loop") {
-        let label = "event loop (1 thread)";
-        let flat = |metric| {
+    let event_loop = designs.iter().any(|x| x.mode == "event-loop");
+    // Each chart of the pools, the event loop flat across them, and the
+    // article's two points where they were swept: 800 and 600 msg/s, 10%
+    // and 30% switching, at 10 and 100 threads per pool.
+    let chart = |title: &str, y: &str, metric: &str, then: [f64; 2]| {
+        let pools = v.by_threads(at, &pool, metric);
+        let mut c = Chart::new(title, "threads/pool", y);
+        c = c.summaries(Meaning::Thread, "thread pools", pools);
+        if event_loop {
             let s = v.summary(at, "event-loop", metric);
-            xs.iter().filter_map(move |&x| Some((x, s?))).collect::<Vec<_>>()
-        };
-        tp = tp.summaries(Meaning::EventLoop, label, flat("messages_per_s"));
-        share = share.summaries(Meaning::EventLoop, label, flat("switch_share_pct"));
-    }
-    (tp.log_x, share.log_x, tp.log_y) = (xs.len() > 1, xs.len() > 1, true);
-    // The article's two points, where they were swept: 800 and 600 msg/s,
-    // 10% and 30% switching, at 10 and 100 threads per pool.
-    let then: Vec<_> = [(10.0, 800.0, 10.0), (100.0, 600.0, 30.0)]
-        .into_iter()
-        .filter(|p| xs.contains(&p.0))
-        .collect();
-    if !then.is_empty() {
-        let article = |y: fn(&(f64, f64, f64)) -> f64| {
-            then.iter().map(|p| (p.0, y(p))).collect()
-        };
-        tp = tp.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.1));
-        share =
-            share.series(Meaning::Article, "2006 article (1 CPU)", article(|p| p.2));
-    }
+            let flat = xs.iter().filter_map(|&x| Some((x, s?))).collect::<Vec<_>>();
+            c = c.summaries(Meaning::EventLoop, "event loop (1 thread)", flat);
+        }
+        c.log_x = xs.len() > 1;
+        let then: Vec<_> = [10.0, 100.0]
+            .into_iter()
+            .zip(then)
+            .filter(|p| xs.contains(&p.0))
+            .collect();
+        if !then.is_empty() {
+            c = c.series(Meaning::Article, "2006 article (1 CPU)", then);
+        }
+        c
+    };
+    let mut tp = chart(
+        "Throughput vs threads per pool",
+        "messages/s (median, band: min-max)",
+        MSGS,
+        [800.0, 600.0],
+    );
+    tp.log_y = true;
+    let share = chart(
+        "CPU share spent switching vs threads per pool",
+        "% of broker CPU (median, band: min-max)",
+        SHARE,
+        [10.0, 30.0],
+    );
     let mut out = vec![("throughput".into(), tp), ("switch-share".into(), share)];
     out.extend(brokers_chart(v));
     out
@@ -635,16 +632,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
 fn brokers_chart(v: View) -> Option<(String, Chart)> {
     let at = one(v.d);
     let designs = v.designs(at);
-    let series = |keep: &dyn Fn(&Design) -> bool| {
-        let of = designs.iter().filter(|x| keep(x));
-        of.filter_map(|x| {
-            Some((
-                f64::from(x.threads),
-                v.summary(at, &x.condition, "messages_per_s")?,
-            ))
-        })
-        .collect::<Vec<_>>()
-    };
+    let series = |keep: &dyn Fn(&Design) -> bool| v.by_threads(at, keep, MSGS);
     let writes = series(&|x| x.mode == "redis" && x.reads_in_threads != Some(true));
     // Reading in the I/O threads starts from io-threads 1 (no I/O threads),
     // the point both lines share; a line only where some design reads.
@@ -675,7 +663,7 @@ fn brokers_chart(v: View) -> Option<(String, Chart)> {
             chart = chart.summaries(kind, label, points);
         }
     }
-    let median = |x: &&&Design| v.median(at, &x.condition, "messages_per_s");
+    let median = |x: &&&Design| v.median(at, &x.condition, MSGS);
     let best = designs
         .iter()
         .filter(|x| x.ours())
@@ -692,7 +680,7 @@ mod tests {
     use super::super::servers::Setting;
     use super::super::{Point, Run, SwitchCost, design};
     use super::*;
-    use crate::engine::{Observation, Observed};
+    use crate::engine::Observation;
     use mq::Stats;
     use mq::load::LoadReport;
 
@@ -713,8 +701,7 @@ mod tests {
             "connections": 2, "closed_bad": 0, "refused": 0, "threads_joined": 4,
             "user_s": cpu / 2.0, "sys_s": cpu / 2.0, "voluntary_switches": switches,
             "involuntary_switches": 0});
-        let broker: Stats = serde_json::from_value(broker).unwrap();
-        let broker = Some(broker);
+        let broker: Option<Stats> = Some(serde_json::from_value(broker).unwrap());
         Run {
             load,
             broker,
@@ -727,21 +714,11 @@ mod tests {
     /// The designs' runs at one message per write, round by round, as the
     /// engine records them, with the results they make.
     fn measured(rows: Vec<(Point, Vec<Run>)>) -> (Data, Vec<Observation>) {
+        let at = Offer { pipeline: 1, rate: 0 }.at();
         let mut log = Vec::new();
         for (k, (p, runs)) in rows.iter().enumerate() {
             for (i, r) in runs.iter().enumerate() {
-                log.push(Observation {
-                    setting: Offer { pipeline: 1, rate: 0 }.at(),
-                    condition: p.key(),
-                    round: Some(i + 1),
-                    position: k,
-                    beaten: false,
-                    metrics: r
-                        .metrics()
-                        .into_iter()
-                        .map(|(m, x)| (m.to_string(), x))
-                        .collect(),
-                });
+                log.push(Observation::of(&at, &p.key(), Some(i + 1), k, r));
             }
         }
         let data = Data {
@@ -826,13 +803,8 @@ mod tests {
 
     #[test]
     fn the_headline_pairs_each_server_setting_and_the_brokers_by_round() {
-        let redis = |threads| {
-            Point::Server(Setting {
-                kind: mq::wire::Wire::Redis,
-                threads,
-                reads: false,
-            })
-        };
+        let kind = mq::wire::Wire::Redis;
+        let redis = |threads| Point::Server(Setting { kind, threads, reads: false });
         // Two rounds; the event loop (2000, 4000) is the lab's best.
         let (d, log) = measured(vec![
             (Point::Pool(10), vec![run(1000, 1.0, 0.5, 50_000); 2]),
