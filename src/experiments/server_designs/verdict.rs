@@ -37,11 +37,6 @@ pub(super) fn above_baseline(obs: Observations) -> Vec<Series> {
         .collect()
 }
 
-/// The median of `design`'s `metric` under the closed loop.
-pub(super) fn median(obs: Observations, design: &str, metric: &str) -> Option<f64> {
-    obs.summary(&closed(), design, metric).map(|s| s.median)
-}
-
 /// The median of `design`'s [`above`] at `at`: seconds, or µs per
 /// connection.
 pub(super) fn above_median(
@@ -181,14 +176,16 @@ pub(super) fn verdict(obs: Observations, designs: &[&str]) -> Verdict {
     let best_cps = |modern: bool| {
         let of = designs.iter().filter(|d| stevens(d).is_none() == modern);
         best(
-            of.filter_map(|d| Some((*d, median(obs, d, "connections_per_s")?))),
+            of.filter_map(|d| {
+                Some((*d, obs.median(&closed(), d, "connections_per_s")?))
+            }),
             true,
         )
     };
     let (best_prefork, best_prethread) = (best_of("prefork"), best_of("prethread"));
     let ratio = |num: &str, den: &Option<Best>, total: bool| {
         let pick = |d: &str| match total {
-            true => median(obs, d, "cpu_s"),
+            true => obs.median(&closed(), d, "cpu_s"),
             false => above_median(obs, &closed(), d, false),
         };
         let (n, d) = (pick(num)?, pick(&den.as_ref()?.design)?);
