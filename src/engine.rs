@@ -116,6 +116,38 @@ impl<A: Observed, B: Observed> Observed for (A, B) {
     }
 }
 
+// One observation from what a run yielded: the engine's own record, and
+// the logs the experiments' tests make by hand (server-designs,
+// create-destroy; ctx-switch, mq-sweep and document spell it out).
+impl Observation {
+    /// `condition`'s run at `setting` in `round` (`None`: a warm-up), at
+    /// `position` in its round's order, with the metrics of what it yielded.
+    pub fn new(
+        setting: &Setting,
+        condition: &str,
+        round: Option<usize>,
+        position: usize,
+        run: &impl Observed,
+    ) -> Observation {
+        let metrics = run.metrics().into_iter().map(|(k, v)| (k.to_string(), v));
+        Observation {
+            setting: setting.clone(),
+            condition: condition.to_string(),
+            round,
+            position,
+            metrics: metrics.collect(),
+            beaten: false,
+        }
+    }
+}
+
+/// Named figures as they are: a test's hand-made run.
+impl Observed for Vec<(&'static str, f64)> {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        self.clone()
+    }
+}
+
 /// The rounds that balance the order of `conditions` ([`order`]): even,
 /// `rounds` rounded up, when there are two or more.
 pub fn balanced_rounds(rounds: usize, conditions: usize) -> usize {
@@ -321,18 +353,7 @@ impl Engine {
         position: usize,
         t: &T,
     ) {
-        self.log.push(Observation {
-            setting: setting.clone(),
-            condition: condition.to_string(),
-            round,
-            position,
-            metrics: t
-                .metrics()
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-            beaten: false,
-        });
+        self.log.push(Observation::new(setting, condition, round, position, t));
     }
 
     /// Every observation so far, in the order the runs were made.

@@ -343,15 +343,11 @@ mod tests {
         log: &mut Vec<Observation>,
         at: &Setting,
         program: &str,
-        metrics: &[(&str, [f64; 3])],
+        metrics: &[(&'static str, [f64; 3])],
     ) {
-        log.extend((0..3).map(|k| Observation {
-            setting: at.clone(),
-            condition: program.into(),
-            round: Some(k + 1),
-            position: 0,
-            beaten: false,
-            metrics: metrics.iter().map(|(m, v)| (m.to_string(), v[k])).collect(),
+        log.extend((0..3).map(|k| {
+            let run: Vec<_> = metrics.iter().map(|(m, v)| (*m, v[k])).collect();
+            Observation::new(at, program, Some(k + 1), 0, &run)
         }));
     }
 
