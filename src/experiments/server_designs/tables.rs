@@ -250,26 +250,24 @@ pub(super) fn bars(d: &Data, obs: Observations) -> Vec<(String, String)> {
         std::iter::once(BASELINE).chain(d.designs.iter().map(String::as_str));
     let cps = |d| obs.median(&at, d, "connections_per_s");
     let cps: Vec<(Kind, String, f64)> = designs.map(|d| bar(d, cps(d))).collect();
-    vec![
+    [
         (
-            "cpu-per-connection.svg".into(),
-            crate::chart::bars::svg(
-                "Server CPU per connection above the iterative baseline",
-                "microseconds per connection (median; bars at or below 0 not drawn)",
-                &cpu,
-                false,
-            ),
+            "cpu-per-connection.svg",
+            "Server CPU per connection above the iterative baseline",
+            "microseconds per connection (median; bars at or below 0 not drawn)",
+            cpu,
         ),
         (
-            "connections-per-s.svg".into(),
-            crate::chart::bars::svg(
-                "Connections per second, closed loop",
-                "connections/s (median)",
-                &cps,
-                false,
-            ),
+            "connections-per-s.svg",
+            "Connections per second, closed loop",
+            "connections/s (median)",
+            cps,
         ),
     ]
+    .map(|(file, title, unit, rows)| {
+        (file.into(), crate::chart::bars::svg(title, unit, &rows, false))
+    })
+    .into()
 }
 
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {

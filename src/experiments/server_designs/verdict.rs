@@ -18,8 +18,9 @@ pub(super) fn above(
     let cpu = obs.rounds(at, design, "cpu_s")?;
     let connections = obs.rounds(at, design, "connections_ok")?;
     let above: Vec<f64> = cpu.iter().zip(&base).map(|(c, b)| c - b).collect();
-    let per = above.iter().zip(&connections).map(|(a, n)| a * 1e6 / n.max(1.0));
-    Some((above.clone(), per.collect()))
+    let per: Vec<f64> =
+        above.iter().zip(&connections).map(|(a, n)| a * 1e6 / n.max(1.0)).collect();
+    Some((above, per))
 }
 
 /// Each design's [`above`] at every load that has a baseline, summed up.
