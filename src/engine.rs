@@ -139,6 +139,13 @@ impl<A: Observed, B: Observed> Observed for (A, B) {
     }
 }
 
+/// Named figures as they are: a test's hand-made run.
+impl Observed for Vec<(&'static str, f64)> {
+    fn metrics(&self) -> Vec<(&'static str, f64)> {
+        self.clone()
+    }
+}
+
 /// The rounds that balance the order of `conditions` ([`order`]): even,
 /// `rounds` rounded up, when there are two or more.
 pub fn balanced_rounds(rounds: usize, conditions: usize) -> usize {
@@ -567,6 +574,21 @@ impl Observations<'_> {
             })
         };
         self.settings().into_iter().filter_map(pair).collect()
+    }
+}
+
+// Shared by the experiments' tables and verdicts (server-designs,
+// create-destroy; pipe-speed and thread-limits spell it out too).
+impl Observations<'_> {
+    /// The median of [`Observations::rounds`]: `condition`'s `metric` at
+    /// `at`, `None` when it was not measured there.
+    pub fn median(
+        &self,
+        at: &Setting,
+        condition: &str,
+        metric: &str,
+    ) -> Option<f64> {
+        self.summary(at, condition, metric).map(|s| s.median)
     }
 }
 

@@ -5,8 +5,7 @@ use crate::chart::bars::{Bars, Row};
 use crate::chart::{Chart, Kind, Meaning};
 use crate::engine::{Observations, Paired, Setting};
 use crate::report::Headline;
-use crate::stats::Summary;
-use crate::table::{Table, col, or_dash, range};
+use crate::table::{Table, col, or_dash, range, range_or_dash};
 
 use super::{Data, loops, samples};
 
@@ -37,16 +36,6 @@ impl Data {
     fn lecture(&self) -> Setting {
         loops("lecture", self.lecture_iterations)
     }
-}
-
-/// A summary as a cell: median (min-max), `-` for one not measured.
-fn cell(s: Option<Summary>, digits: usize) -> String {
-    s.map_or("-".into(), |s| range(&s, digits))
-}
-
-/// The median of `p`'s rounds of metric `m` at `at`.
-fn median(obs: Observations, at: &Setting, p: &str, m: &str) -> Option<f64> {
-    Some(obs.summary(at, p, m)?.median)
 }
 
 /// Tables 1-3, and with `--vs-c` the Rust-against-C tables 4 and 5.
@@ -145,13 +134,15 @@ fn article_table(d: &Data, obs: Observations) -> Table {
         &[
             col("program", |p: &String| p.clone()),
             col("us per create+destroy", |p: &String| {
-                cell(obs.summary(&at, p, "us_per_create"), 1)
+                range_or_dash(obs.summary(&at, p, "us_per_create"), 1)
             }),
-            col("whole run s", |p: &String| cell(obs.summary(&at, p, "wall_s"), 3)),
+            col("whole run s", |p: &String| {
+                range_or_dash(obs.summary(&at, p, "wall_s"), 3)
+            }),
             col("article (Celeron 1.5 GHz, 2.6.32)", |p: &String| then(p).into()),
         ],
     );
-    let us = |p| median(obs, &at, p, "us_per_create");
+    let us = |p| obs.median(&at, p, "us_per_create");
     let ratio = |fork| Some(us(fork)? / us(THREAD)?);
     if let (Some(sig), Some(wait)) = (ratio(FORK), ratio(WAIT)) {
         t.note(format!(
@@ -202,10 +193,10 @@ fn creattime_table(d: &Data, obs: Observations) -> Table {
         _ => ("", ""),
     };
     let ms = |metric| {
-        move |s: &u64| cell(obs.summary(&samples(*s), CREATTIME, metric), 4)
+        move |s: &u64| range_or_dash(obs.summary(&samples(*s), CREATTIME, metric), 4)
     };
     let of = |metric, digits| {
-        move |s: &u64| or_dash(median(obs, &samples(*s), CREATTIME, metric), digits)
+        move |s: &u64| or_dash(obs.median(&samples(*s), CREATTIME, metric), digits)
     };
     Table::of(
         "3. Only the create call (Czuczy, 2004): average ms per call, fork/thread ratio",
@@ -230,7 +221,7 @@ fn creattime_table(d: &Data, obs: Observations) -> Table {
 
 fn vs_c_table(d: &Data, obs: Observations) -> Table {
     let at = d.article();
-    let us = move |p: &str| or_dash(median(obs, &at, p, "us_per_create"), 1);
+    let us = move |p: &str| or_dash(obs.median(&at, p, "us_per_create"), 1);
     let pairs = d.vs_c.first().map_or(0, |p| p.ratio.n);
     Table::of(
         "4. Rust against the C loops (cc -O2), each pair in the same round",
@@ -259,7 +250,7 @@ fn vs_c_table(d: &Data, obs: Observations) -> Table {
 
 fn creattime_vs_c_table(d: &Data, obs: Observations) -> Table {
     let of = |program, metric, digits| {
-        move |s: &u64| or_dash(median(obs, &samples(*s), program, metric), digits)
+        move |s: &u64| or_dash(obs.median(&samples(*s), program, metric), digits)
     };
     let rounds = d
         .samples
@@ -352,15 +343,11 @@ mod tests {
         log: &mut Vec<Observation>,
         at: &Setting,
         program: &str,
-        metrics: &[(&str, [f64; 3])],
+        metrics: &[(&'static str, [f64; 3])],
     ) {
-        log.extend((0..3).map(|k| Observation {
-            setting: at.clone(),
-            condition: program.into(),
-            round: Some(k + 1),
-            position: 0,
-            beaten: false,
-            metrics: metrics.iter().map(|(m, v)| (m.to_string(), v[k])).collect(),
+        log.extend((0..3).map(|k| {
+            let run: Vec<_> = metrics.iter().map(|(m, v)| (*m, v[k])).collect();
+            Observation::of(at, program, Some(k + 1), 0, &run)
         }));
     }
 

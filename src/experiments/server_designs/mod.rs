@@ -387,13 +387,8 @@ mod tests {
     /// One round of the baseline and each design under the closed loop:
     /// `cpu` total seconds for 1000 connections, `cps` connections/s.
     fn measured(designs: &[(&str, f64, f64)]) -> Vec<Observation> {
-        let one = |position, &(design, cpu, cps): &(&str, f64, f64)| Observation {
-            beaten: false,
-            setting: closed(),
-            condition: design.into(),
-            round: Some(1),
-            position,
-            metrics: [
+        let one = |position, &(design, cpu, cps): &(&str, f64, f64)| {
+            let metrics = vec![
                 ("cpu_s", cpu),
                 ("cpu_us_per_connection", cpu * 1e3),
                 ("connections_ok", 1000.0),
@@ -402,9 +397,8 @@ mod tests {
                 ("p99_ms", 1.0),
                 ("switches_per_connection", 2.0),
                 ("pool", 15.0),
-            ]
-            .map(|(m, v)| (m.to_string(), v))
-            .into(),
+            ];
+            Observation::of(&closed(), design, Some(1), position, &metrics)
         };
         designs.iter().enumerate().map(|(k, d)| one(k, d)).collect()
     }

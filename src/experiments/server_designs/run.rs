@@ -21,14 +21,6 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
-    fn pool_of(&self, design: &str) -> usize {
-        if MODERN_POOLED.contains(&design) {
-            self.modern_pool as usize
-        } else {
-            self.pool as usize
-        }
-    }
-
     /// Start `server --design D` and read the address it prints: a
     /// running server, killed and reaped if a run fails half-way.
     fn start(&self, design: &str) -> Result<Service> {
@@ -40,7 +32,9 @@ impl Ctx {
             }
             _ => cmd.args(["--design", design, "--json"]),
         };
-        cmd.args(["--pool", &self.pool_of(design).to_string()]);
+        let modern = MODERN_POOLED.contains(&design);
+        let pool = if modern { self.modern_pool } else { self.pool };
+        cmd.args(["--pool", &pool.to_string()]);
         if self.byte_reads {
             cmd.arg("--byte-reads");
         }
@@ -169,8 +163,7 @@ pub(super) fn measure(
     let over = Load { children, loops: (total / children).max(1), ..load.clone() };
     closed_loop(engine, overload(children), &over)?;
     let obs = engine.observations();
-    let cps =
-        |d: &&str| obs.summary(&closed(), d, "connections_per_s").map(|s| s.median);
+    let cps = |d: &&str| obs.median(&closed(), d, "connections_per_s");
     let best = conditions[1..].iter().filter_map(cps).fold(0.0, f64::max);
     for fraction in FRACTIONS.into_iter().filter(|_| !swept.is_empty()) {
         let rate = (best * fraction).max(1.0);

@@ -7,18 +7,7 @@ use crate::table::{Table, col, or_dash};
 
 use super::run::SWEPT;
 use super::verdict::{ARTICLE_FORK, ARTICLE_PREFORK, above_median, kegel, stevens};
-use super::{BASELINE, Data, closed, overload};
-
-/// `design`'s median `metric` at `at`, to `digits` decimals.
-fn cell(
-    obs: Observations,
-    at: &Setting,
-    design: &str,
-    metric: &str,
-    n: usize,
-) -> String {
-    or_dash(obs.summary(at, design, metric).map(|s| s.median), n)
-}
+use super::{BASELINE, Best, Data, closed, overload};
 
 /// Connections per pool member in the first round (Stevens' meter):
 /// `min-max`.
@@ -40,8 +29,9 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         BASELINE => "iterative (baseline)".to_string(),
         r => r.to_string(),
     };
-    let median =
-        |metric: &'static str, n| move |r: &&str| cell(obs, at, r, metric, n);
+    let median = |metric: &'static str, n| {
+        move |r: &&str| or_dash(obs.median(at, r, metric), n)
+    };
     let above = |per_connection, n| {
         move |r: &&str| match *r {
             BASELINE => "0".into(),
@@ -73,9 +63,11 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         &rows,
         &[
             col("design", name),
-            col("pool", |r: &&str| match cell(obs, at, r, "pool", 0).as_str() {
-                "0" => "-".into(),
-                pool => pool.into(),
+            col("pool", |r: &&str| {
+                match or_dash(obs.median(at, r, "pool"), 0).as_str() {
+                    "0" => "-".into(),
+                    pool => pool.into(),
+                }
             }),
             col("p50 ms", median("p50_ms", 2)),
             col("switches/conn", median("switches_per_connection", 2)),
@@ -121,6 +113,11 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
          (CPU above baseline)",
         &["ratio", "then", "today"],
     );
+    // A ratio above the baseline over the best pool, and of total CPU.
+    let today = |above, best: &Option<Best>, total| {
+        let best = best.as_ref().map_or("-", |b| b.design.as_str());
+        format!("{} ({best}); total CPU {}", or_dash(above, 1), or_dash(total, 2))
+    };
     let kegel_fork = 3.7 + 17.8 - 5.5;
     let kegel_prefork =
         [(0.6 + 7.1), (0.8 + 7.8), (0.9 + 6.4)].into_iter().fold(f64::MAX, f64::min)
@@ -133,21 +130,19 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
             ARTICLE_FORK / ARTICLE_PREFORK,
             kegel_fork / kegel_prefork
         ),
-        format!(
-            "{} ({}); total CPU {}",
-            or_dash(v.fork_over_best_prefork, 1),
-            v.best_prefork.as_ref().map_or("-", |b| b.design.as_str()),
-            or_dash(v.fork_over_best_prefork_total_cpu, 2)
+        today(
+            v.fork_over_best_prefork,
+            &v.best_prefork,
+            v.fork_over_best_prefork_total_cpu,
         ),
     ]);
     claims.row(vec![
         "thread / best prethreaded".into(),
         "- (no figure survives)".into(),
-        format!(
-            "{} ({}); total CPU {}",
-            or_dash(v.thread_over_best_prethread, 1),
-            v.best_prethread.as_ref().map_or("-", |b| b.design.as_str()),
-            or_dash(v.thread_over_best_prethread_total_cpu, 2)
+        today(
+            v.thread_over_best_prethread,
+            &v.best_prethread,
+            v.thread_over_best_prethread_total_cpu,
         ),
     ]);
     claims.note(format!(
@@ -162,8 +157,9 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
     let mut out = vec![t, pools, claims];
     if d.full {
         let at = &overload(d.overload_children);
-        let median =
-            |metric: &'static str, n| move |r: &&str| cell(obs, at, r, metric, n);
+        let median = |metric: &'static str, n| {
+            move |r: &&str| or_dash(obs.median(at, r, metric), n)
+        };
         let title = format!(
             "More clients than pool members: {} concurrent clients",
             d.overload_children
@@ -192,7 +188,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
     let sweep = open_loop(d, obs);
     if !sweep.is_empty() {
         let median = |metric: &'static str, n| {
-            move |(d, at): &(&str, &Setting)| cell(obs, at, d, metric, n)
+            move |(d, at): &(&str, &Setting)| or_dash(obs.median(at, d, metric), n)
         };
         let table = Table::of(
             "Open loop: latency from the intended start against the offered rate",
@@ -252,28 +248,26 @@ pub(super) fn bars(d: &Data, obs: Observations) -> Vec<(String, String)> {
         d.designs.iter().map(|d| bar(d, above_median(obs, &at, d, true))).collect();
     let designs =
         std::iter::once(BASELINE).chain(d.designs.iter().map(String::as_str));
-    let cps = |d| obs.summary(&at, d, "connections_per_s").map(|s| s.median);
+    let cps = |d| obs.median(&at, d, "connections_per_s");
     let cps: Vec<(Kind, String, f64)> = designs.map(|d| bar(d, cps(d))).collect();
-    vec![
+    [
         (
-            "cpu-per-connection.svg".into(),
-            crate::chart::bars::svg(
-                "Server CPU per connection above the iterative baseline",
-                "microseconds per connection (median; bars at or below 0 not drawn)",
-                &cpu,
-                false,
-            ),
+            "cpu-per-connection.svg",
+            "Server CPU per connection above the iterative baseline",
+            "microseconds per connection (median; bars at or below 0 not drawn)",
+            cpu,
         ),
         (
-            "connections-per-s.svg".into(),
-            crate::chart::bars::svg(
-                "Connections per second, closed loop",
-                "connections/s (median)",
-                &cps,
-                false,
-            ),
+            "connections-per-s.svg",
+            "Connections per second, closed loop",
+            "connections/s (median)",
+            cps,
         ),
     ]
+    .map(|(file, title, unit, rows)| {
+        (file.into(), crate::chart::bars::svg(title, unit, &rows, false))
+    })
+    .into()
 }
 
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {

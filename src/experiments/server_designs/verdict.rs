@@ -18,8 +18,9 @@ pub(super) fn above(
     let cpu = obs.rounds(at, design, "cpu_s")?;
     let connections = obs.rounds(at, design, "connections_ok")?;
     let above: Vec<f64> = cpu.iter().zip(&base).map(|(c, b)| c - b).collect();
-    let per = above.iter().zip(&connections).map(|(a, n)| a * 1e6 / n.max(1.0));
-    Some((above.clone(), per.collect()))
+    let per: Vec<f64> =
+        above.iter().zip(&connections).map(|(a, n)| a * 1e6 / n.max(1.0)).collect();
+    Some((above, per))
 }
 
 /// Each design's [`above`] at every load that has a baseline, summed up.
@@ -35,11 +36,6 @@ pub(super) fn above_baseline(obs: Observations) -> Vec<Series> {
             Some(Series { setting: s.setting, condition: s.condition, metrics })
         })
         .collect()
-}
-
-/// The median of `design`'s `metric` under the closed loop.
-pub(super) fn median(obs: Observations, design: &str, metric: &str) -> Option<f64> {
-    obs.summary(&closed(), design, metric).map(|s| s.median)
 }
 
 /// The median of `design`'s [`above`] at `at`: seconds, or µs per
@@ -181,14 +177,16 @@ pub(super) fn verdict(obs: Observations, designs: &[&str]) -> Verdict {
     let best_cps = |modern: bool| {
         let of = designs.iter().filter(|d| stevens(d).is_none() == modern);
         best(
-            of.filter_map(|d| Some((*d, median(obs, d, "connections_per_s")?))),
+            of.filter_map(|d| {
+                Some((*d, obs.median(&closed(), d, "connections_per_s")?))
+            }),
             true,
         )
     };
     let (best_prefork, best_prethread) = (best_of("prefork"), best_of("prethread"));
     let ratio = |num: &str, den: &Option<Best>, total: bool| {
         let pick = |d: &str| match total {
-            true => median(obs, d, "cpu_s"),
+            true => obs.median(&closed(), d, "cpu_s"),
             false => above_median(obs, &closed(), d, false),
         };
         let (n, d) = (pick(num)?, pick(&den.as_ref()?.design)?);
