@@ -677,6 +677,16 @@ pub fn distribution(rounds: &[f64], digits: usize) -> String {
     Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
 }
 
+/// A series' rounds in a table's cell: [`distribution`] where `split` (a
+/// two-party measurement left unpinned, whose rounds may fall apart), else
+/// the median with its range alone; `-` for no rounds.
+pub fn spread(rounds: &[f64], digits: usize, split: bool) -> String {
+    if split {
+        return distribution(rounds, digits);
+    }
+    Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

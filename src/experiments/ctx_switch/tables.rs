@@ -3,10 +3,10 @@
 
 use crate::chart::Meaning;
 use crate::chart::bars::{Bars, Row};
-use crate::engine::{Observations, Placement, distribution};
+use crate::engine::{Observations, Placement, spread};
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, col, range};
+use crate::table::{Table, col};
 use ctxswitch::{Mode, Pin};
 
 use super::{ByPin, Data, Placed, round_trips};
@@ -35,10 +35,7 @@ fn median(obs: Observations, c: &Cell, m: &str) -> f64 {
 /// cluster's range when the rounds fall in several ([`distribution`]).
 fn round_trip(obs: Observations, c: &Cell, tool: &str) -> String {
     let r = rounds(obs, c, tool, "us_per_round_trip");
-    if c.1.placement == Placement::Unpinned {
-        return distribution(&r, 2);
-    }
-    Summary::of(&r).map_or("-".into(), |s| range(&s, 2))
+    spread(&r, 2, c.1.placement == Placement::Unpinned)
 }
 
 /// What mq-sweep reads: ctxswitch's median raw and net cost of one switch,
@@ -199,20 +196,9 @@ pub(super) fn chart(d: &Data, obs: Observations) -> Bars {
                 [(0, "ctxswitch", "ctxswitch"), (1, "perf", "perf bench")]
             {
                 let r = rounds(obs, &(mode, *p), tool, "us_per_round_trip");
-                let (kind, label) =
-                    (meaning.form(form), format!("{label}, {}", mode.name()));
-                let clusters = crate::engine::clusters(&r);
-                if p.placement == Placement::Unpinned && clusters.len() > 1 {
-                    for (i, c) in clusters.iter().enumerate() {
-                        let label =
-                            format!("{label} (cluster {}: {} rounds)", i + 1, c.n);
-                        rows.push(
-                            Row::new(kind, label, c.median).range(c.min, c.max),
-                        );
-                    }
-                } else if let Some(s) = Summary::of(&r) {
-                    rows.push(Row::new(kind, label, s.median).range(s.min, s.max));
-                }
+                let label = format!("{label}, {}", mode.name());
+                let split = p.placement == Placement::Unpinned;
+                rows.extend(Row::rounds(meaning.form(form), &label, &r, split));
             }
         }
         let name = match p.pin {

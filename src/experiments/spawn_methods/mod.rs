@@ -126,12 +126,6 @@ struct Data {
     series: Vec<Series>,
 }
 
-/// `--method`'s spelling of `m` (`fork-wait`): its condition's name.
-fn value(m: Method) -> String {
-    use clap::ValueEnum;
-    m.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
-}
-
 fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let args: Args = plan.args();
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
@@ -161,7 +155,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         };
         let n: Vec<u64> =
             run(p.methods, None)?.runs.iter().map(|r| r.iterations).collect();
-        let names: Vec<String> = p.methods.iter().map(|m| value(*m)).collect();
+        let names: Vec<String> = p.methods.iter().map(|m| m.name()).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         engine
             .measure(&p.at, &names, |k| run(&p.methods[k..=k], Some(&n[k..=k])))?;
@@ -175,7 +169,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         exec: args.exec.display().to_string(),
         transparent_hugepages: thp
             .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
-        methods: Method::ALL.iter().map(|&m| (value(m), m.label())).collect(),
+        methods: Method::ALL.iter().map(|&m| (m.name(), m.label())).collect(),
         rss: args.rss.clone(),
         placements,
         series: obs.series(),
@@ -207,23 +201,20 @@ fn run(
     methods: &[Method],
     counts: Option<&[u64]>,
 ) -> Result<spawn_methods::Report> {
-    let list = |v: Vec<String>| v.join(",");
-    let mut cmd = Command::new(program);
-    cmd.arg("--method").arg(list(methods.iter().map(|m| value(*m)).collect()));
-    match counts {
-        Some(n) => {
-            cmd.arg("--iterations").arg(list(n.iter().map(u64::to_string).collect()))
-        }
-        None => cmd.arg("--budget").arg(budget.to_string()),
+    let cpus = p.placement.cpus();
+    let options = spawn_methods::Options {
+        methods: methods.to_vec(),
+        counts: counts.map(<[u64]>::to_vec),
+        budget,
+        rss: p.rss,
+        // Children and threads inherit the creator's CPU; only the pool's
+        // worker can be put on another.
+        cpus: cpus.map(|[creator, _]| vec![creator]),
+        worker_cpu: cpus.and_then(|[creator, w]| (w != creator).then_some(w)),
+        exec: exec.to_path_buf(),
     };
-    cmd.arg("--rss").arg(p.rss.to_string()).arg("--exec").arg(exec);
-    if let Some([creator, worker]) = p.placement.cpus() {
-        cmd.arg("--cpus").arg(creator.to_string());
-        if worker != creator {
-            cmd.arg("--worker-cpu").arg(worker.to_string());
-        }
-    }
-    cmd.arg("--json");
+    let mut cmd = Command::new(program);
+    cmd.args(options.args());
     let limits = labkit::limited::Limits {
         address_space: Some(p.rss + HEADROOM),
         ..Default::default()
