@@ -73,6 +73,29 @@ pub struct Observation {
     pub beaten: bool,
 }
 
+// A test's observations, made without running the engine.
+impl Observation {
+    /// `runs` of `condition` at `at` as the engine records them: one a
+    /// round, from round 1, each first in its round.
+    #[cfg(test)]
+    pub fn rounds<T: Observed>(
+        at: &Setting,
+        condition: &str,
+        runs: &[T],
+    ) -> Vec<Observation> {
+        let metrics = |r: &T| r.metrics().into_iter();
+        let each = |(k, r)| Observation {
+            setting: at.clone(),
+            condition: condition.into(),
+            round: Some(k + 1),
+            position: 0,
+            beaten: false,
+            metrics: metrics(r).map(|(m, v)| (m.to_string(), v)).collect(),
+        };
+        runs.iter().enumerate().map(each).collect()
+    }
+}
+
 /// What a run of a condition yields, as named numbers.
 pub trait Observed {
     fn metrics(&self) -> Vec<(&'static str, f64)>;

@@ -13,6 +13,8 @@ use super::{ByPin, Data, Placed, round_trips};
 
 /// One mode in one placement: a row of the tables.
 type Cell = (Mode, Placed);
+/// A cell where both tools ran, with the median of its rounds' ratios.
+type Vs = (Cell, f64);
 
 /// Every mode in every placement measured, in the order measured.
 fn cells(d: &Data, obs: Observations) -> Vec<Cell> {
@@ -118,7 +120,7 @@ pub(super) fn cost_table(d: &Data, obs: Observations) -> Table {
 pub(super) fn perf_table(d: &Data, obs: Observations) -> Table {
     // The cells where both tools ran, each with its paired ratio.
     let pair = |c: &Cell| d.vs_perf.iter().find(|p| p.setting == c.1.at(c.0));
-    let rows: Vec<(Cell, f64)> = cells(d, obs)
+    let rows: Vec<Vs> = cells(d, obs)
         .into_iter()
         .filter_map(|c| Some((c, pair(&c)?.ratio.median)))
         .collect();
@@ -126,16 +128,14 @@ pub(super) fn perf_table(d: &Data, obs: Observations) -> Table {
         "ctxswitch against `perf bench sched pipe`, same mode and placement",
         &rows,
         &[
-            col("mode", |(c, _): &(Cell, f64)| c.0.name().into()),
-            col("placement", |(c, _): &(Cell, f64)| c.1.pin.name().into()),
-            col("ctxswitch µs / round trip", |(c, _): &(Cell, f64)| {
+            col("mode", |(c, _): &Vs| c.0.name().into()),
+            col("placement", |(c, _): &Vs| c.1.pin.name().into()),
+            col("ctxswitch µs / round trip", |(c, _): &Vs| {
                 round_trip(obs, c, "ctxswitch")
             }),
-            col("perf µs / round trip", |(c, _): &(Cell, f64)| {
-                round_trip(obs, c, "perf")
-            }),
-            col("ctxswitch / perf", |(_, r): &(Cell, f64)| format!("{r:.2}")),
-            col("within 15%", |(_, r): &(Cell, f64)| {
+            col("perf µs / round trip", |(c, _): &Vs| round_trip(obs, c, "perf")),
+            col("ctxswitch / perf", |(_, r): &Vs| format!("{r:.2}")),
+            col("within 15%", |(_, r): &Vs| {
                 if (r - 1.0).abs() <= 0.15 { "yes" } else { "no" }.into()
             }),
         ],
@@ -217,7 +217,7 @@ pub(super) fn chart(d: &Data, obs: Observations) -> Bars {
 mod tests {
     use super::super::{PerfInfo, run::PerfRun};
     use super::*;
-    use crate::engine::{Observation, Observed, Setting};
+    use crate::engine::Observation;
 
     /// What `ctxswitch --json` would print for a round trip of `rt` µs.
     fn report(rt: f64, last: [usize; 2]) -> ctxswitch::Report {
@@ -233,24 +233,6 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
-    /// `runs` of `tool` as the engine records them, one per round.
-    fn observe<T: Observed>(
-        log: &mut Vec<Observation>,
-        at: Setting,
-        tool: &str,
-        runs: &[T],
-    ) {
-        log.extend(runs.iter().enumerate().map(|(k, r)| Observation {
-            setting: at.clone(),
-            condition: tool.into(),
-            round: Some(k + 1),
-            position: 0,
-            beaten: false,
-            metrics:
-                r.metrics().into_iter().map(|(m, v)| (m.to_string(), v)).collect(),
-        }));
-    }
-
     /// Threads on one CPU with perf beside (ratios 4/5 and 6/5: median 1),
     /// processes unpinned without perf, one round off its switch count, its
     /// round trips `none`.
@@ -258,19 +240,15 @@ mod tests {
         let same = Placed { pin: Pin::Same, placement: Placement::OneCpu(0) };
         let unpinned = Placed { pin: Pin::None, placement: Placement::Unpinned };
         let perf = |rt| PerfRun { us_per_round_trip: rt, moved_after_ms: None };
-        let mut log = Vec::new();
         let threads = same.at(Mode::Threads);
-        observe(
-            &mut log,
-            threads.clone(),
-            "ctxswitch",
-            &[report(4.0, [0, 0]), report(6.0, [0, 0])],
-        );
-        observe(&mut log, threads, "perf", &[perf(5.0), perf(5.0)]);
+        let runs = [report(4.0, [0, 0]), report(6.0, [0, 0])];
+        let mut log = Observation::rounds(&threads, "ctxswitch", &runs);
+        log.extend(Observation::rounds(&threads, "perf", &[perf(5.0), perf(5.0)]));
         let ends = [[1, 0], [0, 1], [1, 1], [0, 0]];
         let none: Vec<_> =
             none.iter().zip(ends).map(|(&rt, e)| report(rt, e)).collect();
-        observe(&mut log, unpinned.at(Mode::Processes), "ctxswitch", &none);
+        let at = unpinned.at(Mode::Processes);
+        log.extend(Observation::rounds(&at, "ctxswitch", &none));
         let obs = Observations(&log);
         let mut d = Data {
             iterations: 100,
