@@ -19,7 +19,7 @@ mod tables;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::engine::{self, Engine, Observed, Placement, Series};
+use crate::engine::{self, Engine, Observed, Placement, Series, Setting};
 use crate::results::Header;
 use clap::Parser;
 use labkit::limits::{format_size, size_in};
@@ -103,10 +103,30 @@ const PLACED: [Method; 3] = [Method::ForkWait, Method::Thread, Method::Pool];
 /// A part of the experiment: its setting (`part`, and `touched_bytes` or
 /// `placement`), its methods, the memory the program touches, where it runs.
 struct Part {
-    at: engine::Setting,
+    at: Setting,
     methods: &'static [Method],
     rss: u64,
     placement: Placement,
+}
+
+/// A part's setting: its name and where it ran.
+fn part(part: &str, placement: &str) -> Setting {
+    engine::setting([("part", part.into()), ("placement", placement.into())])
+}
+
+/// The settings of each part: every method, a size touched, a placement.
+fn methods() -> Setting {
+    part("methods", "unpinned")
+}
+
+fn touched(bytes: u64) -> Setting {
+    let mut at = part("rss", "unpinned");
+    at.insert("touched_bytes".into(), bytes.into());
+    at
+}
+
+fn placed(name: &str) -> Setting {
+    part("placement", name)
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -236,23 +256,12 @@ fn run(
 /// creator's CPU, so only the pool can be split over two cores). With each
 /// placement's row in the placement table.
 fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>) {
-    let at = |part: &str, placement: Placement| {
-        engine::setting([
-            ("part", part.into()),
-            ("placement", placement.name().into()),
-        ])
-    };
     let unpinned = Placement::Unpinned;
-    let all = Part {
-        at: at("methods", unpinned),
-        methods: &Method::ALL,
-        rss: 0,
-        placement: unpinned,
-    };
+    let all =
+        Part { at: methods(), methods: &Method::ALL, rss: 0, placement: unpinned };
     let mut parts = vec![all];
     for &bytes in rss {
-        let mut at = at("rss", unpinned);
-        at.insert("touched_bytes".into(), bytes.into());
+        let at = touched(bytes);
         parts.push(Part { at, methods: &RSS, rss: bytes, placement: unpinned });
     }
     let mut placements = Vec::new();
@@ -268,7 +277,7 @@ fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>
             ),
         };
         parts.push(Part {
-            at: at("placement", placement),
+            at: placed(placement.name()),
             methods,
             rss: 0,
             placement,

@@ -3,12 +3,12 @@
 
 use crate::chart::bars::{Bars, Row};
 use crate::chart::{Chart, Kind, Meaning};
-use crate::engine::{Observations, Setting, setting, spread};
+use crate::engine::{Observations, Setting, spread};
 use crate::report::Headline;
 use crate::table::{Table, col};
 use labkit::limits::format_size;
 
-use super::{Data, PLACED, RSS};
+use super::{Data, PLACED, RSS, methods, placed, touched};
 use spawn_methods::Method;
 
 /// A method's meaning on the charts: a process (`vfork` its second form,
@@ -34,19 +34,6 @@ fn short(method: &str) -> &'static str {
         "thread" => "std::thread us",
         _ => "pool handoff us",
     }
-}
-
-/// The settings of each part: every method, a size touched, a placement.
-fn methods() -> Setting {
-    setting([("part", "methods".into())])
-}
-
-fn touched(bytes: u64) -> Setting {
-    setting([("part", "rss".into()), ("touched_bytes", bytes.into())])
-}
-
-fn placed(name: &str) -> Setting {
-    setting([("part", "placement".into()), ("placement", name.into())])
 }
 
 /// Microseconds of `method`'s rounds at `at`: the median with its range,
