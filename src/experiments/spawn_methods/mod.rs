@@ -70,26 +70,19 @@ struct Args {
 
     /// Seconds each round of each loop should last; the iteration count is
     /// calibrated from a warm-up (at least 3) [default: 0.1; 0.5 with --full]
-    #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
+    #[arg(long, value_name = "SECONDS",
+          value_parser = labkit::cli::seconds_in(0.0001, 60.0))]
     budget: Option<f64>,
 }
 crate::options!(Args);
-
-fn parse_budget(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if (0.0001..=60.0).contains(&x) => Ok(x),
-        _ => Err(format!("'{text}' is not a number of seconds from 0.0001 to 60")),
-    }
-}
 
 /// A run of one method: its microseconds per create+destroy, its
 /// iterations, and the program's resident memory while it looped.
 impl Observed for spawn_methods::Report {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
         let run = &self.runs[0];
-        let us = ("us", run.us);
         vec![
-            us,
+            ("us", run.us),
             ("iterations", run.iterations as f64),
             ("vm_rss_kib", self.vm_rss_kib as f64),
         ]
