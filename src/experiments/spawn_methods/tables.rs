@@ -62,12 +62,10 @@ fn rounds(obs: Observations, at: &Setting, method: &str) -> usize {
 /// Each method's cost, keyed by its label as a slug.
 pub(super) fn headline(obs: Observations) -> Headline {
     let mut h = crate::report::headline();
-    for &m in &Method::ALL {
-        let (key, rounds) = (
-            crate::report::slug(&m.label()),
-            obs.rounds(&methods(), &m.name(), "us"),
-        );
-        h = h.rounds(&format!("{key}_us"), &m.label(), rounds, "µs");
+    for m in Method::ALL {
+        let (label, rounds) = (m.label(), obs.rounds(&methods(), &m.name(), "us"));
+        let key = format!("{}_us", crate::report::slug(&label));
+        h = h.rounds(&key, &label, rounds, "µs");
     }
     h.build()
 }
@@ -192,11 +190,9 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
         )
     };
     for m in RSS {
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
         let points = d.rss.iter().filter_map(|&b| {
-            Some((
-                b as f64 / f64::from(1 << 20),
-                obs.summary(&touched(b), &m.name(), "us")?,
-            ))
+            Some((mib(b), obs.summary(&touched(b), &m.name(), "us")?))
         });
         c = c.summaries(kind(&m.name()), &m.label(), points);
     }
