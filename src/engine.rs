@@ -1055,5 +1055,11 @@ mod tests {
         let cell = distribution(&[900.0, 1000.0, 8000.0, 7900.0, 8100.0], 0);
         assert_eq!(cell, "900-1000 (2) | 7900-8100 (3)");
         assert_eq!(distribution(&[1.0, 2.0, 3.0], 1), "2.0 (1.0-3.0)");
+        assert_eq!(spread(&[1.0, 1.1, 8.0, 8.1], 1, false), "4.5 (1.0-8.1)");
+        assert_eq!(
+            spread(&[1.0, 1.1, 8.0, 8.1], 1, true),
+            "1.0-1.1 (2) | 8.0-8.1 (2)"
+        );
+        assert_eq!(spread(&[], 1, false), "-");
     }
 }

@@ -258,6 +258,20 @@ mod tests {
     use crate::chart::Meaning;
 
     #[test]
+    fn rows_of_rounds_split_into_clusters_only_when_asked() {
+        let (k, r) = (Kind::from(Meaning::Thread), [10.0, 11.0, 200.0, 210.0]);
+        let one = Row::rounds(k, "a", &r, false);
+        assert_eq!(
+            (one.len(), one[0].value, one[0].range),
+            (1, 105.5, Some((10.0, 210.0)))
+        );
+        let labels: Vec<String> =
+            Row::rounds(k, "a", &r, true).into_iter().map(|r| r.label).collect();
+        assert_eq!(labels, ["a (cluster 1: 2 rounds)", "a (cluster 2: 2 rounds)"]);
+        assert!(Row::rounds(k, "a", &[], true).is_empty());
+    }
+
+    #[test]
     fn one_bar_per_row_with_escaped_labels() {
         let rows = vec![
             (Meaning::Process.into(), "fork & wait".to_string(), 400.0),
