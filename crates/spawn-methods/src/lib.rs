@@ -398,6 +398,43 @@ mod tests {
     }
 
     #[test]
+    fn options_say_themselves_as_the_programs_flags() {
+        let o = Options {
+            methods: vec![Method::ForkWait, Method::Pool],
+            counts: Some(vec![4, 5]),
+            budget: 0.1,
+            rss: 8 << 20,
+            cpus: Some(vec![0]),
+            worker_cpu: Some(1),
+            exec: "/bin/true".into(),
+        };
+        let text = |o: &Options| -> Vec<String> {
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect()
+        };
+        assert_eq!(
+            text(&o),
+            [
+                "--method",
+                "fork-wait,pool",
+                "--iterations",
+                "4,5",
+                "--rss",
+                "8388608",
+                "--exec",
+                "/bin/true",
+                "--cpus",
+                "0",
+                "--worker-cpu",
+                "1",
+                "--json"
+            ]
+        );
+        let o = Options { counts: None, cpus: None, worker_cpu: None, ..o };
+        assert_eq!(text(&o)[2..4], ["--budget", "0.1"]);
+        assert_eq!(text(&o).len(), 9);
+    }
+
+    #[test]
     fn every_method_creates_and_destroys() {
         let exec = Exec::new(Path::new("/bin/true")).unwrap();
         let setup = Setup { exec: &exec, worker_cpu: None };
