@@ -94,6 +94,18 @@ impl Observation {
             beaten: false,
         }
     }
+
+    /// A test's observations: `runs` of `condition` at `at`, one a round,
+    /// from round 1, each first in its round.
+    #[cfg(test)]
+    pub fn rounds<T: Observed>(
+        at: &Setting,
+        condition: &str,
+        runs: &[T],
+    ) -> Vec<Observation> {
+        let each = |(k, r)| Observation::of(at, condition, Some(k + 1), 0, r);
+        runs.iter().enumerate().map(each).collect()
+    }
 }
 
 /// What a run of a condition yields, as named numbers.
@@ -711,6 +723,16 @@ pub fn distribution(rounds: &[f64], digits: usize) -> String {
     Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
 }
 
+/// A series' rounds in a table's cell: [`distribution`] where `split` (a
+/// two-party measurement left unpinned, whose rounds may fall apart), else
+/// the median with its range alone; `-` for no rounds.
+pub fn spread(rounds: &[f64], digits: usize, split: bool) -> String {
+    if split {
+        return distribution(rounds, digits);
+    }
+    Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1056,5 +1078,11 @@ mod tests {
         let cell = distribution(&[900.0, 1000.0, 8000.0, 7900.0, 8100.0], 0);
         assert_eq!(cell, "900-1000 (2) | 7900-8100 (3)");
         assert_eq!(distribution(&[1.0, 2.0, 3.0], 1), "2.0 (1.0-3.0)");
+        assert_eq!(spread(&[1.0, 1.1, 8.0, 8.1], 1, false), "4.5 (1.0-8.1)");
+        assert_eq!(
+            spread(&[1.0, 1.1, 8.0, 8.1], 1, true),
+            "1.0-1.1 (2) | 8.0-8.1 (2)"
+        );
+        assert_eq!(spread(&[], 1, false), "-");
     }
 }

@@ -8,6 +8,8 @@
 //! so each row is a dot on a dotted guide line instead.
 
 use super::{ACROSS, Axis, GRID, INK, Kind, escape, open, text, tick_label};
+use crate::engine::{Cluster, clusters};
+use crate::stats::Summary;
 
 /// One row: a label, its value (a median), and the range to draw as a
 /// whisker (min, max), in its meaning's colour (a second form: the bar
@@ -28,6 +30,35 @@ impl Row {
     pub fn range(mut self, min: f64, max: f64) -> Row {
         self.range = Some((min, max));
         self
+    }
+}
+
+// Rows made from a series' rounds, shared by the experiments' bar charts.
+impl Row {
+    /// A row of `s`: its median, whisker min-max.
+    pub fn summary(
+        kind: impl Into<Kind>,
+        label: impl Into<String>,
+        s: &Summary,
+    ) -> Row {
+        Row::new(kind, label, s.median).range(s.min, s.max)
+    }
+
+    /// The rows of `rounds`: one, [`Row::summary`] of them (none for no
+    /// rounds); or, where `split` and they fall in separate clusters
+    /// ([`clusters`]), one per cluster, `LABEL (cluster I: N rounds)`, since
+    /// one median would describe none of them.
+    pub fn rounds(kind: Kind, label: &str, rounds: &[f64], split: bool) -> Vec<Row> {
+        let cs = if split { clusters(rounds) } else { Vec::new() };
+        if cs.len() < 2 {
+            let s = Summary::of(rounds);
+            return s.map(|s| Row::summary(kind, label, &s)).into_iter().collect();
+        }
+        let each = |(i, c): (usize, &Cluster)| {
+            let label = format!("{label} (cluster {}: {} rounds)", i + 1, c.n);
+            Row::new(kind, label, c.median).range(c.min, c.max)
+        };
+        cs.iter().enumerate().map(each).collect()
     }
 }
 
@@ -225,6 +256,20 @@ pub fn svg(
 mod tests {
     use super::*;
     use crate::chart::Meaning;
+
+    #[test]
+    fn rows_of_rounds_split_into_clusters_only_when_asked() {
+        let (k, r) = (Kind::from(Meaning::Thread), [10.0, 11.0, 200.0, 210.0]);
+        let one = Row::rounds(k, "a", &r, false);
+        assert_eq!(
+            (one.len(), one[0].value, one[0].range),
+            (1, 105.5, Some((10.0, 210.0)))
+        );
+        let labels: Vec<String> =
+            Row::rounds(k, "a", &r, true).into_iter().map(|r| r.label).collect();
+        assert_eq!(labels, ["a (cluster 1: 2 rounds)", "a (cluster 2: 2 rounds)"]);
+        assert!(Row::rounds(k, "a", &[], true).is_empty());
+    }
 
     #[test]
     fn one_bar_per_row_with_escaped_labels() {

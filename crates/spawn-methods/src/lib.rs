@@ -18,6 +18,7 @@
 
 mod methods;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -96,6 +97,12 @@ impl Method {
         }
     }
 
+    /// Its `--method` spelling: `fork-wait`.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+    }
+
     /// Does it start the `--exec` program?
     pub fn execs(self) -> bool {
         matches!(self, Method::ForkExec | Method::PosixSpawn | Method::Command)
@@ -166,6 +173,34 @@ pub struct Options {
     pub worker_cpu: Option<usize>,
     /// The tiny program of the exec methods.
     pub exec: PathBuf,
+}
+
+impl Options {
+    /// The program's command line that runs these options and prints its
+    /// report as JSON: how a caller (the runner) starts it as a process.
+    pub fn args(&self) -> Vec<OsString> {
+        let list = |v: Vec<String>| v.join(",");
+        let mut args = vec!["--method".into()];
+        args.push(list(self.methods.iter().map(|m| m.name()).collect()).into());
+        match &self.counts {
+            Some(n) => args.extend([
+                "--iterations".into(),
+                list(n.iter().map(u64::to_string).collect()).into(),
+            ]),
+            None => args.extend(["--budget".into(), self.budget.to_string().into()]),
+        }
+        args.extend(["--rss".into(), self.rss.to_string().into()]);
+        args.extend(["--exec".into(), self.exec.clone().into_os_string()]);
+        if let Some(cpus) = &self.cpus {
+            let cpus = list(cpus.iter().map(usize::to_string).collect());
+            args.extend(["--cpus".into(), cpus.into()]);
+        }
+        if let Some(worker) = self.worker_cpu {
+            args.extend(["--worker-cpu".into(), worker.to_string().into()]);
+        }
+        args.push("--json".into());
+        args
+    }
 }
 
 /// Check `o`, confine the process, touch the memory, and time each method
@@ -360,6 +395,43 @@ mod tests {
             err.to_string()
                 .contains("--rss 64G: more than the memory available (20480 MiB")
         );
+    }
+
+    #[test]
+    fn options_say_themselves_as_the_programs_flags() {
+        let o = Options {
+            methods: vec![Method::ForkWait, Method::Pool],
+            counts: Some(vec![4, 5]),
+            budget: 0.1,
+            rss: 8 << 20,
+            cpus: Some(vec![0]),
+            worker_cpu: Some(1),
+            exec: "/bin/true".into(),
+        };
+        let text = |o: &Options| -> Vec<String> {
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect()
+        };
+        assert_eq!(
+            text(&o),
+            [
+                "--method",
+                "fork-wait,pool",
+                "--iterations",
+                "4,5",
+                "--rss",
+                "8388608",
+                "--exec",
+                "/bin/true",
+                "--cpus",
+                "0",
+                "--worker-cpu",
+                "1",
+                "--json"
+            ]
+        );
+        let o = Options { counts: None, cpus: None, worker_cpu: None, ..o };
+        assert_eq!(text(&o)[2..4], ["--budget", "0.1"]);
+        assert_eq!(text(&o).len(), 9);
     }
 
     #[test]

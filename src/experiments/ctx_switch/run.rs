@@ -151,14 +151,11 @@ pub(super) fn perf_once(
     cpus: Option<[usize; 2]>,
     iterations: u64,
 ) -> Result<PerfRun> {
-    let mut cmd = match cpus {
-        Some([a, _]) => {
-            let mut c = Command::new("taskset");
-            c.args(["-c", &a.to_string()]).arg(perf);
-            c
-        }
-        None => Command::new(perf),
-    };
+    let mut cmd =
+        Command::new(if cpus.is_some() { Path::new("taskset") } else { perf });
+    if let Some([a, _]) = cpus {
+        cmd.args(["-c", &a.to_string()]).arg(perf);
+    }
     cmd.args(["bench", "sched", "pipe", "-l", &iterations.to_string()]);
     if mode == Mode::Threads {
         cmd.arg("-T");

@@ -3,16 +3,18 @@
 
 use crate::chart::Meaning;
 use crate::chart::bars::{Bars, Row};
-use crate::engine::{Observations, Placement, distribution};
+use crate::engine::{Observations, Placement, spread};
 use crate::report::Headline;
 use crate::stats::Summary;
-use crate::table::{Table, col, range};
+use crate::table::{Table, col};
 use ctxswitch::{Mode, Pin};
 
 use super::{ByPin, Data, Placed, round_trips};
 
 /// One mode in one placement: a row of the tables.
 type Cell = (Mode, Placed);
+/// A cell where both tools ran, with the median of its rounds' ratios.
+type Vs = (Cell, f64);
 
 /// Every mode in every placement measured, in the order measured.
 fn cells(d: &Data, obs: Observations) -> Vec<Cell> {
@@ -35,10 +37,7 @@ fn median(obs: Observations, c: &Cell, m: &str) -> f64 {
 /// cluster's range when the rounds fall in several ([`distribution`]).
 fn round_trip(obs: Observations, c: &Cell, tool: &str) -> String {
     let r = rounds(obs, c, tool, "us_per_round_trip");
-    if c.1.placement == Placement::Unpinned {
-        return distribution(&r, 2);
-    }
-    Summary::of(&r).map_or("-".into(), |s| range(&s, 2))
+    spread(&r, 2, c.1.placement == Placement::Unpinned)
 }
 
 /// What mq-sweep reads: ctxswitch's median raw and net cost of one switch,
@@ -121,7 +120,7 @@ pub(super) fn cost_table(d: &Data, obs: Observations) -> Table {
 pub(super) fn perf_table(d: &Data, obs: Observations) -> Table {
     // The cells where both tools ran, each with its paired ratio.
     let pair = |c: &Cell| d.vs_perf.iter().find(|p| p.setting == c.1.at(c.0));
-    let rows: Vec<(Cell, f64)> = cells(d, obs)
+    let rows: Vec<Vs> = cells(d, obs)
         .into_iter()
         .filter_map(|c| Some((c, pair(&c)?.ratio.median)))
         .collect();
@@ -129,16 +128,14 @@ pub(super) fn perf_table(d: &Data, obs: Observations) -> Table {
         "ctxswitch against `perf bench sched pipe`, same mode and placement",
         &rows,
         &[
-            col("mode", |(c, _): &(Cell, f64)| c.0.name().into()),
-            col("placement", |(c, _): &(Cell, f64)| c.1.pin.name().into()),
-            col("ctxswitch µs / round trip", |(c, _): &(Cell, f64)| {
+            col("mode", |(c, _): &Vs| c.0.name().into()),
+            col("placement", |(c, _): &Vs| c.1.pin.name().into()),
+            col("ctxswitch µs / round trip", |(c, _): &Vs| {
                 round_trip(obs, c, "ctxswitch")
             }),
-            col("perf µs / round trip", |(c, _): &(Cell, f64)| {
-                round_trip(obs, c, "perf")
-            }),
-            col("ctxswitch / perf", |(_, r): &(Cell, f64)| format!("{r:.2}")),
-            col("within 15%", |(_, r): &(Cell, f64)| {
+            col("perf µs / round trip", |(c, _): &Vs| round_trip(obs, c, "perf")),
+            col("ctxswitch / perf", |(_, r): &Vs| format!("{r:.2}")),
+            col("within 15%", |(_, r): &Vs| {
                 if (r - 1.0).abs() <= 0.15 { "yes" } else { "no" }.into()
             }),
         ],
@@ -199,20 +196,9 @@ pub(super) fn chart(d: &Data, obs: Observations) -> Bars {
                 [(0, "ctxswitch", "ctxswitch"), (1, "perf", "perf bench")]
             {
                 let r = rounds(obs, &(mode, *p), tool, "us_per_round_trip");
-                let (kind, label) =
-                    (meaning.form(form), format!("{label}, {}", mode.name()));
-                let clusters = crate::engine::clusters(&r);
-                if p.placement == Placement::Unpinned && clusters.len() > 1 {
-                    for (i, c) in clusters.iter().enumerate() {
-                        let label =
-                            format!("{label} (cluster {}: {} rounds)", i + 1, c.n);
-                        rows.push(
-                            Row::new(kind, label, c.median).range(c.min, c.max),
-                        );
-                    }
-                } else if let Some(s) = Summary::of(&r) {
-                    rows.push(Row::new(kind, label, s.median).range(s.min, s.max));
-                }
+                let label = format!("{label}, {}", mode.name());
+                let split = p.placement == Placement::Unpinned;
+                rows.extend(Row::rounds(meaning.form(form), &label, &r, split));
             }
         }
         let name = match p.pin {
@@ -231,7 +217,7 @@ pub(super) fn chart(d: &Data, obs: Observations) -> Bars {
 mod tests {
     use super::super::{PerfInfo, run::PerfRun};
     use super::*;
-    use crate::engine::{Observation, Observed, Setting};
+    use crate::engine::Observation;
 
     /// What `ctxswitch --json` would print for a round trip of `rt` µs.
     fn report(rt: f64, last: [usize; 2]) -> ctxswitch::Report {
@@ -247,24 +233,6 @@ mod tests {
         serde_json::from_value(json).unwrap()
     }
 
-    /// `runs` of `tool` as the engine records them, one per round.
-    fn observe<T: Observed>(
-        log: &mut Vec<Observation>,
-        at: Setting,
-        tool: &str,
-        runs: &[T],
-    ) {
-        log.extend(runs.iter().enumerate().map(|(k, r)| Observation {
-            setting: at.clone(),
-            condition: tool.into(),
-            round: Some(k + 1),
-            position: 0,
-            beaten: false,
-            metrics:
-                r.metrics().into_iter().map(|(m, v)| (m.to_string(), v)).collect(),
-        }));
-    }
-
     /// Threads on one CPU with perf beside (ratios 4/5 and 6/5: median 1),
     /// processes unpinned without perf, one round off its switch count, its
     /// round trips `none`.
@@ -272,19 +240,15 @@ mod tests {
         let same = Placed { pin: Pin::Same, placement: Placement::OneCpu(0) };
         let unpinned = Placed { pin: Pin::None, placement: Placement::Unpinned };
         let perf = |rt| PerfRun { us_per_round_trip: rt, moved_after_ms: None };
-        let mut log = Vec::new();
         let threads = same.at(Mode::Threads);
-        observe(
-            &mut log,
-            threads.clone(),
-            "ctxswitch",
-            &[report(4.0, [0, 0]), report(6.0, [0, 0])],
-        );
-        observe(&mut log, threads, "perf", &[perf(5.0), perf(5.0)]);
+        let runs = [report(4.0, [0, 0]), report(6.0, [0, 0])];
+        let mut log = Observation::rounds(&threads, "ctxswitch", &runs);
+        log.extend(Observation::rounds(&threads, "perf", &[perf(5.0), perf(5.0)]));
         let ends = [[1, 0], [0, 1], [1, 1], [0, 0]];
         let none: Vec<_> =
             none.iter().zip(ends).map(|(&rt, e)| report(rt, e)).collect();
-        observe(&mut log, unpinned.at(Mode::Processes), "ctxswitch", &none);
+        let at = unpinned.at(Mode::Processes);
+        log.extend(Observation::rounds(&at, "ctxswitch", &none));
         let obs = Observations(&log);
         let mut d = Data {
             iterations: 100,

@@ -19,7 +19,7 @@ mod tables;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::engine::{self, Engine, Observed, Placement, Series};
+use crate::engine::{self, Engine, Observed, Placement, Series, Setting};
 use crate::results::Header;
 use clap::Parser;
 use labkit::limits::{format_size, size_in};
@@ -70,26 +70,19 @@ struct Args {
 
     /// Seconds each round of each loop should last; the iteration count is
     /// calibrated from a warm-up (at least 3) [default: 0.1; 0.5 with --full]
-    #[arg(long, value_name = "SECONDS", value_parser = parse_budget)]
+    #[arg(long, value_name = "SECONDS",
+          value_parser = labkit::cli::seconds_in(0.0001, 60.0))]
     budget: Option<f64>,
 }
 crate::options!(Args);
-
-fn parse_budget(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(x) if (0.0001..=60.0).contains(&x) => Ok(x),
-        _ => Err(format!("'{text}' is not a number of seconds from 0.0001 to 60")),
-    }
-}
 
 /// A run of one method: its microseconds per create+destroy, its
 /// iterations, and the program's resident memory while it looped.
 impl Observed for spawn_methods::Report {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
         let run = &self.runs[0];
-        let us = ("us", run.us);
         vec![
-            us,
+            ("us", run.us),
             ("iterations", run.iterations as f64),
             ("vm_rss_kib", self.vm_rss_kib as f64),
         ]
@@ -103,10 +96,30 @@ const PLACED: [Method; 3] = [Method::ForkWait, Method::Thread, Method::Pool];
 /// A part of the experiment: its setting (`part`, and `touched_bytes` or
 /// `placement`), its methods, the memory the program touches, where it runs.
 struct Part {
-    at: engine::Setting,
+    at: Setting,
     methods: &'static [Method],
     rss: u64,
     placement: Placement,
+}
+
+/// A part's setting: its name and where it ran.
+fn part(part: &str, placement: &str) -> Setting {
+    engine::setting([("part", part.into()), ("placement", placement.into())])
+}
+
+/// The settings of each part: every method, a size touched, a placement.
+fn methods() -> Setting {
+    part("methods", "unpinned")
+}
+
+fn touched(bytes: u64) -> Setting {
+    let mut at = part("rss", "unpinned");
+    at.insert("touched_bytes".into(), bytes.into());
+    at
+}
+
+fn placed(name: &str) -> Setting {
+    part("placement", name)
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -124,12 +137,6 @@ struct Data {
     placements: Vec<(&'static str, String)>,
     /// Each method at each setting: its microseconds, iterations, VmRSS.
     series: Vec<Series>,
-}
-
-/// `--method`'s spelling of `m` (`fork-wait`): its condition's name.
-fn value(m: Method) -> String {
-    use clap::ValueEnum;
-    m.to_possible_value().map_or_else(String::new, |v| v.get_name().to_string())
 }
 
 fn main(ctx: &Context, plan: &Plan) -> Result<()> {
@@ -161,7 +168,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         };
         let n: Vec<u64> =
             run(p.methods, None)?.runs.iter().map(|r| r.iterations).collect();
-        let names: Vec<String> = p.methods.iter().map(|m| value(*m)).collect();
+        let names: Vec<String> = p.methods.iter().map(|m| m.name()).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         engine
             .measure(&p.at, &names, |k| run(&p.methods[k..=k], Some(&n[k..=k])))?;
@@ -175,7 +182,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         exec: args.exec.display().to_string(),
         transparent_hugepages: thp
             .map_or_else(|_| "unknown".into(), |s| s.trim().to_string()),
-        methods: Method::ALL.iter().map(|&m| (value(m), m.label())).collect(),
+        methods: Method::ALL.iter().map(|&m| (m.name(), m.label())).collect(),
         rss: args.rss.clone(),
         placements,
         series: obs.series(),
@@ -207,23 +214,20 @@ fn run(
     methods: &[Method],
     counts: Option<&[u64]>,
 ) -> Result<spawn_methods::Report> {
-    let list = |v: Vec<String>| v.join(",");
-    let mut cmd = Command::new(program);
-    cmd.arg("--method").arg(list(methods.iter().map(|m| value(*m)).collect()));
-    match counts {
-        Some(n) => {
-            cmd.arg("--iterations").arg(list(n.iter().map(u64::to_string).collect()))
-        }
-        None => cmd.arg("--budget").arg(budget.to_string()),
+    let cpus = p.placement.cpus();
+    let options = spawn_methods::Options {
+        methods: methods.to_vec(),
+        counts: counts.map(<[u64]>::to_vec),
+        budget,
+        rss: p.rss,
+        // Children and threads inherit the creator's CPU; only the pool's
+        // worker can be put on another.
+        cpus: cpus.map(|[creator, _]| vec![creator]),
+        worker_cpu: cpus.and_then(|[creator, w]| (w != creator).then_some(w)),
+        exec: exec.to_path_buf(),
     };
-    cmd.arg("--rss").arg(p.rss.to_string()).arg("--exec").arg(exec);
-    if let Some([creator, worker]) = p.placement.cpus() {
-        cmd.arg("--cpus").arg(creator.to_string());
-        if worker != creator {
-            cmd.arg("--worker-cpu").arg(worker.to_string());
-        }
-    }
-    cmd.arg("--json");
+    let mut cmd = Command::new(program);
+    cmd.args(options.args());
     let limits = labkit::limited::Limits {
         address_space: Some(p.rss + HEADROOM),
         ..Default::default()
@@ -245,23 +249,12 @@ fn run(
 /// creator's CPU, so only the pool can be split over two cores). With each
 /// placement's row in the placement table.
 fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>) {
-    let at = |part: &str, placement: Placement| {
-        engine::setting([
-            ("part", part.into()),
-            ("placement", placement.name().into()),
-        ])
-    };
     let unpinned = Placement::Unpinned;
-    let all = Part {
-        at: at("methods", unpinned),
-        methods: &Method::ALL,
-        rss: 0,
-        placement: unpinned,
-    };
+    let all =
+        Part { at: methods(), methods: &Method::ALL, rss: 0, placement: unpinned };
     let mut parts = vec![all];
     for &bytes in rss {
-        let mut at = at("rss", unpinned);
-        at.insert("touched_bytes".into(), bytes.into());
+        let at = touched(bytes);
         parts.push(Part { at, methods: &RSS, rss: bytes, placement: unpinned });
     }
     let mut placements = Vec::new();
@@ -277,7 +270,7 @@ fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>
             ),
         };
         parts.push(Part {
-            at: at("placement", placement),
+            at: placed(placement.name()),
             methods,
             rss: 0,
             placement,

@@ -1,15 +1,15 @@
 //! spawn-methods' headline, tables and charts, made from the engine's
 //! observations and the parts' settings alone.
 
-use crate::chart::bars::{self, Bars};
+use crate::chart::bars::{Bars, Row};
 use crate::chart::{Chart, Kind, Meaning};
-use crate::engine::{Observations, Setting, distribution, setting};
+use crate::engine::{Observations, Setting, spread};
 use crate::report::Headline;
-use crate::stats::Summary;
-use crate::table::{Table, col, range};
+use crate::table::{Table, col};
 use labkit::limits::format_size;
 
-use super::{Data, PLACED, RSS, value};
+use super::{Data, PLACED, RSS, methods, placed, touched};
+use spawn_methods::Method;
 
 /// A method's meaning on the charts: a process (`vfork` its second form,
 /// a new program its third), a thread (`std::thread` its second form, a
@@ -36,19 +36,6 @@ fn short(method: &str) -> &'static str {
     }
 }
 
-/// The settings of each part: every method, a size touched, a placement.
-fn methods() -> Setting {
-    setting([("part", "methods".into())])
-}
-
-fn touched(bytes: u64) -> Setting {
-    setting([("part", "rss".into()), ("touched_bytes", bytes.into())])
-}
-
-fn placed(name: &str) -> Setting {
-    setting([("part", "placement".into()), ("placement", name.into())])
-}
-
 /// Microseconds of `method`'s rounds at `at`: the median with its range,
 /// more decimals for smaller figures. The pool's hand-off is a two-party
 /// measurement: unpinned, its rounds may fall apart (some on one CPU, some
@@ -64,10 +51,7 @@ fn us_cell(obs: Observations, at: &Setting, method: &str) -> String {
         1
     };
     let unpinned = at.get("placement").is_none_or(|p| p == "unpinned");
-    if method == "pool" && unpinned {
-        return distribution(&rounds, digits);
-    }
-    Summary::of(&rounds).map_or("-".into(), |s| range(&s, digits))
+    spread(&rounds, digits, method == "pool" && unpinned)
 }
 
 /// The rounds `method` ran at `at`.
@@ -78,17 +62,15 @@ fn rounds(obs: Observations, at: &Setting, method: &str) -> usize {
 /// Each method's cost, keyed by its label as a slug.
 pub(super) fn headline(obs: Observations) -> Headline {
     let mut h = crate::report::headline();
-    for &m in &spawn_methods::Method::ALL {
-        let (key, rounds) = (
-            crate::report::slug(&m.label()),
-            obs.rounds(&methods(), &value(m), "us"),
-        );
-        h = h.rounds(&format!("{key}_us"), &m.label(), rounds, "µs");
+    for m in Method::ALL {
+        let (label, rounds) = (m.label(), obs.rounds(&methods(), &m.name(), "us"));
+        let key = format!("{}_us", crate::report::slug(&label));
+        h = h.rounds(&key, &label, rounds, "µs");
     }
     h.build()
 }
 
-type Method = (String, String);
+type Named = (String, String);
 
 pub(super) fn methods_table(d: &Data, obs: Observations) -> Table {
     let at = methods();
@@ -99,12 +81,12 @@ pub(super) fn methods_table(d: &Data, obs: Observations) -> Table {
         "1. Create and destroy one unit of concurrent work, 2026",
         d.methods.iter().filter(|(m, _)| obs.rounds(&at, m, "us").is_some()),
         &[
-            col("method", |(_, label): &Method| label.clone()),
-            col("us each", |(m, _): &Method| us_cell(obs, &at, m)),
-            col("iterations", |(m, _): &Method| {
+            col("method", |(_, label): &Named| label.clone()),
+            col("us each", |(m, _): &Named| us_cell(obs, &at, m)),
+            col("iterations", |(m, _): &Named| {
                 format!("{:.0}", median(m, "iterations"))
             }),
-            col("vs fork+wait", |(m, _): &Method| {
+            col("vs fork+wait", |(m, _): &Named| {
                 format!("{:.3}", median(m, "us") / fork)
             }),
         ],
@@ -128,7 +110,7 @@ pub(super) fn rss_table(d: &Data, obs: Observations) -> Table {
             format!("{:.0}", kib.map_or(f64::NAN, |s| s.median) / 1024.0)
         }),
     ];
-    for m in RSS.map(value) {
+    for m in RSS.map(Method::name) {
         columns.push(col(short(&m), move |b: &u64| us_cell(obs, &touched(*b), &m)));
     }
     let n = d.rss.first().map_or(0, |&b| rounds(obs, &touched(b), "fork-wait"));
@@ -145,7 +127,7 @@ type Placed = (&'static str, String);
 
 pub(super) fn placement_table(d: &Data, obs: Observations) -> Table {
     let mut columns = vec![col("placement", |(_, row): &Placed| row.clone())];
-    for m in PLACED.map(value) {
+    for m in PLACED.map(Method::name) {
         columns.push(col(short(&m), move |(p, _): &Placed| {
             us_cell(obs, &placed(p), &m)
         }));
@@ -171,8 +153,7 @@ pub(super) fn placement_table(d: &Data, obs: Observations) -> Table {
 pub(super) fn bars(d: &Data, obs: Observations) -> Vec<(String, String)> {
     let unit = "microseconds (log scale): median, whisker min-max of the rounds";
     let row = |at: &Setting, m: &str, label: &str| {
-        let s = obs.summary(at, m, "us")?;
-        Some(bars::Row::new(kind(m), label, s.median).range(s.min, s.max))
+        Some(Row::summary(kind(m), label, &obs.summary(at, m, "us")?))
     };
     let rows = d
         .methods
@@ -185,7 +166,7 @@ pub(super) fn bars(d: &Data, obs: Observations) -> Vec<(String, String)> {
     for (p, label) in &d.placements {
         let short = |m: &str| short(m).trim_end_matches(" us").to_string();
         let rows = PLACED
-            .map(value)
+            .map(Method::name)
             .into_iter()
             .filter_map(|m| row(&placed(p), &m, &short(&m)));
         chart = chart.group(label, rows.collect());
@@ -209,23 +190,21 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
         )
     };
     for m in RSS {
+        let mib = |b: u64| b as f64 / f64::from(1 << 20);
         let points = d.rss.iter().filter_map(|&b| {
-            Some((
-                b as f64 / f64::from(1 << 20),
-                obs.summary(&touched(b), &value(m), "us")?,
-            ))
+            Some((mib(b), obs.summary(&touched(b), &m.name(), "us")?))
         });
-        c = c.summaries(kind(&value(m)), &m.label(), points);
+        c = c.summaries(kind(&m.name()), &m.label(), points);
     }
     vec![("rss".to_string(), c)]
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Data, parts, value};
+    use super::super::{Data, parts};
     use super::*;
     use crate::engine::Engine;
-    use spawn_methods::{Method, Report, Run};
+    use spawn_methods::{Report, Run};
 
     /// Every part measured through the engine, 1 GiB touched at most and
     /// two CPUs, six rounds of each method at half, once and twice its
@@ -237,7 +216,7 @@ mod tests {
         let (parts, placements) = parts(&[0, 1 << 30], &[0, 1]);
         let mut engine = Engine::new(6);
         for p in &parts {
-            let names: Vec<String> = p.methods.iter().map(|m| value(*m)).collect();
+            let names: Vec<String> = p.methods.iter().map(|m| m.name()).collect();
             let names: Vec<&str> = names.iter().map(String::as_str).collect();
             let (part, placement) = (&p.at["part"], &p.at["placement"]);
             let mut calls = vec![0; names.len()];
@@ -279,7 +258,7 @@ mod tests {
             budget_s: 0.1,
             exec: "/bin/true".into(),
             transparent_hugepages: "never".into(),
-            methods: Method::ALL.iter().map(|&m| (value(m), m.label())).collect(),
+            methods: Method::ALL.iter().map(|&m| (m.name(), m.label())).collect(),
             rss: vec![0, 1 << 30],
             placements,
             series: Vec::new(),

@@ -221,15 +221,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let mut stacks = Vec::new();
     for &stack in &args.stacks {
         let at = at_stack(stack);
+        let (max, size) = (max.to_string(), stack.to_string());
         let runs = engine.measure(&at, &APIS, |k| {
             let mut cmd = Command::new(stacklimit);
             cmd.args(["threads", "--json", "--api", APIS[k]]);
-            cmd.args([
-                "--max",
-                &max.to_string(),
-                "--stack-size",
-                &stack.to_string(),
-            ]);
+            cmd.args(["--max", &max, "--stack-size", &size]);
             count(&mut cmd, space, timeout)
         })?;
         let predicted = Some(args.address_space / stack);

@@ -10,7 +10,7 @@ use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
 
-use super::{Args, KINDS, Overflow, Probe, ProgramRun, Row};
+use super::{APIS, Args, KINDS, Overflow, Probe, ProgramRun, Row};
 use crate::engine::{Engine, setting};
 
 fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outcome> {
@@ -84,24 +84,16 @@ pub(super) fn run_thread(
         _ => limits.stack = Some(8 << 20),
     }
     let done = limited(&mut cmd, limits, timeout)?;
-    let mut log_checked = false;
-    if done.status.success() {
+    let log_checked = done.status.success();
+    if log_checked {
         let data = std::fs::read(&log).map_err(|e| Error::io(log.display(), e))?;
         let text = labkit::lines::payload(None);
         labkit::lines::check_log(&data, &text, u64::from(n), 1000).map_err(|e| {
             Error::failed(format!("thread --threads {n} ({setting}): bad log: {e}"))
         })?;
-        log_checked = true;
     }
-    let (ended, said) = (done.ended(), done.last_words());
-    Ok(ProgramRun {
-        threads: n,
-        setting,
-        ended,
-        said,
-        log_checked,
-        wall_s: done.wall_s,
-    })
+    let (ended, said, wall_s) = (done.ended(), done.last_words(), done.wall_s);
+    Ok(ProgramRun { threads: n, setting, ended, said, log_checked, wall_s })
 }
 
 /// A thread overflowing a 64 KiB stack, made by each API.
@@ -110,7 +102,7 @@ pub(super) fn overflows(
     timeout: Duration,
 ) -> Result<Vec<Overflow>> {
     let mut overflow = Vec::new();
-    for api in ["pthread", "std"] {
+    for api in APIS {
         let mut cmd = Command::new(stacklimit);
         cmd.args(["overflow", "--api", api, "--stack-size", "64K"]);
         let done = limited(&mut cmd, Limits::default(), timeout)?;
