@@ -455,6 +455,19 @@ impl<'a> Observations<'a> {
     }
 }
 
+impl Observations<'_> {
+    /// The median of [`Observations::rounds`]: the one number a table's
+    /// cell, a ratio of medians or a best-of search takes.
+    pub fn median(
+        &self,
+        at: &Setting,
+        condition: &str,
+        metric: &str,
+    ) -> Option<f64> {
+        Some(stats::median(&self.rounds(at, condition, metric)?))
+    }
+}
+
 /// One condition at one setting, summed up: each metric's rounds as a
 /// [`Summary`] (median, range, and the median's interval). The setting's
 /// factors and the metrics are fields of their own, so that a book pointer

@@ -213,16 +213,10 @@ fn the_vs_c_tables_put_one_column_per_pair_and_count_the_close_ones() {
     );
     assert_eq!(t[0].rows, [["64", "1.100 (1.000-1.200)", "0.990 (0.980-1.000)"]]);
     assert!(t[0].title.contains("C (gcc -O2), one CPU: "), "{}", t[0].title);
-    assert!(
-        t[0].notes[0].contains("0 of 1 block sizes within 5%"),
-        "{:?}",
-        t[0].notes
-    );
-    assert!(
-        t[0].notes[1].contains("1 of 1 block sizes within 5%"),
-        "{:?}",
-        t[0].notes
-    );
+    for (i, close) in ["0 of 1", "1 of 1"].into_iter().enumerate() {
+        let within = format!("{close} block sizes within 5%");
+        assert!(t[0].notes[i].contains(&within), "{:?}", t[0].notes);
+    }
     let (name, chart) = vs_c::chart(&ratios).unwrap();
     assert_eq!(name, "vs-c");
     assert_eq!(chart.series[2].label, "pipespeed2, unpinned");

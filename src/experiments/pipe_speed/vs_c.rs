@@ -2,6 +2,7 @@
 //! run back to back, on one CPU and unpinned; its tables, its chart and
 //! its own Markdown file (`vs-c.md`, which the book includes).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::chart::{Chart, Meaning};
@@ -121,9 +122,7 @@ fn pairs(ratios: &[Ratio], placement: &str) -> Vec<(&'static str, &'static str)>
 /// programs: three columns of "median (min-max)" fit the book's column,
 /// six did not.
 pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
-    let mut blocks: Vec<u64> = ratios.iter().map(|r| r.block_bytes).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
+    let blocks: BTreeSet<u64> = ratios.iter().map(|r| r.block_bytes).collect();
     let mut tables = Vec::new();
     for placement in ["one-cpu", "unpinned"] {
         let pairs = pairs(ratios, placement);
