@@ -2,7 +2,7 @@
 //! from the engine's observations.
 
 use crate::chart::{Chart, Kind, Meaning};
-use crate::engine::{Observations, Placement, clusters, distribution};
+use crate::engine::{Observations, Placement, clusters, distribution, setting};
 use crate::report::Headline;
 use crate::stats::{Summary, median};
 use crate::table::{Table, col, range, sig};
@@ -13,18 +13,9 @@ use super::{
 };
 
 /// The blocks `key` ran at, at `placement`, in order.
-fn blocks(d: &Data, key: &str, placement: &str) -> Vec<u64> {
-    let mut b: Vec<u64> = d
-        .series
-        .iter()
-        .filter(|s| {
-            s.condition == key && s.setting.get("part") == Some(&"grid".into())
-        })
-        .filter(|s| s.setting["placement"] == placement)
-        .filter_map(|s| s.setting["block_bytes"].as_u64())
-        .collect();
-    b.sort_unstable();
-    b
+fn blocks(obs: Observations, key: &str, placement: &str) -> Vec<u64> {
+    let at = setting([("part", "grid".into()), ("placement", placement.into())]);
+    obs.levels(&at, key, "block_bytes")
 }
 
 /// `key`'s MB/s at `block` and `placement`.
@@ -64,12 +55,11 @@ fn cell(obs: Observations, key: &str, block: u64, placement: &str) -> String {
 
 /// The block of `key`'s best median rate at `placement`, and its largest.
 fn peak_and_largest(
-    d: &Data,
     obs: Observations,
     key: &str,
     placement: &str,
 ) -> (Option<u64>, Option<u64>) {
-    let blocks = blocks(d, key, placement);
+    let blocks = blocks(obs, key, placement);
     let best = |b: &u64| median_rate(obs, key, *b, placement).unwrap_or(f64::NAN);
     let peak = blocks.iter().copied().max_by(|a, b| best(a).total_cmp(&best(b)));
     (peak, blocks.last().copied())
@@ -88,8 +78,7 @@ fn rate_at(obs: Observations, block: u64, placement: &str) -> String {
 
 /// Then and now, one thread, two threads, and the pipe by placement.
 pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
-    let mut tables =
-        vec![then_and_now(d, obs), one_thread(d, obs), two_threads(d, obs)];
+    let mut tables = vec![then_and_now(d, obs), one_thread(obs), two_threads(obs)];
     tables.extend(by_placement(d, obs));
     tables
 }
@@ -108,7 +97,7 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
             d.pipe.default_buffer_bytes
         ),
     ]);
-    let (peak, largest) = peak_and_largest(d, obs, "pipe", "unpinned");
+    let (peak, largest) = peak_and_largest(obs, "pipe", "unpinned");
     if let Some(peak) = peak {
         t.row(vec![
             "two threads, peak MB/s".into(),
@@ -117,7 +106,7 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
         ]);
     }
     for p in pinned(d) {
-        if let Some(peak) = peak_and_largest(d, obs, "pipe", p.name()).0 {
+        if let Some(peak) = peak_and_largest(obs, "pipe", p.name()).0 {
             let row = format!("two threads, peak MB/s, {}", p.describe());
             t.row(vec![row, "-".into(), rate_at(obs, peak, p.name())]);
         }
@@ -133,7 +122,7 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
             rate_at(obs, largest, "unpinned") + &big,
         ]);
     }
-    let ratios: Vec<f64> = blocks(d, "fifo", "unpinned")
+    let ratios: Vec<f64> = blocks(obs, "fifo", "unpinned")
         .into_iter()
         .filter_map(|b| {
             let rate = |key| median_rate(obs, key, b, "unpinned");
@@ -169,7 +158,7 @@ fn of_limit(obs: Observations, key: &str, block: u64) -> String {
     share.map_or("-".into(), |(r, l)| format!("{:.1}%", 100.0 * r / l))
 }
 
-fn one_thread(d: &Data, obs: Observations) -> Table {
+fn one_thread(obs: Observations) -> Table {
     let count = |b: &u64| {
         let o = obs.at(&grid(*b, "unpinned")).next();
         o.and_then(|o| o.setting["count"].as_u64())
@@ -177,7 +166,7 @@ fn one_thread(d: &Data, obs: Observations) -> Table {
     };
     Table::of(
         "1. One thread (pipespeed2): write a block, read it back",
-        &blocks(d, "pipespeed2", "unpinned"),
+        &blocks(obs, "pipespeed2", "unpinned"),
         &[
             col("block (bytes)", |b: &u64| b.to_string()),
             col("count", count),
@@ -210,7 +199,7 @@ fn switches(obs: Observations, block: u64, placement: &str) -> String {
     crate::table::or_dash(s, 2)
 }
 
-fn two_threads(d: &Data, obs: Observations) -> Table {
+fn two_threads(obs: Observations) -> Table {
     let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
     for (key, header) in TRANSPORTS {
         columns.push(col(header, move |b: &u64| cell(obs, key, *b, "unpinned")));
@@ -222,7 +211,7 @@ fn two_threads(d: &Data, obs: Observations) -> Table {
     ]);
     Table::of(
         "2. Writer and reader (pipespeed2t), MB/s by transport",
-        &blocks(d, "pipe", "unpinned"),
+        &blocks(obs, "pipe", "unpinned"),
         &columns,
     )
     .noted(
@@ -265,7 +254,7 @@ fn by_placement(d: &Data, obs: Observations) -> Option<Table> {
     }
     let t = Table::of(
         "3. Writer and reader (pipespeed2t, pipe, threads) by placement, MB/s",
-        &blocks(d, "pipe", "unpinned"),
+        &blocks(obs, "pipe", "unpinned"),
         &columns,
     );
     Some(t.noted(
@@ -283,7 +272,7 @@ fn by_placement(d: &Data, obs: Observations) -> Option<Table> {
 /// unpinned as the article ran; then the same at each pinned placement,
 /// their keys ending in the placement (`two_threads_peak_mb_s_one_cpu`).
 pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
-    let one = peak_and_largest(d, obs, "pipespeed2", "unpinned").0;
+    let one = peak_and_largest(obs, "pipespeed2", "unpinned").0;
     let mut h = crate::report::headline()
         .exact(
             "pipe_buffer_bytes",
@@ -309,8 +298,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     }
     for (placement, suffix, on) in placements {
         let key = |k: &str| format!("{k}{suffix}");
-        let (peak_block, largest_block) =
-            peak_and_largest(d, obs, "pipe", placement);
+        let (peak_block, largest_block) = peak_and_largest(obs, "pipe", placement);
         let rounds =
             |b: Option<u64>| obs.rounds(&grid(b?, placement), "pipe", "mb_per_s");
         let (peak, largest) = (rounds(peak_block), rounds(largest_block));
@@ -322,16 +310,10 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
         // Round k of every block size both measured: the named pipe over the
         // unnamed, run in the same round at each block, then that round's
         // median over blocks.
-        let fifo_over_pipe: Vec<Vec<f64>> = blocks(d, "fifo", placement)
+        let fifo_over_pipe: Vec<Vec<f64>> = blocks(obs, "fifo", placement)
             .into_iter()
             .filter_map(|b| {
                 obs.paired(&grid(b, placement), "fifo", "pipe", "mb_per_s")
-            })
-            .collect();
-        let k = fifo_over_pipe.iter().map(Vec::len).min().unwrap_or(0);
-        let fifo: Vec<f64> = (0..k)
-            .map(|i| {
-                median(&fifo_over_pipe.iter().map(|r| r[i]).collect::<Vec<_>>())
             })
             .collect();
         h = h
@@ -371,7 +353,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
                     "named pipe's rate over the unnamed pipe's{on}, paired per block, \
                      each round's median over block sizes"
                 ),
-                (k > 0).then_some(fifo),
+                crate::stats::round_medians(&fifo_over_pipe),
                 "x",
             );
     }
@@ -404,7 +386,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
         )
     };
     let line = |key: &str, placement: &str| -> Vec<(f64, Summary)> {
-        let blocks = blocks(d, key, placement).into_iter();
+        let blocks = blocks(obs, key, placement).into_iter();
         blocks
             .filter_map(|b| Some((b as f64, rate(obs, key, b, placement)?)))
             .collect()
