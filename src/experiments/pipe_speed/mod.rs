@@ -178,12 +178,9 @@ impl Variant {
     }
 }
 
-/// What one run yields: a pipe program's report and what its process cost
-/// (wait4), or the copy limit.
-enum Run {
-    Pipe(PipeReport, Usage),
-    Copy(CopyReport),
-}
+/// What a pipe program's run yields: its report and what its process cost
+/// (wait4). A run of the copy limit yields its `CopyReport`.
+struct PipeRun(PipeReport, Usage);
 
 impl Observed for CopyReport {
     /// Each byte copied twice, as a pipe must (src -> buffer -> dst), or
@@ -198,21 +195,16 @@ impl Observed for CopyReport {
     }
 }
 
-impl Observed for Run {
+impl Observed for PipeRun {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        match self {
-            Run::Pipe(r, u) => vec![
-                ("mb_per_s", r.mb_per_s),
-                // Voluntary + involuntary switches of the whole process.
-                (
-                    "switches_per_block",
-                    (u.voluntary_switches + u.involuntary_switches) as f64
-                        / r.count as f64,
-                ),
-                ("cpu_s", u.user_s + u.sys_s),
-            ],
-            Run::Copy(c) => c.metrics(),
-        }
+        let PipeRun(r, u) = self;
+        // Voluntary + involuntary switches of the whole process.
+        let switches = (u.voluntary_switches + u.involuntary_switches) as f64;
+        vec![
+            ("mb_per_s", r.mb_per_s),
+            ("switches_per_block", switches / r.count as f64),
+            ("cpu_s", u.user_s + u.sys_s),
+        ]
     }
 }
 
@@ -338,9 +330,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let runs = steps.iter().map(|s| engine.runs_for(s.2.len())).sum();
     engine.progress(runs, EXPERIMENT.name);
     for (at, here, names, placement, block, count) in &steps {
-        engine.measure(at, names, |k| match here.get(k) {
-            Some(v) => run_once(v, *count, *block, *placement),
-            None => Ok(Run::Copy(copy_limit(&bins[2], *block, &[])?)),
+        engine.measure(at, names, |k| -> Result<Box<dyn Observed>> {
+            Ok(match here.get(k) {
+                Some(v) => Box::new(run_once(v, *count, *block, *placement)?),
+                None => Box::new(copy_limit(&bins[2], *block, &[])?),
+            })
         })?;
     }
     let ladder = ladder::run_ladder(&args, &bins[1..], &facts, &mut engine)?;
@@ -409,11 +403,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
 }
 
 /// Run a pipe program once; check it moved the bytes it was asked to.
-fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<Run> {
+fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<PipeRun> {
     let what = format!("{} {count} {block}", v.key);
     let (report, usage) = run_json::<PipeReport>(cmd, &what)?;
     moved(&what, report.bytes, count * block)?;
-    Ok(Run::Pipe(report, usage))
+    Ok(PipeRun(report, usage))
 }
 
 /// Did a program move the bytes it was asked to?
@@ -429,7 +423,7 @@ fn run_once(
     count: u64,
     block: u64,
     placement: Placement,
-) -> Result<Run> {
+) -> Result<PipeRun> {
     let mut cmd = v.command(count, block);
     if let Some([a, b]) = placement.cpus() {
         cmd.args(["--cpus".to_string(), format!("{a},{b}")]);
@@ -505,8 +499,5 @@ pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
     let (key, label, _) = FORMS[0];
     let v = Variant::new((key, label), pipespeed2t, &[], vec![]);
     let count = count_for(block, false);
-    match run_once(&v, count, block, Placement::Unpinned)? {
-        Run::Pipe(r, _) => Ok(r.mb_per_s),
-        Run::Copy(_) => unreachable!("a pipe program's run"),
-    }
+    Ok(run_once(&v, count, block, Placement::Unpinned)?.0.mb_per_s)
 }

@@ -375,16 +375,14 @@ pub(super) fn variant_kind(key: &str) -> Kind {
     }
 }
 
+/// A chart of MB/s by block size, both on log scales (the ladder's too).
+pub(super) fn mb_chart(title: &str) -> Chart {
+    let (x, y) =
+        ("block size (bytes, log scale)", "MB/s (median, band: min-max; log scale)");
+    Chart { log_x: true, log_y: true, ..Chart::new(title, x, y) }
+}
+
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
-    let new = |title: &str| Chart {
-        log_x: true,
-        log_y: true,
-        ..Chart::new(
-            title,
-            "block size (bytes, log scale)",
-            "MB/s (median, band: min-max; log scale)",
-        )
-    };
     let line = |key: &str, placement: &str| -> Vec<(f64, Summary)> {
         let blocks = blocks(obs, key, placement).into_iter();
         blocks
@@ -411,7 +409,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
             &["pipe", "fifo", "processes", "socketpair", "vmsplice"],
         ),
     ] {
-        let mut chart = new(title);
+        let mut chart = mb_chart(title);
         let mut all: Vec<u64> = Vec::new();
         for &key in keys {
             let points = line(key, "unpinned");
@@ -433,7 +431,8 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     // Each placement its form: unpinned plain, one CPU dashed, two dotted.
     let pinned = pinned(d);
     if !pinned.is_empty() {
-        let mut chart = new("Writer and reader by placement: pipe and processes");
+        let mut chart =
+            mb_chart("Writer and reader by placement: pipe and processes");
         for key in ["pipe", "processes"] {
             let at = [Placement::Unpinned].into_iter().chain(pinned.iter().copied());
             for (form, p) in at.enumerate() {

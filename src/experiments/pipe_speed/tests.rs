@@ -19,20 +19,20 @@ fn counts_follow_the_article() {
 }
 
 /// A pipe program's run of 10 blocks at `mb` MB/s, with 5 switches.
-fn pipe(mb: f64) -> Run {
+fn pipe(mb: f64) -> Box<dyn Observed> {
     let report = PipeReport { count: 10, mb_per_s: mb, ..PipeReport::default() };
-    Run::Pipe(report, Usage { voluntary_switches: 5, ..Usage::default() })
+    Box::new(PipeRun(report, Usage { voluntary_switches: 5, ..Usage::default() }))
 }
 
 /// The copy limit: memcpy at `mb` MB/s, the vector loop at half of it.
-fn copy(mb: f64) -> Run {
+fn copy(mb: f64) -> Box<dyn Observed> {
     let (memcpy_mb_per_s, vector_loop_mb_per_s) = (mb, mb / 2.0);
     let c = CopyReport {
         memcpy_mb_per_s,
         vector_loop_mb_per_s,
         ..CopyReport::default()
     };
-    Run::Copy(c)
+    Box::new(c)
 }
 
 /// Each variant's MB/s at `block` and `placement`, with the copy limit
