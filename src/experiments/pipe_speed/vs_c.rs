@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use crate::chart::{Chart, Meaning};
 use crate::engine::{Engine, Placement, setting};
 use crate::stats::Summary;
-use crate::table::{Table, range};
+use crate::table::{Table, col, range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -135,10 +135,9 @@ pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
                     == (p, a, placement, b)
             })
         };
-        let mut columns =
-            vec![crate::table::col("block (bytes)", |b: &u64| b.to_string())];
+        let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
         for &pair in &pairs {
-            columns.push(crate::table::col(pair_name(pair), move |b: &u64| {
+            columns.push(col(pair_name(pair), move |b: &u64| {
                 find(pair, *b).map_or("-".into(), |r| range(&r.ratio, 3))
             }));
         }
