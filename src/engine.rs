@@ -486,6 +486,29 @@ impl<'a> Observations<'a> {
     }
 }
 
+impl Observations<'_> {
+    /// The median of [`Observations::rounds`]: the one number a table's
+    /// cell, a ratio of medians or a best-of search takes.
+    pub fn median(
+        &self,
+        at: &Setting,
+        condition: &str,
+        metric: &str,
+    ) -> Option<f64> {
+        Some(stats::median(&self.rounds(at, condition, metric)?))
+    }
+
+    /// The values of the whole-number factor `factor` at the settings that
+    /// have every factor of `at` and where `condition` ran, ascending and
+    /// each once: the block sizes a program ran at, say.
+    pub fn levels(&self, at: &Setting, condition: &str, factor: &str) -> Vec<u64> {
+        let here = self.at(at).filter(|o| o.condition == condition);
+        let levels: BTreeSet<u64> =
+            here.filter_map(|o| o.setting.get(factor)?.as_u64()).collect();
+        levels.into_iter().collect()
+    }
+}
+
 /// One condition at one setting, summed up: each metric's rounds as a
 /// [`Summary`] (median, range, and the median's interval). The setting's
 /// factors and the metrics are fields of their own, so that a book pointer
@@ -991,6 +1014,10 @@ mod tests {
         assert_eq!(obs.paired(&at, "a", "b", "value"), Some(vec![1.5, 2.4]));
         let one = setting([("placement", json!("one-cpu"))]);
         assert_eq!(obs.summary(&one, "a", "value").unwrap().median, 9.0);
+        assert_eq!(obs.median(&one, "a", "value"), Some(9.0));
+        assert_eq!(obs.median(&at, "c", "value"), None);
+        assert_eq!(obs.levels(&one, "b", "n"), [1]);
+        assert!(obs.levels(&one, "c", "n").is_empty());
         assert_eq!(obs.rounds(&at, "c", "value"), None);
         assert_eq!(obs.rounds(&at, "a", "wall_s"), None);
         assert_eq!(obs.settings(), vec![&at]);

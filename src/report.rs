@@ -599,6 +599,23 @@ impl<T> Report<T> {
     }
 }
 
+impl<T> Report<T> {
+    /// Add the side file `name` holding `tables` as Markdown, headed as
+    /// `tables.md` is ([`Report::header_for`]), and return its text: the
+    /// tables of a comparison that the book shows apart.
+    pub fn side_tables(
+        &mut self,
+        common: &Common,
+        out: &Started,
+        name: &str,
+        tables: &[Table],
+    ) -> String {
+        let md = markdown(&self.header_for(common, out), tables);
+        self.files.push((name.to_string(), md.clone()));
+        md
+    }
+}
+
 impl<T: Serialize> Report<T> {
     /// Print the tables (or the JSON) and write `<out>/<experiment>.json`,
     /// `<out>/tables.md`, one SVG per chart and every further file.

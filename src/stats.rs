@@ -287,6 +287,15 @@ pub fn paired_ratios(a: &[f64], b: &[f64]) -> Option<Vec<f64>> {
         .then(|| a.iter().zip(b).map(|(a, b)| a / b).collect())
 }
 
+/// Round k's median across `lists` (one list of rounds per setting, each
+/// round's values measured together), for every round all of them have:
+/// `None` when there is no list or one is empty.
+pub fn round_medians(lists: &[Vec<f64>]) -> Option<Vec<f64>> {
+    let n = lists.iter().map(Vec::len).min().filter(|&n| n > 0)?;
+    let round = |k: usize| median(&lists.iter().map(|r| r[k]).collect::<Vec<_>>());
+    Some((0..n).map(round).collect())
+}
+
 /// How well a straight line fits `points` (x, y): the coefficient of
 /// determination R² of the least-squares line, 1 for a perfect fit. `None`
 /// for fewer than three points or when y does not vary.
@@ -479,6 +488,14 @@ mod tests {
         let r = super::paired_ratio(&[2.0, 4.0, 8.0], &[1.0, 2.0, 4.0]).unwrap();
         assert_eq!((r.min, r.median, r.max), (2.0, 2.0, 2.0));
         assert!(super::paired_ratio(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn round_medians_take_each_round_all_lists_have() {
+        let lists = [vec![1.0, 5.0, 9.0], vec![2.0, 6.0], vec![3.0, 4.0, 0.0]];
+        assert_eq!(super::round_medians(&lists), Some(vec![2.0, 5.0]));
+        assert_eq!(super::round_medians(&[]), None);
+        assert_eq!(super::round_medians(&[vec![1.0], vec![]]), None);
     }
 
     #[test]

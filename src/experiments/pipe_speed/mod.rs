@@ -21,6 +21,7 @@
 //! in pairs run back to back, twice: with every thread of both programs on
 //! one CPU, and unpinned.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -115,17 +116,11 @@ const ARTICLE_BLOCKS: &[u64] = &[
     1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
 ];
 
-/// Beyond the article's list, for pipespeed2t: 8 KiB to 1 MiB.
-const LARGE_BLOCKS: &[u64] = &[
-    8 << 10,
-    16 << 10,
-    32 << 10,
-    64 << 10,
-    128 << 10,
-    256 << 10,
-    512 << 10,
-    1 << 20,
-];
+/// Beyond the article's list, for pipespeed2t: 8 KiB to 1 MiB, each
+/// power of two.
+fn large_blocks() -> impl Iterator<Item = u64> {
+    (13..=20).map(|p| 1 << p)
+}
 
 /// The few sizes the quick run gives the other transports.
 const SAMPLE_BLOCKS: &[u64] =
@@ -183,12 +178,9 @@ impl Variant {
     }
 }
 
-/// What one run yields: a pipe program's report and what its process cost
-/// (wait4), or the copy limit.
-enum Run {
-    Pipe(PipeReport, Usage),
-    Copy(CopyReport),
-}
+/// What a pipe program's run yields: its report and what its process cost
+/// (wait4). A run of the copy limit yields its `CopyReport`.
+struct PipeRun(PipeReport, Usage);
 
 impl Observed for CopyReport {
     /// Each byte copied twice, as a pipe must (src -> buffer -> dst), or
@@ -203,21 +195,16 @@ impl Observed for CopyReport {
     }
 }
 
-impl Observed for Run {
+impl Observed for PipeRun {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
-        match self {
-            Run::Pipe(r, u) => vec![
-                ("mb_per_s", r.mb_per_s),
-                // Voluntary + involuntary switches of the whole process.
-                (
-                    "switches_per_block",
-                    (u.voluntary_switches + u.involuntary_switches) as f64
-                        / r.count as f64,
-                ),
-                ("cpu_s", u.user_s + u.sys_s),
-            ],
-            Run::Copy(c) => c.metrics(),
-        }
+        let PipeRun(r, u) = self;
+        // Voluntary + involuntary switches of the whole process.
+        let switches = (u.voluntary_switches + u.involuntary_switches) as f64;
+        vec![
+            ("mb_per_s", r.mb_per_s),
+            ("switches_per_block", switches / r.count as f64),
+            ("cpu_s", u.user_s + u.sys_s),
+        ]
     }
 }
 
@@ -319,10 +306,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let variants = variants(&args, &bins, facts.default_buffer_bytes);
     let placements = placements()?;
     let loadavg_before = loadavg();
-    let mut blocks: Vec<u64> =
+    let blocks: BTreeSet<u64> =
         variants.iter().flat_map(|v| v.blocks.clone()).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
     // Each block at each placement: the variants that run there (at every
     // placement the two-party ones; unpinned all, and the copy limit).
     let mut steps = Vec::new();
@@ -345,9 +330,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let runs = steps.iter().map(|s| engine.runs_for(s.2.len())).sum();
     engine.progress(runs, EXPERIMENT.name);
     for (at, here, names, placement, block, count) in &steps {
-        engine.measure(at, names, |k| match here.get(k) {
-            Some(v) => run_once(v, *count, *block, *placement),
-            None => Ok(Run::Copy(copy_limit(&bins[2], *block, &[])?)),
+        engine.measure(at, names, |k| -> Result<Box<dyn Observed>> {
+            Ok(match here.get(k) {
+                Some(v) => Box::new(run_once(v, *count, *block, *placement)?),
+                None => Box::new(copy_limit(&bins[2], *block, &[])?),
+            })
         })?;
     }
     let ladder = ladder::run_ladder(&args, &bins[1..], &facts, &mut engine)?;
@@ -400,17 +387,13 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         observations: engine.finish(),
         data,
     };
-    // The side files, headed as tables.md is: vs-c.md, the comparison's
-    // tables on their own for the book, and ladder.md.
-    let header = report.header_for(&args.common, &out);
+    // The side files: vs-c.md, the comparison's tables on their own for
+    // the book, and ladder.md.
     if !pairs.is_empty() {
-        let md = crate::report::markdown(&header, &pairs);
-        report.files.push(("vs-c.md".to_string(), md));
+        report.side_tables(&args.common, &out, "vs-c.md", &pairs);
     }
-    let ladder_md = ladder_tables.map(|t| crate::report::markdown(&header, &t));
-    report
-        .files
-        .extend(ladder_md.iter().map(|md| ("ladder.md".to_string(), md.clone())));
+    let ladder_md = ladder_tables
+        .map(|t| report.side_tables(&args.common, &out, "ladder.md", &t));
     report.publish(&args.common, &out)?;
     // The ladder's tables have their own file; show them too.
     match ladder_md {
@@ -420,22 +403,17 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
 }
 
 /// Run a pipe program once; check it moved the bytes it was asked to.
-fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<Run> {
+fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<PipeRun> {
     let what = format!("{} {count} {block}", v.key);
     let (report, usage) = run_json::<PipeReport>(cmd, &what)?;
     moved(&what, report.bytes, count * block)?;
-    Ok(Run::Pipe(report, usage))
+    Ok(PipeRun(report, usage))
 }
 
 /// Did a program move the bytes it was asked to?
 fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
-    if bytes == expected {
-        Ok(())
-    } else {
-        Err(Error::failed(format!(
-            "{what}: moved {bytes} bytes, expected {expected}"
-        )))
-    }
+    let wrong = format!("{what}: moved {bytes} bytes, expected {expected}");
+    if bytes == expected { Ok(()) } else { Err(Error::failed(wrong)) }
 }
 
 /// One run of a variant at `placement`: pipespeed2t pins its writer and
@@ -445,7 +423,7 @@ fn run_once(
     count: u64,
     block: u64,
     placement: Placement,
-) -> Result<Run> {
+) -> Result<PipeRun> {
     let mut cmd = v.command(count, block);
     if let Some([a, b]) = placement.cpus() {
         cmd.args(["--cpus".to_string(), format!("{a},{b}")]);
@@ -477,52 +455,38 @@ fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
     })
 }
 
+/// pipespeed2t's forms, each a condition: key, label and flags.
+const FORMS: [(&str, &str, &[&str]); 6] = [
+    ("pipe", "pipespeed2t: pipe, threads", &[]),
+    ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads", &["--pipe-size", "1M"]),
+    ("fifo", "pipespeed2t: named pipe, threads", &["--fifo"]),
+    ("processes", "pipespeed2t: pipe, processes", &["--processes"]),
+    ("socketpair", "pipespeed2t: socket pair, threads", &["--socketpair"]),
+    ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer", &["--vmsplice"]),
+];
+
+/// pipespeed2 at the article's blocks that fit the pipe; pipespeed2t's
+/// pipe at every block, its 1 MiB pipe from 4 KiB and the other forms at a
+/// sample (with --full, every block); or each at --blocks.
 fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Vec<Variant> {
     let pick = |default: Vec<u64>| {
         if args.blocks.is_empty() { default } else { args.blocks.clone() }
     };
     let long: Vec<u64> =
-        ARTICLE_BLOCKS.iter().chain(LARGE_BLOCKS).copied().collect();
-    let big: Vec<u64> = long.iter().copied().filter(|&b| b >= 4096).collect();
-    let full = args.common.full;
-    let sample = if full { long.clone() } else { SAMPLE_BLOCKS.to_vec() };
+        ARTICLE_BLOCKS.iter().copied().chain(large_blocks()).collect();
     let fits = pick(ARTICLE_BLOCKS.to_vec()).into_iter().filter(|&b| b <= buffer);
-    let two =
-        |name, flags: &[&str], blocks| Variant::new(name, &bins[1], flags, blocks);
-    vec![
-        Variant::new(
-            ("pipespeed2", "pipespeed2 (one thread)"),
-            &bins[0],
-            &[],
-            fits.collect(),
-        ),
-        two(("pipe", "pipespeed2t: pipe, threads"), &[], pick(long.clone())),
-        two(
-            ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads"),
-            &["--pipe-size", "1M"],
-            pick(if full { long } else { big }),
-        ),
-        two(
-            ("fifo", "pipespeed2t: named pipe, threads"),
-            &["--fifo"],
-            pick(sample.clone()),
-        ),
-        two(
-            ("processes", "pipespeed2t: pipe, processes"),
-            &["--processes"],
-            pick(sample.clone()),
-        ),
-        two(
-            ("socketpair", "pipespeed2t: socket pair, threads"),
-            &["--socketpair"],
-            pick(sample.clone()),
-        ),
-        two(
-            ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer"),
-            &["--vmsplice"],
-            pick(sample),
-        ),
-    ]
+    let one = ("pipespeed2", "pipespeed2 (one thread)");
+    let mut all = vec![Variant::new(one, &bins[0], &[], fits.collect())];
+    for (key, label, flags) in FORMS {
+        let blocks = match key {
+            "pipe" => long.clone(),
+            _ if args.common.full => long.clone(),
+            "pipe-1M" => long.iter().copied().filter(|&b| b >= 4096).collect(),
+            _ => SAMPLE_BLOCKS.to_vec(),
+        };
+        all.push(Variant::new((key, label), &bins[1], flags, pick(blocks)));
+    }
+    all
 }
 
 #[cfg(test)]
@@ -532,15 +496,8 @@ mod tests;
 /// the quick grid's count, unpinned: MB/s. The controls run it against
 /// itself.
 pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
-    let v = Variant::new(
-        ("pipe", "pipespeed2t: pipe, threads"),
-        pipespeed2t,
-        &[],
-        vec![],
-    );
+    let (key, label, _) = FORMS[0];
+    let v = Variant::new((key, label), pipespeed2t, &[], vec![]);
     let count = count_for(block, false);
-    match run_once(&v, count, block, Placement::Unpinned)? {
-        Run::Pipe(r, _) => Ok(r.mb_per_s),
-        Run::Copy(_) => unreachable!("a pipe program's run"),
-    }
+    Ok(run_once(&v, count, block, Placement::Unpinned)?.0.mb_per_s)
 }

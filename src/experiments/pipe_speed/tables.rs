@@ -2,105 +2,83 @@
 //! from the engine's observations.
 
 use crate::chart::{Chart, Kind, Meaning};
-use crate::engine::{Observations, Placement, clusters, distribution};
+use crate::engine::{Observations, Placement, clusters, distribution, setting};
 use crate::report::Headline;
 use crate::stats::{Summary, median};
 use crate::table::{Table, col, range, sig};
 
 use super::{
     ARTICLE_PEAK_2T_MB_S, ARTICLE_PIPE_BUFFER, ARTICLE_PLATEAU_2T_MB_S, COPY, Data,
-    grid,
+    Placed, grid,
 };
 
 /// The blocks `key` ran at, at `placement`, in order.
-fn blocks(d: &Data, key: &str, placement: &str) -> Vec<u64> {
-    let mut b: Vec<u64> = d
-        .series
-        .iter()
-        .filter(|s| {
-            s.condition == key && s.setting.get("part") == Some(&"grid".into())
-        })
-        .filter(|s| s.setting["placement"] == placement)
-        .filter_map(|s| s.setting["block_bytes"].as_u64())
-        .collect();
-    b.sort_unstable();
-    b
+fn blocks(obs: Observations, key: &str, placement: &str) -> Vec<u64> {
+    let at = setting([("part", "grid".into()), ("placement", placement.into())]);
+    obs.levels(&at, key, "block_bytes")
 }
 
 /// `key`'s MB/s at `block` and `placement`.
-fn rate(
+fn rate(obs: Observations, key: &str, b: u64, placement: &str) -> Option<Summary> {
+    obs.summary(&grid(b, placement), key, "mb_per_s")
+}
+
+/// Its median: a cell's figure, and what the best block is judged by.
+fn median_rate(
     obs: Observations,
     key: &str,
-    block: u64,
+    b: u64,
     placement: &str,
-) -> Option<Summary> {
-    obs.summary(&grid(block, placement), key, "mb_per_s")
+) -> Option<f64> {
+    obs.median(&grid(b, placement), key, "mb_per_s")
+}
+
+/// Rounds that fall in separate clusters (unpinned rounds that ran on one
+/// CPU and on two), each cluster's range and count: one median would
+/// describe none of them.
+fn split(rounds: &[f64]) -> Option<String> {
+    (clusters(rounds).len() > 1).then(|| distribution(rounds, 0))
 }
 
 /// The copy limit at `block`: the faster of the medians of memcpy and the
 /// vector loop, both copying each byte twice.
 pub(super) fn limit(obs: Observations, block: u64) -> Option<f64> {
-    let at = grid(block, "unpinned");
-    let m = |metric| obs.summary(&at, COPY, metric).map(|s| s.median);
+    let m = |metric| obs.median(&grid(block, "unpinned"), COPY, metric);
     Some(m("memcpy_mb_per_s")?.max(m("vector_loop_mb_per_s")?))
 }
 
-/// A rate's cell: its median, or, when its rounds fall in separate
-/// clusters (unpinned rounds that ran on one CPU and on two), each
-/// cluster: one median would describe none of them.
+/// A rate's cell: its median, or its clusters when its rounds split.
 fn cell(obs: Observations, key: &str, block: u64, placement: &str) -> String {
     let rounds = obs.rounds(&grid(block, placement), key, "mb_per_s");
-    match rounds {
-        Some(r) if clusters(&r).len() > 1 => distribution(&r, 0),
-        Some(r) => sig(median(&r)),
-        None => "-".into(),
-    }
+    rounds.map_or("-".into(), |r| split(&r).unwrap_or_else(|| sig(median(&r))))
 }
 
-/// The two-thread pipe's figures at a placement, which the then-and-now
-/// table and the headline both give.
-struct Figures {
-    /// The block of the best median rate, and of the largest block.
-    peak: Option<u64>,
-    largest: Option<u64>,
-    /// Named over unnamed pipe, at every block size both measured: the
-    /// rounds' paired ratios at each block.
-    fifo_over_pipe: Vec<Vec<f64>>,
-}
-
-fn figures(d: &Data, obs: Observations, placement: &str) -> Figures {
-    let pipe = blocks(d, "pipe", placement);
-    let best =
-        |b: &u64| rate(obs, "pipe", *b, placement).map_or(f64::NAN, |s| s.median);
-    let fifo_over_pipe = blocks(d, "fifo", placement)
-        .into_iter()
-        .filter_map(|b| obs.paired(&grid(b, placement), "fifo", "pipe", "mb_per_s"))
-        .collect();
-    Figures {
-        peak: pipe.iter().copied().max_by(|a, b| best(a).total_cmp(&best(b))),
-        largest: pipe.last().copied(),
-        fifo_over_pipe,
-    }
+/// The block of `key`'s best median rate at `placement`, and its largest.
+fn peak_and_largest(
+    obs: Observations,
+    key: &str,
+    placement: &str,
+) -> (Option<u64>, Option<u64>) {
+    let blocks = blocks(obs, key, placement);
+    let best = |b: &u64| median_rate(obs, key, *b, placement).unwrap_or(f64::NAN);
+    let peak = blocks.iter().copied().max_by(|a, b| best(a).total_cmp(&best(b)));
+    (peak, blocks.last().copied())
 }
 
 /// A peak's median rate and its block: `2409 at 4096-byte blocks`, and its
 /// rounds' clusters if they split.
 fn rate_at(obs: Observations, block: u64, placement: &str) -> String {
-    let rate = rate(obs, "pipe", block, placement).map_or(f64::NAN, |s| s.median);
     let rounds = obs.rounds(&grid(block, placement), "pipe", "mb_per_s");
-    let split = match rounds {
-        Some(r) if clusters(&r).len() > 1 => {
-            format!(" (its rounds in clusters: {})", distribution(&r, 0))
-        }
-        _ => String::new(),
-    };
-    format!("{} at {block}-byte blocks{split}", sig(rate))
+    let split = rounds.as_deref().and_then(split);
+    let split =
+        split.map_or(String::new(), |s| format!(" (its rounds in clusters: {s})"));
+    let rate = sig(median_rate(obs, "pipe", block, placement).unwrap_or(f64::NAN));
+    format!("{rate} at {block}-byte blocks{split}")
 }
 
 /// Then and now, one thread, two threads, and the pipe by placement.
 pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
-    let mut tables =
-        vec![then_and_now(d, obs), one_thread(d, obs), two_threads(d, obs)];
+    let mut tables = vec![then_and_now(d, obs), one_thread(obs), two_threads(obs)];
     tables.extend(by_placement(d, obs));
     tables
 }
@@ -119,8 +97,8 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
             d.pipe.default_buffer_bytes
         ),
     ]);
-    let f = figures(d, obs, "unpinned");
-    if let Some(peak) = f.peak {
+    let (peak, largest) = peak_and_largest(obs, "pipe", "unpinned");
+    if let Some(peak) = peak {
         t.row(vec![
             "two threads, peak MB/s".into(),
             format!("about {ARTICLE_PEAK_2T_MB_S:.0}"),
@@ -128,12 +106,12 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
         ]);
     }
     for p in pinned(d) {
-        if let Some(peak) = figures(d, obs, p.name()).peak {
+        if let Some(peak) = peak_and_largest(obs, "pipe", p.name()).0 {
             let row = format!("two threads, peak MB/s, {}", p.describe());
             t.row(vec![row, "-".into(), rate_at(obs, peak, p.name())]);
         }
     }
-    if let Some(largest) = f.largest {
+    if let Some(largest) = largest {
         let big = rate(obs, "pipe-1M", largest, "unpinned")
             .map_or(String::new(), |s| {
                 format!("; {} with a 1 MiB pipe", sig(s.median))
@@ -144,13 +122,11 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
             rate_at(obs, largest, "unpinned") + &big,
         ]);
     }
-    let ratios: Vec<f64> = blocks(d, "fifo", "unpinned")
+    let ratios: Vec<f64> = blocks(obs, "fifo", "unpinned")
         .into_iter()
         .filter_map(|b| {
-            Some(
-                rate(obs, "fifo", b, "unpinned")?.median
-                    / rate(obs, "pipe", b, "unpinned")?.median,
-            )
+            let rate = |key| median_rate(obs, key, b, "unpinned");
+            Some(rate("fifo")? / rate("pipe")?)
         })
         .collect();
     if let Some(r) = Summary::of(&ratios) {
@@ -178,12 +154,11 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
 
 /// The median rate as a share of the copy limit at its block size.
 fn of_limit(obs: Observations, key: &str, block: u64) -> String {
-    let share =
-        rate(obs, key, block, "unpinned").map(|s| s.median).zip(limit(obs, block));
+    let share = median_rate(obs, key, block, "unpinned").zip(limit(obs, block));
     share.map_or("-".into(), |(r, l)| format!("{:.1}%", 100.0 * r / l))
 }
 
-fn one_thread(d: &Data, obs: Observations) -> Table {
+fn one_thread(obs: Observations) -> Table {
     let count = |b: &u64| {
         let o = obs.at(&grid(*b, "unpinned")).next();
         o.and_then(|o| o.setting["count"].as_u64())
@@ -191,7 +166,7 @@ fn one_thread(d: &Data, obs: Observations) -> Table {
     };
     Table::of(
         "1. One thread (pipespeed2): write a block, read it back",
-        &blocks(d, "pipespeed2", "unpinned"),
+        &blocks(obs, "pipespeed2", "unpinned"),
         &[
             col("block (bytes)", |b: &u64| b.to_string()),
             col("count", count),
@@ -220,11 +195,11 @@ const TRANSPORTS: [(&str, &str); 6] = [
 ];
 
 fn switches(obs: Observations, block: u64, placement: &str) -> String {
-    let s = obs.summary(&grid(block, placement), "pipe", "switches_per_block");
-    s.map_or("-".into(), |s| format!("{:.2}", s.median))
+    let s = obs.median(&grid(block, placement), "pipe", "switches_per_block");
+    crate::table::or_dash(s, 2)
 }
 
-fn two_threads(d: &Data, obs: Observations) -> Table {
+fn two_threads(obs: Observations) -> Table {
     let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
     for (key, header) in TRANSPORTS {
         columns.push(col(header, move |b: &u64| cell(obs, key, *b, "unpinned")));
@@ -236,7 +211,7 @@ fn two_threads(d: &Data, obs: Observations) -> Table {
     ]);
     Table::of(
         "2. Writer and reader (pipespeed2t), MB/s by transport",
-        &blocks(d, "pipe", "unpinned"),
+        &blocks(obs, "pipe", "unpinned"),
         &columns,
     )
     .noted(
@@ -249,14 +224,11 @@ fn two_threads(d: &Data, obs: Observations) -> Table {
 
 /// The placements pinned: one CPU, and two when the run had two.
 fn pinned(d: &Data) -> Vec<Placement> {
-    d.placements
-        .iter()
-        .filter_map(|p| match p.cpus {
-            Some([a, b]) if a == b => Some(Placement::OneCpu(a)),
-            Some([a, b]) => Some(Placement::TwoCpus(a, b)),
-            None => None,
-        })
-        .collect()
+    let placement = |p: &Placed| match p.cpus? {
+        [a, b] if a == b => Some(Placement::OneCpu(a)),
+        [a, b] => Some(Placement::TwoCpus(a, b)),
+    };
+    d.placements.iter().filter_map(placement).collect()
 }
 
 /// The two-thread pipe at each placement: pinned, the medians (and their
@@ -282,7 +254,7 @@ fn by_placement(d: &Data, obs: Observations) -> Option<Table> {
     }
     let t = Table::of(
         "3. Writer and reader (pipespeed2t, pipe, threads) by placement, MB/s",
-        &blocks(d, "pipe", "unpinned"),
+        &blocks(obs, "pipe", "unpinned"),
         &columns,
     );
     Some(t.noted(
@@ -300,12 +272,7 @@ fn by_placement(d: &Data, obs: Observations) -> Option<Table> {
 /// unpinned as the article ran; then the same at each pinned placement,
 /// their keys ending in the placement (`two_threads_peak_mb_s_one_cpu`).
 pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
-    let best = |b: &u64| {
-        rate(obs, "pipespeed2", *b, "unpinned").map_or(f64::NAN, |s| s.median)
-    };
-    let one = blocks(d, "pipespeed2", "unpinned")
-        .into_iter()
-        .max_by(|a, b| best(a).total_cmp(&best(b)));
+    let one = peak_and_largest(obs, "pipespeed2", "unpinned").0;
     let mut h = crate::report::headline()
         .exact(
             "pipe_buffer_bytes",
@@ -331,22 +298,22 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     }
     for (placement, suffix, on) in placements {
         let key = |k: &str| format!("{k}{suffix}");
-        let f = figures(d, obs, placement);
+        let (peak_block, largest_block) = peak_and_largest(obs, "pipe", placement);
         let rounds =
             |b: Option<u64>| obs.rounds(&grid(b?, placement), "pipe", "mb_per_s");
-        let (peak, largest) = (rounds(f.peak), rounds(f.largest));
+        let (peak, largest) = (rounds(peak_block), rounds(largest_block));
         // Round k of the largest block over round k of the best: the two
         // blocks' rounds, each balanced over its own conditions, may differ
         // in number; the pairs are the rounds both have.
         let n = peak.iter().chain(&largest).map(Vec::len).min().unwrap_or(0);
         let first = |r: &Option<Vec<f64>>| r.as_ref().map(|r| r[..n].to_vec());
-        // Round k of every block size: the named pipe over the unnamed, run
-        // in the same round at each block, then that round's median over
-        // blocks.
-        let k = f.fifo_over_pipe.iter().map(Vec::len).min().unwrap_or(0);
-        let fifo: Vec<f64> = (0..k)
-            .map(|i| {
-                median(&f.fifo_over_pipe.iter().map(|r| r[i]).collect::<Vec<_>>())
+        // Round k of every block size both measured: the named pipe over the
+        // unnamed, run in the same round at each block, then that round's
+        // median over blocks.
+        let fifo_over_pipe: Vec<Vec<f64>> = blocks(obs, "fifo", placement)
+            .into_iter()
+            .filter_map(|b| {
+                obs.paired(&grid(b, placement), "fifo", "pipe", "mb_per_s")
             })
             .collect();
         h = h
@@ -359,14 +326,14 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
             .exact(
                 &key("two_threads_peak_block"),
                 &format!("pipespeed2t{on}: block size of the best rate (median)"),
-                f.peak.map(|b| b as f64),
+                peak_block.map(|b| b as f64),
                 "bytes",
             )
             .rounds(
                 &key("two_threads_largest_mb_s"),
                 &format!(
                     "pipespeed2t{on}: rate at the largest block ({} bytes)",
-                    f.largest.unwrap_or(0)
+                    largest_block.unwrap_or(0)
                 ),
                 largest.clone(),
                 "MB/s",
@@ -386,7 +353,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
                     "named pipe's rate over the unnamed pipe's{on}, paired per block, \
                      each round's median over block sizes"
                 ),
-                (k > 0).then_some(fifo),
+                crate::stats::round_medians(&fifo_over_pipe),
                 "x",
             );
     }
@@ -408,19 +375,17 @@ pub(super) fn variant_kind(key: &str) -> Kind {
     }
 }
 
+/// A chart of MB/s by block size, both on log scales (the ladder's too).
+pub(super) fn mb_chart(title: &str) -> Chart {
+    let (x, y) =
+        ("block size (bytes, log scale)", "MB/s (median, band: min-max; log scale)");
+    Chart { log_x: true, log_y: true, ..Chart::new(title, x, y) }
+}
+
 pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
-    let new = |title: &str| Chart {
-        log_x: true,
-        log_y: true,
-        ..Chart::new(
-            title,
-            "block size (bytes, log scale)",
-            "MB/s (median, band: min-max; log scale)",
-        )
-    };
     let line = |key: &str, placement: &str| -> Vec<(f64, Summary)> {
-        let points = blocks(d, key, placement).into_iter();
-        points
+        let blocks = blocks(obs, key, placement).into_iter();
+        blocks
             .filter_map(|b| Some((b as f64, rate(obs, key, b, placement)?)))
             .collect()
     };
@@ -444,15 +409,14 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
             &["pipe", "fifo", "processes", "socketpair", "vmsplice"],
         ),
     ] {
-        let mut chart = new(title);
+        let mut chart = mb_chart(title);
         let mut all: Vec<u64> = Vec::new();
-        for &key in keys.iter().filter(|k| !line(k, "unpinned").is_empty()) {
-            all.extend(blocks(d, key, "unpinned"));
-            chart = chart.summaries(
-                variant_kind(key),
-                label(key),
-                line(key, "unpinned"),
-            );
+        for &key in keys {
+            let points = line(key, "unpinned");
+            if !points.is_empty() {
+                all.extend(points.iter().map(|p| p.0 as u64));
+                chart = chart.summaries(variant_kind(key), label(key), points);
+            }
         }
         all.sort_unstable();
         all.dedup();
@@ -467,7 +431,8 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     // Each placement its form: unpinned plain, one CPU dashed, two dotted.
     let pinned = pinned(d);
     if !pinned.is_empty() {
-        let mut chart = new("Writer and reader by placement: pipe and processes");
+        let mut chart =
+            mb_chart("Writer and reader by placement: pipe and processes");
         for key in ["pipe", "processes"] {
             let at = [Placement::Unpinned].into_iter().chain(pinned.iter().copied());
             for (form, p) in at.enumerate() {

@@ -19,20 +19,20 @@ fn counts_follow_the_article() {
 }
 
 /// A pipe program's run of 10 blocks at `mb` MB/s, with 5 switches.
-fn pipe(mb: f64) -> Run {
+fn pipe(mb: f64) -> Box<dyn Observed> {
     let report = PipeReport { count: 10, mb_per_s: mb, ..PipeReport::default() };
-    Run::Pipe(report, Usage { voluntary_switches: 5, ..Usage::default() })
+    Box::new(PipeRun(report, Usage { voluntary_switches: 5, ..Usage::default() }))
 }
 
 /// The copy limit: memcpy at `mb` MB/s, the vector loop at half of it.
-fn copy(mb: f64) -> Run {
+fn copy(mb: f64) -> Box<dyn Observed> {
     let (memcpy_mb_per_s, vector_loop_mb_per_s) = (mb, mb / 2.0);
     let c = CopyReport {
         memcpy_mb_per_s,
         vector_loop_mb_per_s,
         ..CopyReport::default()
     };
-    Run::Copy(c)
+    Box::new(c)
 }
 
 /// Each variant's MB/s at `block` and `placement`, with the copy limit
@@ -213,16 +213,10 @@ fn the_vs_c_tables_put_one_column_per_pair_and_count_the_close_ones() {
     );
     assert_eq!(t[0].rows, [["64", "1.100 (1.000-1.200)", "0.990 (0.980-1.000)"]]);
     assert!(t[0].title.contains("C (gcc -O2), one CPU: "), "{}", t[0].title);
-    assert!(
-        t[0].notes[0].contains("0 of 1 block sizes within 5%"),
-        "{:?}",
-        t[0].notes
-    );
-    assert!(
-        t[0].notes[1].contains("1 of 1 block sizes within 5%"),
-        "{:?}",
-        t[0].notes
-    );
+    for (i, close) in ["0 of 1", "1 of 1"].into_iter().enumerate() {
+        let within = format!("{close} block sizes within 5%");
+        assert!(t[0].notes[i].contains(&within), "{:?}", t[0].notes);
+    }
     let (name, chart) = vs_c::chart(&ratios).unwrap();
     assert_eq!(name, "vs-c");
     assert_eq!(chart.series[2].label, "pipespeed2, unpinned");

@@ -2,12 +2,13 @@
 //! run back to back, on one CPU and unpinned; its tables, its chart and
 //! its own Markdown file (`vs-c.md`, which the book includes).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use crate::chart::{Chart, Meaning};
 use crate::engine::{Engine, Placement, setting};
 use crate::stats::Summary;
-use crate::table::{Table, range};
+use crate::table::{Table, col, range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
@@ -121,9 +122,7 @@ fn pairs(ratios: &[Ratio], placement: &str) -> Vec<(&'static str, &'static str)>
 /// programs: three columns of "median (min-max)" fit the book's column,
 /// six did not.
 pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
-    let mut blocks: Vec<u64> = ratios.iter().map(|r| r.block_bytes).collect();
-    blocks.sort_unstable();
-    blocks.dedup();
+    let blocks: BTreeSet<u64> = ratios.iter().map(|r| r.block_bytes).collect();
     let mut tables = Vec::new();
     for placement in ["one-cpu", "unpinned"] {
         let pairs = pairs(ratios, placement);
@@ -136,10 +135,9 @@ pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
                     == (p, a, placement, b)
             })
         };
-        let mut columns =
-            vec![crate::table::col("block (bytes)", |b: &u64| b.to_string())];
+        let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
         for &pair in &pairs {
-            columns.push(crate::table::col(pair_name(pair), move |b: &u64| {
+            columns.push(col(pair_name(pair), move |b: &u64| {
                 find(pair, *b).map_or("-".into(), |r| range(&r.ratio, 3))
             }));
         }

@@ -175,6 +175,16 @@ struct RungInfo {
     ring_pages: Vec<String>,
 }
 
+impl RungInfo {
+    /// `rung` as it ran: with the big pipe `big` bytes, its ring on
+    /// `ring_pages`.
+    fn new(r: &Rung, big: u64, ring_pages: Vec<String>) -> RungInfo {
+        let (rung, method, label, removes) = (r.rung, r.method, r.label, r.removes);
+        let (flags, verified) = (flags_of(r, big), method != "splice-null");
+        RungInfo { rung, method, label, removes, flags, verified, ring_pages }
+    }
+}
+
 /// The two goals of the ladder, as this run met them or not.
 #[derive(Serialize, schemars::JsonSchema)]
 struct Goals {
@@ -280,13 +290,11 @@ pub(super) fn run_ladder(
         here.insert("count".into(), count.into());
         here.insert("placement".into(), "unpinned".into());
         let runs = engine.measure(&here, &names, |i| {
+            let flags = flags_of(&rungs[i], big);
             let mut cmd = Command::new(pipespeed2t);
             cmd.args([count.to_string(), block.to_string(), "--json".into()]);
-            cmd.args(flags_of(&rungs[i], big));
-            let what = format!(
-                "pipespeed2t {count} {block} {}",
-                flags_of(&rungs[i], big).join(" ")
-            );
+            cmd.args(&flags);
+            let what = format!("pipespeed2t {count} {block} {}", flags.join(" "));
             let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
             moved(&what, report.report.bytes, count * block)?;
             // The limit, in the same round: the rung's own working set.
@@ -306,15 +314,7 @@ pub(super) fn run_ladder(
     let rungs: Vec<RungInfo> = rungs
         .iter()
         .zip(pages)
-        .map(|(r, ring_pages)| RungInfo {
-            rung: r.rung,
-            method: r.method,
-            label: r.label,
-            removes: r.removes,
-            flags: flags_of(r, big),
-            verified: r.method != "splice-null",
-            ring_pages,
-        })
+        .map(|(r, pages)| RungInfo::new(r, big, pages))
         .collect();
     let goals = goals(&rows(&rungs, &blocks, engine.observations()));
     Ok(Some(Ladder {
@@ -376,10 +376,8 @@ fn rows<'a>(
     let mut rows = Vec::new();
     for &block in blocks {
         for rung in rungs {
-            let med = |m| {
-                obs.summary(&at(block), &name(rung.rung), m)
-                    .map_or(f64::NAN, |s| s.median)
-            };
+            let med =
+                |m| obs.median(&at(block), &name(rung.rung), m).unwrap_or(f64::NAN);
             let Some(mb) = obs.summary(&at(block), &name(rung.rung), "mb_per_s")
             else {
                 continue;
@@ -418,7 +416,7 @@ fn goals(rows: &[Row]) -> Goals {
         rows.iter()
             .filter(|r| r.block == KIB_64 && r.verified && pick(r))
             .map(|r| r.mb.median)
-            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+            .reduce(f64::max)
     };
     let gain = match (at_64k(&|_| true), at_64k(&|r| r.rung.rung == 1)) {
         (Some(best), Some(first)) => Some(best / first),
@@ -495,20 +493,8 @@ mod tests {
                 .unwrap();
         }
         let log = engine.finish();
-        let rungs: Vec<RungInfo> = [1, 3, 5]
-            .map(|k| {
-                let r = &RUNGS[k - 1];
-                RungInfo {
-                    rung: r.rung,
-                    method: r.method,
-                    label: r.label,
-                    removes: r.removes,
-                    flags: flags_of(r, 1 << 20),
-                    verified: r.method != "splice-null",
-                    ring_pages: Vec::new(),
-                }
-            })
-            .into();
+        let rungs: Vec<RungInfo> =
+            [1, 3, 5].map(|k| RungInfo::new(&RUNGS[k - 1], 1 << 20, vec![])).into();
         let goals = goals(&rows(&rungs, &blocks, Observations(&log)));
         let ladder = Ladder {
             rungs,

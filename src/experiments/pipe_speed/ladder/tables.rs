@@ -174,15 +174,8 @@ pub(in crate::experiments::pipe_speed) fn chart(
     obs: Observations,
 ) -> (String, Chart) {
     let rows = rows(&l.rungs, &l.blocks, obs);
-    let mut chart = Chart {
-        log_x: true,
-        log_y: true,
-        ..Chart::new(
-            "The pipe ladder: MB/s by block size",
-            "block size (bytes, log scale)",
-            "MB/s (median, band: min-max; log scale)",
-        )
-    };
+    let mut chart =
+        super::super::tables::mb_chart("The pipe ladder: MB/s by block size");
     for r in &l.rungs {
         let points = rows.iter().filter(|x| x.rung.rung == r.rung);
         chart = chart.summaries(
