@@ -612,21 +612,6 @@ impl Observations<'_> {
     }
 }
 
-// Shared by the experiments' tables and verdicts (server-designs,
-// create-destroy; pipe-speed and thread-limits spell it out too).
-impl Observations<'_> {
-    /// The median of [`Observations::rounds`]: `condition`'s `metric` at
-    /// `at`, `None` when it was not measured there.
-    pub fn median(
-        &self,
-        at: &Setting,
-        condition: &str,
-        metric: &str,
-    ) -> Option<f64> {
-        self.summary(at, condition, metric).map(|s| s.median)
-    }
-}
-
 /// Where the two parties of a two-party measurement run.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
