@@ -172,8 +172,7 @@ pub fn range(s: &Summary, digits: usize) -> String {
     format!("{median:.digits$} ({min:.digits$}-{max:.digits$})")
 }
 
-/// [`range`], `-` for a summary that was not measured (create-destroy;
-/// spawn-methods, ctx-switch, pipe-speed and mq-sweep spell it out).
+/// [`range`], `-` for a summary that was not measured.
 pub fn range_or_dash(s: Option<Summary>, digits: usize) -> String {
     s.map_or("-".into(), |s| range(&s, digits))
 }

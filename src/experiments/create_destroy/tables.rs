@@ -301,8 +301,7 @@ fn kind(program: &str) -> Kind {
 pub(super) fn bars(d: &Data, obs: Observations) -> String {
     let at = d.article();
     let row = |p: &String| {
-        let u = obs.summary(&at, p, "us_per_create")?;
-        Some(Row::new(kind(p), p, u.median).range(u.min, u.max))
+        Some(Row::summary(kind(p), p, &obs.summary(&at, p, "us_per_create")?))
     };
     Bars::new(
         "Create and destroy one process or thread",

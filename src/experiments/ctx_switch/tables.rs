@@ -5,7 +5,6 @@ use crate::chart::Meaning;
 use crate::chart::bars::{Bars, Row};
 use crate::engine::{Observations, Placement, spread};
 use crate::report::Headline;
-use crate::stats::Summary;
 use crate::table::{Table, col};
 use ctxswitch::{Mode, Pin};
 
@@ -30,7 +29,7 @@ fn rounds(obs: Observations, c: &Cell, tool: &str, m: &str) -> Vec<f64> {
 
 /// The median of ctxswitch's rounds of metric `m` in a cell.
 fn median(obs: Observations, c: &Cell, m: &str) -> f64 {
-    Summary::of(&rounds(obs, c, "ctxswitch", m)).map_or(f64::NAN, |s| s.median)
+    obs.median(&c.1.at(c.0), "ctxswitch", m).unwrap_or(f64::NAN)
 }
 
 /// `tool`'s round trips in a cell: median (min-max); unpinned, each

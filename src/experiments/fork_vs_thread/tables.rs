@@ -4,7 +4,7 @@
 use crate::chart::{Chart, Meaning};
 use crate::engine::Observations;
 use crate::report::{Headline, HeadlineBuilder};
-use crate::table::{Table, col, or_dash, range};
+use crate::table::{Table, col, or_dash, range_or_dash};
 
 use super::{Axis, Grid, Setting};
 
@@ -66,11 +66,7 @@ fn pair(
         .collect();
     let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
     // Round k ran every setting: the median of that round's pairs.
-    let every: Vec<f64> = (0..rounds)
-        .map(|k| {
-            crate::stats::median(&ratios.iter().map(|r| r[k]).collect::<Vec<_>>())
-        })
-        .collect();
+    let every = crate::stats::round_medians(&ratios);
     let count = grids.iter().find(|g| g.name == "count");
     let last =
         count.and_then(|g| Some((g, g.settings.iter().max_by_key(|s| s.count)?)));
@@ -92,7 +88,7 @@ fn pair(
         &format!(
             "{fork}'s time over {thread}'s: each round's median over every setting"
         ),
-        (rounds > 0).then_some(every),
+        every,
         "x",
     )
     .paired(
@@ -151,8 +147,7 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
     }
     for &p in programs {
         times.push(col(format!("{p} s"), move |s: &Setting| {
-            obs.summary(&s.factors(g.name), p, "wall_s")
-                .map_or("-".into(), |w| range(&w, 3))
+            range_or_dash(obs.summary(&s.factors(g.name), p, "wall_s"), 3)
         }));
     }
     let best = if g.best_of > 1 {

@@ -606,8 +606,7 @@ fn open_loop(
     let n = open_pipeline(&args.pipeline)?;
     let (offer, designs) = offers.iter().find(|(o, _)| o.pipeline == n)?;
     let median = |d: &Design| {
-        obs.summary(&offer.at(), &d.condition, "messages_per_s")
-            .map_or(f64::NAN, |s| s.median)
+        obs.median(&offer.at(), &d.condition, "messages_per_s").unwrap_or(f64::NAN)
     };
     let mut best: Vec<(&Design, f64)> = Vec::new();
     for family in [&["threads", "event-loop"][..], &["redis"], &["nats"]] {

@@ -6,7 +6,7 @@ use crate::chart::{Chart, Meaning};
 use crate::engine::Observations;
 use crate::report::{Headline, HeadlineBuilder};
 use crate::stats::Summary;
-use crate::table::{Column, Table, col, range};
+use crate::table::{Column, Table, col, range_or_dash};
 
 use super::{Data, Design, FLOOR, Offer, article, open_pipeline};
 
@@ -41,7 +41,7 @@ impl<'a> View<'a> {
     }
 
     fn median(&self, offer: Offer, key: &str, metric: &str) -> f64 {
-        self.summary(offer, key, metric).map_or(f64::NAN, |s| s.median)
+        self.obs.median(&offer.at(), key, metric).unwrap_or(f64::NAN)
     }
 
     /// The median of `metric`'s rounds with its 95% interval, as the
@@ -329,8 +329,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         &[
             col("threads/pool", threads),
             col("msg/s", |x: &&Design| {
-                v.summary(at, &x.condition, MSGS)
-                    .map_or("-".into(), |s| range(&s, 0))
+                range_or_dash(v.summary(at, &x.condition, MSGS), 0)
             }),
             col("2006 msg/s", |x| then(x).0.to_string()),
             col("switch share %", median("switch_share_pct", 1)),
@@ -569,7 +568,7 @@ pub(super) fn pipelined_chart(d: &Data, obs: Observations) -> Option<Bars> {
     };
     let rows = v.designs(at).into_iter().filter_map(|x| {
         let m = v.summary(at, &x.condition, MSGS)?;
-        Some(Bar::new(meaning(x), label(x, at), m.median).range(m.min, m.max))
+        Some(Bar::summary(meaning(x), label(x, at), &m))
     });
     let unit = "messages/s: median, whisker min-max of the rounds";
     Some(Bars::new(&title, unit, false).group("", rows.collect()))

@@ -5,7 +5,7 @@ use crate::chart::{Chart, Kind, Meaning};
 use crate::engine::{Observations, Placement, clusters, distribution, setting};
 use crate::report::Headline;
 use crate::stats::{Summary, median};
-use crate::table::{Table, col, range, sig};
+use crate::table::{Table, col, range_or_dash, sig};
 
 use super::{
     ARTICLE_PEAK_2T_MB_S, ARTICLE_PIPE_BUFFER, ARTICLE_PLATEAU_2T_MB_S, COPY, Data,
@@ -112,10 +112,8 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
         }
     }
     if let Some(largest) = largest {
-        let big = rate(obs, "pipe-1M", largest, "unpinned")
-            .map_or(String::new(), |s| {
-                format!("; {} with a 1 MiB pipe", sig(s.median))
-            });
+        let big = median_rate(obs, "pipe-1M", largest, "unpinned")
+            .map_or(String::new(), |m| format!("; {} with a 1 MiB pipe", sig(m)));
         t.row(vec![
             "two threads, very large blocks, MB/s".into(),
             format!("about {ARTICLE_PLATEAU_2T_MB_S:.0} (plateau)"),
@@ -171,7 +169,7 @@ fn one_thread(obs: Observations) -> Table {
             col("block (bytes)", |b: &u64| b.to_string()),
             col("count", count),
             col("MB/s", |b: &u64| {
-                rate(obs, "pipespeed2", *b, "unpinned").map_or("-".into(), |s| range(&s, 1))
+                range_or_dash(rate(obs, "pipespeed2", *b, "unpinned"), 1)
             }),
             col("copy limit MB/s", |b: &u64| limit(obs, *b).map_or("-".into(), sig)),
             col("of copy limit", |b: &u64| of_limit(obs, "pipespeed2", *b)),

@@ -74,8 +74,7 @@ type Named = (String, String);
 
 pub(super) fn methods_table(d: &Data, obs: Observations) -> Table {
     let at = methods();
-    let median =
-        |m: &str, metric| obs.summary(&at, m, metric).map_or(f64::NAN, |s| s.median);
+    let median = |m: &str, metric| obs.median(&at, m, metric).unwrap_or(f64::NAN);
     let fork = median("fork-wait", "us");
     let t = Table::of(
         "1. Create and destroy one unit of concurrent work, 2026",
@@ -106,8 +105,8 @@ pub(super) fn rss_table(d: &Data, obs: Observations) -> Table {
     let mut columns = vec![
         col("touched", |b: &u64| format_size(*b)),
         col("VmRSS MiB", |b: &u64| {
-            let kib = obs.summary(&touched(*b), "fork-wait", "vm_rss_kib");
-            format!("{:.0}", kib.map_or(f64::NAN, |s| s.median) / 1024.0)
+            let kib = obs.median(&touched(*b), "fork-wait", "vm_rss_kib");
+            format!("{:.0}", kib.unwrap_or(f64::NAN) / 1024.0)
         }),
     ];
     for m in RSS.map(Method::name) {

@@ -153,7 +153,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
             }),
             col("seconds", |r: &ProgramRun| {
                 let at = at_program(r.threads, r.setting);
-                or_dash(obs.summary(&at, "thread", "wall_s").map(|s| s.median), 3)
+                or_dash(obs.median(&at, "thread", "wall_s"), 3)
             }),
         ],
     )
