@@ -494,16 +494,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // each --pipeline above 1, the floor, and the open-loop point, for the
     // page on pipelining.
     let d = &report.data;
-    let side = [
-        ("brokers.md", vec![tables::brokers(d, obs)]),
-        ("pipelined.md", tables::pipelined(d, obs)),
-    ];
-    let svg = tables::pipelined_chart(d, obs)
-        .map(|c| ("pipelined.svg".into(), c.to_svg()));
-    let header = report.header_for(&args.common, &out);
-    let md =
-        |(f, t): (&str, Vec<_>)| (f.into(), crate::report::markdown(&header, &t));
-    report.files = side.into_iter().map(md).chain(svg).collect();
+    let (brokers, pipelined) = (tables::brokers(d, obs), tables::pipelined(d, obs));
+    let svg = tables::pipelined_chart(d, obs).map(|c| c.to_svg());
+    report.side_tables(&args.common, &out, "brokers.md", &[brokers]);
+    report.side_tables(&args.common, &out, "pipelined.md", &pipelined);
+    report.files.extend(svg.map(|svg| ("pipelined.svg".into(), svg)));
     report.observations = engine.finish();
     report.publish(&args.common, &out)
 }
