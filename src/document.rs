@@ -554,14 +554,9 @@ mod tests {
         let header = Header::new("demo");
         let headline = flat()["headline"].as_object().unwrap().clone();
         let data = json!({"grids": []});
-        let obs = [crate::engine::Observation {
-            setting: crate::engine::setting([("n", json!(1))]),
-            condition: "fork".into(),
-            round: Some(1),
-            position: 0,
-            beaten: false,
-            metrics: [("wall_s".to_string(), 0.5)].into(),
-        }];
+        let at = crate::engine::setting([("n", json!(1))]);
+        let run = vec![("wall_s", 0.5)];
+        let obs = [crate::engine::Observation::of(&at, "fork", Some(1), 0, &run)];
         let text = Written::new(&header, &headline, &obs, &data).to_text().unwrap();
         assert!(text.ends_with("}\n"));
         let json: Value = serde_json::from_str(&text).unwrap();

@@ -344,10 +344,9 @@ mod tests {
         program: &str,
         metrics: &[(&'static str, [f64; 3])],
     ) {
-        log.extend((0..3).map(|k| {
-            let run: Vec<_> = metrics.iter().map(|(m, v)| (*m, v[k])).collect();
-            Observation::of(at, program, Some(k + 1), 0, &run)
-        }));
+        let run = |k: usize| metrics.iter().map(|(m, v)| (*m, v[k])).collect();
+        let runs: Vec<Vec<_>> = (0..3).map(run).collect();
+        log.extend(Observation::rounds(at, program, &runs));
     }
 
     /// Fixed figures: fork 120 or 60 µs, threads 20 µs (each ±1 across the

@@ -715,10 +715,8 @@ mod tests {
     fn measured(rows: Vec<(Point, Vec<Run>)>) -> (Data, Vec<Observation>) {
         let at = Offer { pipeline: 1, rate: 0 }.at();
         let mut log = Vec::new();
-        for (k, (p, runs)) in rows.iter().enumerate() {
-            for (i, r) in runs.iter().enumerate() {
-                log.push(Observation::of(&at, &p.key(), Some(i + 1), k, r));
-            }
+        for (p, runs) in &rows {
+            log.extend(Observation::rounds(&at, &p.key(), runs));
         }
         let data = Data {
             rounds: 1,
