@@ -45,11 +45,10 @@ pub(super) fn per_switch(d: &mut Data, obs: Observations) {
     let by_pin = |metric| -> ByPin {
         let mut by = ByPin::new();
         for (mode, p) in cells(d, obs) {
-            let Some(s) = obs.summary(&p.at(mode), "ctxswitch", metric) else {
-                continue;
-            };
-            let pins = by.entry(mode.name().into()).or_default();
-            pins.insert(p.pin.name().into(), s.median);
+            if let Some(us) = obs.median(&p.at(mode), "ctxswitch", metric) {
+                let pins = by.entry(mode.name().into()).or_default();
+                pins.insert(p.pin.name().into(), us);
+            }
         }
         by
     };
