@@ -292,7 +292,7 @@ mod tests {
         assert!(given.iter().all(|s| s.plan.common.rounds == 7));
         assert_eq!(
             step(&given, "mq-sweep").command(),
-            "lab run mq-sweep --pipeline 1,16 --pipelined-threads 10 \
+            "lab run mq-sweep --duration 0.5 --pipeline 1,16 --pipelined-threads 10 \
              --redis-io-threads 1 --nats-gomaxprocs 2 --rounds 7"
         );
     }
