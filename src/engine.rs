@@ -152,6 +152,7 @@ impl<A: Observed, B: Observed> Observed for (A, B) {
 }
 
 /// Named figures as they are: a test's hand-made run.
+#[cfg(test)]
 impl Observed for Vec<(&'static str, f64)> {
     fn metrics(&self) -> Vec<(&'static str, f64)> {
         self.clone()
@@ -728,7 +729,7 @@ pub fn distribution(rounds: &[f64], digits: usize) -> String {
             .collect::<Vec<_>>()
             .join(" | ");
     }
-    Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
+    crate::table::range_or_dash(Summary::of(rounds), digits)
 }
 
 /// A series' rounds in a table's cell: [`distribution`] where `split` (a
@@ -738,7 +739,7 @@ pub fn spread(rounds: &[f64], digits: usize, split: bool) -> String {
     if split {
         return distribution(rounds, digits);
     }
-    Summary::of(rounds).map_or("-".into(), |s| crate::table::range(&s, digits))
+    crate::table::range_or_dash(Summary::of(rounds), digits)
 }
 
 #[cfg(test)]

@@ -310,6 +310,14 @@ fn run_once(
     plan: &plan::Plan,
     ctx: &report::Context,
 ) -> labkit::Result<Option<(std::path::PathBuf, String)>> {
+    // The heap an earlier run freed (of `run all`, of the reference, or
+    // before added rounds), back to the kernel: every program is started by
+    // fork (its pre_exec sets the death signal), whose cost grows with the
+    // runner's memory. After thread-limits and footprint the runner held
+    // 83 MB, and pipe-speed's 3,000 runs took 62 to 71 s inside `run all`
+    // against 32 to 42 s alone; trimmed, 46 MB and 41 to 47 s.
+    // SAFETY: malloc_trim only returns free heap memory to the kernel.
+    unsafe { libc::malloc_trim(0) };
     // `--cpus` confines the runner itself: the next step gets its CPUs back.
     let cpus = labkit::affinity::allowed_cpus().ok();
     let result = (plan.experiment.run)(ctx, plan);
@@ -392,14 +400,6 @@ fn run_all(all: schedule::AllArgs) -> labkit::Result<()> {
         let folder = step.folder();
         eprintln!("lab: [{}/{total}] {folder}: {}", i + 1, step.command());
         let t = Instant::now();
-        // The heap an earlier step freed, back to the kernel: every program
-        // is started by fork (its pre_exec sets the death signal), whose
-        // cost grows with the runner's memory. After thread-limits and
-        // footprint the runner held 83 MB, and pipe-speed's 3,000 runs took
-        // 62 to 71 s inside `run all` against 32 to 42 s alone; trimmed,
-        // 46 MB and 41 to 47 s.
-        // SAFETY: malloc_trim only returns free heap memory to the kernel.
-        unsafe { libc::malloc_trim(0) };
         match run_once(&step.plan, &ctx) {
             Ok(_) => {
                 took.insert(folder.clone(), t.elapsed());
