@@ -21,9 +21,11 @@
 //!   `PR_SET_PDEATHSIG`, so it dies with a parent killed outright
 //!   ([`labkit::relay`] says why).
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::AsFd;
 
+use clap::Parser;
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno, describe_io};
 use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
@@ -31,6 +33,40 @@ use labkit::relay;
 use nix::errno::Errno;
 use nix::unistd::{ForkResult, Pid, fork};
 
+/// Fork N children that each print C lines to stdout and to a shared log
+/// (the article's fork.c). Exit status: 0 ok, 1 failed, 2 bad usage,
+/// 128+N on signal N (SIGINT, SIGTERM, SIGHUP: passed on to the children,
+/// which are reaped).
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
+#[command(version)]
+pub struct Options {
+    /// Child processes to fork (the article's P_NUMBER)
+    #[arg(short, long, default_value_t = 255,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub procs: u32,
+
+    /// What each worker prints, and where
+    #[command(flatten)]
+    pub work: Workload,
+}
+
+impl Options {
+    /// The program's command line for these options: `--procs N`, then
+    /// the workload's flags ([`Workload::args`]).
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = vec!["--procs".into(), self.procs.to_string().into()];
+        args.extend(self.work.args());
+        args
+    }
+
+    /// The same run as `fork.c`'s positional command line:
+    /// `P COUNT LOG [LINE_BYTES] [--json]` ([`Workload::c_args`]).
+    pub fn c_args(&self) -> Vec<OsString> {
+        self.work.c_args(self.procs)
+    }
+}
+
+/// Fork `procs` children that each print `work`'s lines, and reap them all.
 pub fn run(procs: u32, work: &Workload) -> Result<Report> {
     let start = std::time::Instant::now();
     let log = open_log(&work.log)?;

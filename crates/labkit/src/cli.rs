@@ -1,5 +1,6 @@
 //! Command-line pieces that several programs share.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -156,7 +157,7 @@ pub fn seconds_in(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Cl
 
 /// The work each fork/thread worker does: print `count` lines to stdout and
 /// to a shared log, as the articles' `fork.c` and `thread.c` do.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct Workload {
     /// Lines each worker prints (the articles' COUNT)
     #[arg(short, long, default_value_t = 100,
@@ -182,6 +183,33 @@ impl Workload {
     /// The text each line carries.
     pub fn text(&self) -> Vec<u8> {
         crate::lines::payload(self.line.map(|n| n as usize))
+    }
+
+    /// These flags as the programs read them, after their own workers'
+    /// flag: `--count C --log PATH`, then `--line N` and `--json` if set.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = vec!["--count".into(), self.count.to_string().into()];
+        args.extend(["--log".into(), self.log.clone().into_os_string()]);
+        if let Some(n) = self.line {
+            args.extend(["--line".into(), n.to_string().into()]);
+        }
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
+
+    /// The C originals' positional command line for `workers` workers:
+    /// `P COUNT LOG [LINE_BYTES] [--json]` (`fork.c`, `thread.c`).
+    pub fn c_args(&self, workers: u32) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec![workers.to_string().into(), self.count.to_string().into()];
+        args.push(self.log.clone().into_os_string());
+        args.extend(self.line.map(|n| n.to_string().into()));
+        if self.json {
+            args.push("--json".into());
+        }
+        args
     }
 }
 
@@ -283,6 +311,45 @@ pub fn finish(result: Result<Report>, work: &Workload) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A program with nothing but the workload's flags.
+    #[derive(clap::Parser, Debug, PartialEq)]
+    struct Program {
+        #[command(flatten)]
+        work: Workload,
+    }
+
+    /// Command-line words, as text.
+    fn words(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_workload_says_itself_as_the_programs_flags() {
+        use clap::Parser;
+        let w = Workload {
+            count: 1000,
+            log: "/tmp/x/logFile.log".into(),
+            line: None,
+            json: false,
+        };
+        assert_eq!(
+            words(w.args()),
+            ["--count", "1000", "--log", "/tmp/x/logFile.log"]
+        );
+        assert_eq!(words(w.c_args(255)), ["255", "1000", "/tmp/x/logFile.log"]);
+        let long = Workload { line: Some(256), ..w.clone() };
+        assert_eq!(words(long.args())[4..], ["--line", "256"]);
+        assert_eq!(words(long.c_args(5))[3..], ["256"]);
+        let json = Workload { json: true, ..long.clone() };
+        assert_eq!(words(json.args())[6..], ["--json"]);
+        assert_eq!(words(json.c_args(5))[3..], ["256", "--json"]);
+        let default = Program::try_parse_from(["prog"]).unwrap().work;
+        for work in [default, w, long, json] {
+            let args = std::iter::once(OsString::from("prog")).chain(work.args());
+            assert_eq!(Program::try_parse_from(args).unwrap(), Program { work });
+        }
+    }
 
     #[test]
     fn a_loop_says_its_counts_then_its_cost() {

@@ -20,15 +20,60 @@
 //!   joined, and the failure is reported; the C program did not check, and
 //!   crashed at 500 threads on its 32-bit machine.
 
+use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use clap::Parser;
 use labkit::cli::{Report, Workload, open_log};
 use labkit::error::{Error, Result, describe_errno};
+use labkit::limits::{format_size, size_in};
 use labkit::lines::{LineBuf, Sink, describe_failure, failure_status};
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
+
+/// Start N threads that each print C lines to stdout and to a shared log
+/// (the article's thread.c). Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
+#[command(version)]
+pub struct Options {
+    /// Threads to start (the article's P_NUMBER)
+    #[arg(short, long, default_value_t = 255,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub threads: u32,
+
+    /// Stack of each thread, e.g. 1M or 65536 [default: pthread_create's,
+    /// the soft RLIMIT_STACK: 8M unless `ulimit -s` changed it]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(16 << 10, 1 << 30))]
+    pub stack_size: Option<u64>,
+
+    /// What each worker prints, and where
+    #[command(flatten)]
+    pub work: Workload,
+}
+
+impl Options {
+    /// The program's command line for these options: `--threads N`, then
+    /// the workload's flags ([`Workload::args`]), then `--stack-size`, if
+    /// set, in its shortest exact spelling ([`format_size`]: `1M`).
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = vec!["--threads".into(), self.threads.to_string().into()];
+        args.extend(self.work.args());
+        if let Some(bytes) = self.stack_size {
+            args.extend(["--stack-size".into(), format_size(bytes).into()]);
+        }
+        args
+    }
+
+    /// The same run as `thread.c`'s positional command line:
+    /// `P COUNT LOG [LINE_BYTES] [--json]` ([`Workload::c_args`]). The C
+    /// takes no stack size: its threads get glibc's default whatever
+    /// `stack_size` says.
+    pub fn c_args(&self) -> Vec<OsString> {
+        self.work.c_args(self.threads)
+    }
+}
 
 /// What every thread reads: what to print, and each thread's own pair of
 /// line buffers, which borrow the shared log (open for `'log`).

@@ -5,12 +5,14 @@
 
 mod tables;
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::engine::{self, Engine, Series};
 use crate::results::Header;
 use clap::Parser;
+use labkit::cli::Workload;
 use labkit::lines::{check_log, payload};
 use labkit::measure::{Usage, run};
 use labkit::{Error, Result};
@@ -171,29 +173,47 @@ struct Program {
     /// originals take positional arguments and tear lines, so only their
     /// byte count is checked.
     rust: bool,
-    workers_flag: &'static str,
+    /// Its command line for a setting.
+    args: Words,
 }
+
+/// A program's command line for this many workers doing this work: its
+/// crate's `Options::args`, or `c_args` for a C original.
+type Words = fn(u32, Workload) -> Vec<OsString>;
 
 impl Program {
     fn command(&self, s: &Setting, log: &Path) -> Command {
+        let work = Workload {
+            count: s.count,
+            log: log.to_path_buf(),
+            line: s.line_bytes,
+            json: false,
+        };
         let mut cmd = Command::new(&self.path);
-        if self.rust {
-            cmd.args([
-                self.workers_flag,
-                &s.procs.to_string(),
-                "--count",
-                &s.count.to_string(),
-            ]);
-            cmd.arg("--log").arg(log);
-            if let Some(n) = s.line_bytes {
-                cmd.args(["--line", &n.to_string()]);
-            }
-        } else {
-            cmd.args([s.procs.to_string(), s.count.to_string()]).arg(log);
-            cmd.args(s.line_bytes.map(|n| n.to_string()));
-        }
+        cmd.args((self.args)(s.procs, work));
         cmd
     }
+}
+
+/// `fork`'s command line ([`fork::Options`]).
+fn fork_args(procs: u32, work: Workload) -> Vec<OsString> {
+    fork::Options { procs, work }.args()
+}
+
+/// `thread`'s command line ([`thread::Options`]), with glibc's default
+/// stack.
+fn thread_args(threads: u32, work: Workload) -> Vec<OsString> {
+    thread::Options { threads, stack_size: None, work }.args()
+}
+
+/// `fork.c`'s positional command line ([`fork::Options::c_args`]).
+fn fork_c_args(procs: u32, work: Workload) -> Vec<OsString> {
+    fork::Options { procs, work }.c_args()
+}
+
+/// `thread.c`'s positional command line ([`thread::Options::c_args`]).
+fn thread_c_args(threads: u32, work: Workload) -> Vec<OsString> {
+    thread::Options { threads, stack_size: None, work }.c_args()
 }
 
 /// A grid as the results name it; its points are the series whose
@@ -306,24 +326,25 @@ fn programs(vs_c: bool) -> Result<Vec<Program>> {
             label: "fork",
             path: bins[0].clone(),
             rust: true,
-            workers_flag: "--procs",
+            args: fork_args,
         },
         Program {
             label: "thread",
             path: bins[1].clone(),
             rust: true,
-            workers_flag: "--threads",
+            args: thread_args,
         },
     ];
     if vs_c {
         let root = crate::checkout::sources();
-        for (label, source) in [
-            ("fork.c", "crates/fork/c/fork.c"),
-            ("thread.c", "crates/thread/c/thread.c"),
-        ] {
+        let c: [(_, _, Words); 2] = [
+            ("fork.c", "crates/fork/c/fork.c", fork_c_args),
+            ("thread.c", "crates/thread/c/thread.c", thread_c_args),
+        ];
+        for (label, source, args) in c {
             let name = label.replace('.', "-");
             let path = crate::bins::compile_c(&root.join(source), &name)?;
-            list.push(Program { label, path, rust: false, workers_flag: "" });
+            list.push(Program { label, path, rust: false, args });
         }
     }
     Ok(list)
@@ -378,7 +399,7 @@ pub(crate) fn control_once(fork: &Path, procs: u32, count: u64) -> Result<f64> {
         label: "fork",
         path: fork.to_path_buf(),
         rust: true,
-        workers_flag: "--procs",
+        args: fork_args,
     };
     Ok(run_once(&p, &set(procs, count, None), false)?.wall_s)
 }

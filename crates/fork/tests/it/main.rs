@@ -5,4 +5,5 @@
 //! ([`labtest::alone`]).
 
 mod fork;
+mod options;
 mod reaping;

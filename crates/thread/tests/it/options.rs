@@ -1,0 +1,61 @@
+//! `thread::Options`: the words the runner starts `thread` and `thread.c`
+//! with.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use labkit::cli::Workload;
+use thread::Options;
+
+/// Command-line words, as text.
+fn words(args: Vec<OsString>) -> Vec<String> {
+    args.into_iter().map(|a| a.into_string().unwrap()).collect()
+}
+
+/// What the runner runs: `threads` threads, COUNT lines, a log.
+fn runners(threads: u32, count: u64, stack_size: Option<u64>) -> Options {
+    let log = "/tmp/lab-x/logFile.log".into();
+    let work = Workload { count, log, line: None, json: false };
+    Options { threads, stack_size, work }
+}
+
+#[test]
+fn options_say_themselves_as_the_runner_did() {
+    let log = "/tmp/lab-x/logFile.log";
+    // lab run fork-vs-thread, and its C twin.
+    let o = runners(255, 100, None);
+    assert_eq!(
+        words(o.args()),
+        ["--threads", "255", "--count", "100", "--log", log]
+    );
+    assert_eq!(words(o.c_args()), ["255", "100", log]);
+    let long = Options { work: Workload { line: Some(256), ..o.work.clone() }, ..o };
+    assert_eq!(words(long.args())[6..], ["--line", "256"]);
+    assert_eq!(words(long.c_args()), ["255", "100", log, "256"]);
+    // lab run thread-limits, with --stack-size 1M.
+    assert_eq!(
+        words(runners(500, 1000, Some(1 << 20)).args()),
+        ["--threads", "500", "--count", "1000", "--log", log, "--stack-size", "1M"]
+    );
+}
+
+#[test]
+fn options_parse_back_from_their_words() {
+    let default = Options::try_parse_from(["thread"]).unwrap();
+    let mut every = runners(1, 1, Some(16 << 10));
+    every.work.line = Some(1);
+    every.work.json = true;
+    let odd = runners(100_000, 1_000_000_000, Some((1 << 20) + 4096));
+    let bytes = runners(7, 7, Some(65_537));
+    for o in [
+        default,
+        runners(800, 1000, None),
+        runners(500, 1000, Some(1 << 20)),
+        every,
+        odd,
+        bytes,
+    ] {
+        let args = std::iter::once(OsString::from("thread")).chain(o.args());
+        assert_eq!(Options::try_parse_from(args).unwrap(), o);
+    }
+}
