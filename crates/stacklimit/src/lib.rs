@@ -22,6 +22,10 @@
 //! ([`labkit::relay`] says why). During `threads` the default action ends
 //! the process and its threads with it.
 
+mod options;
+
+pub use options::{Options, Probe, StackSize};
+
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;

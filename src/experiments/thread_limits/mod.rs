@@ -24,6 +24,7 @@ use labkit::Result;
 use labkit::limited::Limits;
 use labkit::limits::size_in;
 use serde::Serialize;
+use stacklimit::{Api, StackSize};
 
 use super::Experiment;
 use crate::engine::{
@@ -93,6 +94,8 @@ crate::options!(Args);
 
 /// The stack probes' conditions: `stacklimit threads --api API`.
 const APIS: [&str; 2] = ["pthread", "std"];
+/// The API each of [`APIS`] names.
+const API_OF: [Api; 2] = [Api::Pthread, Api::Std];
 /// The process probes' conditions: `stacklimit forks|threads`.
 const KINDS: [&str; 2] = ["forks", "threads"];
 
@@ -221,11 +224,15 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let mut stacks = Vec::new();
     for &stack in &args.stacks {
         let at = at_stack(stack);
-        let (max, size) = (max.to_string(), stack.to_string());
         let runs = engine.measure(&at, &APIS, |k| {
+            let probe = stacklimit::Probe::Threads {
+                stack_size: Some(StackSize::bytes(stack)),
+                api: Some(API_OF[k]),
+                max,
+                json: true,
+            };
             let mut cmd = Command::new(stacklimit);
-            cmd.args(["threads", "--json", "--api", APIS[k]]);
-            cmd.args(["--max", &max, "--stack-size", &size]);
+            cmd.args(stacklimit::Options { probe }.args());
             count(&mut cmd, space, timeout)
         })?;
         let predicted = Some(args.address_space / stack);

@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use labkit::cli::Workload;
 use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
+use stacklimit::StackSize;
 
-use super::{APIS, Args, KINDS, Overflow, Probe, ProgramRun, Row};
+use super::{API_OF, APIS, Args, KINDS, Overflow, Probe, ProgramRun, Row};
 use crate::engine::{Engine, setting};
 
 fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outcome> {
@@ -73,16 +75,16 @@ pub(super) fn run_thread(
     let dir = labkit::cleanup::tempdir("lab-thread-limits-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let log: PathBuf = dir.path().join("logFile.log");
-    let mut cmd = Command::new(thread);
-    cmd.args(["--threads", &n.to_string(), "--count", "1000", "--log"]).arg(&log);
+    let work = Workload { count: 1000, log: log.clone(), line: None, json: false };
+    let mut o = thread::Options { threads: n, stack_size: None, work };
     let mut limits = space;
     match setting {
-        "--stack-size 1M" => {
-            cmd.args(["--stack-size", "1M"]);
-        }
+        "--stack-size 1M" => o.stack_size = Some(1 << 20),
         "ulimit -s 1024" => limits.stack = Some(1 << 20),
         _ => limits.stack = Some(8 << 20),
     }
+    let mut cmd = Command::new(thread);
+    cmd.args(o.args());
     let done = limited(&mut cmd, limits, timeout)?;
     let log_checked = done.status.success();
     if log_checked {
@@ -102,9 +104,10 @@ pub(super) fn overflows(
     timeout: Duration,
 ) -> Result<Vec<Overflow>> {
     let mut overflow = Vec::new();
-    for api in APIS {
+    for (api, of) in APIS.into_iter().zip(API_OF) {
+        let probe = stacklimit::Probe::Overflow { stack_size: 64 << 10, api: of };
         let mut cmd = Command::new(stacklimit);
-        cmd.args(["overflow", "--api", api, "--stack-size", "64K"]);
+        cmd.args(stacklimit::Options { probe }.args());
         let done = limited(&mut cmd, Limits::default(), timeout)?;
         // The probe announces itself first; if that is all there is, the
         // process died without a word.
@@ -138,10 +141,7 @@ pub(super) fn processes(
             let at = setting([("limit", limit.into())]);
             let runs = engine.measure(&at, &KINDS, |k| {
                 let mut cmd = cmd();
-                cmd.args([KINDS[k], "--json", "--max", &max.to_string()]);
-                if KINDS[k] == "threads" {
-                    cmd.args(["--stack-size", "64K"]);
-                }
+                cmd.args(process_probe(KINDS[k], max).args());
                 count(&mut cmd, limits, timeout)
             })?;
             let runs = KINDS.into_iter().zip(runs).collect();
@@ -166,6 +166,18 @@ pub(super) fn processes(
         rows.push(Row { at, user, predicted: None, runs: Default::default() });
     }
     Ok(rows)
+}
+
+/// The process probe of condition `kind` ([`KINDS`]), counting up to `max`:
+/// `forks`, or `threads` with 64 KiB stacks.
+fn process_probe(kind: &str, max: u32) -> stacklimit::Options {
+    let probe = if kind == "threads" {
+        let stack_size = Some(StackSize::short(64 << 10));
+        stacklimit::Probe::Threads { stack_size, api: None, max, json: true }
+    } else {
+        stacklimit::Probe::Forks { max, json: true }
+    };
+    stacklimit::Options { probe }
 }
 
 /// Tasks (threads of every process) that `uid` owns now: RLIMIT_NPROC
