@@ -17,7 +17,7 @@ use crate::results::Header;
 use crate::stats::Summary;
 use crate::table::{Column, Table, col, range};
 use clap::Parser;
-use footprint::{Footprint, Snapshot};
+use footprint::{Footprint, Kind, Snapshot};
 use labkit::limited::Limits;
 use labkit::limits::{format_size, size_in};
 use labkit::{Error, Result};
@@ -154,11 +154,11 @@ fn run_once(
     touch: u64,
     timeout: Duration,
 ) -> Result<Footprint> {
-    let kind = if kind == "threads" { "threads" } else { "procs" };
+    let kind = if kind == "threads" { Kind::Threads } else { Kind::Procs };
+    let o = footprint::Options { kind, workers: n, touch, json: true };
     let mut cmd = Command::new(program);
-    cmd.args(["--json", "--kind", kind, "--workers", &n.to_string()]);
-    cmd.args(["--touch", &touch.to_string()]);
-    let what = format!("footprint --kind {kind} --workers {n}");
+    cmd.args(o.args());
+    let what = format!("footprint --kind {} --workers {n}", kind.name());
     let done = labkit::limited::run(&mut cmd, Limits::default(), timeout)
         .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
     if !done.status.success() {

@@ -37,14 +37,17 @@
 //! `PR_SET_PDEATHSIG`, so none outlives a parent killed outright
 //! ([`labkit::relay`] says why).
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::children::ended;
 use labkit::error::{Error, Result, describe_errno, describe_io};
+use labkit::limits::size_in;
 use labkit::memory::Touched;
 use labkit::pthread::{self, Attr, Start};
 use nix::errno::Errno;
@@ -61,6 +64,58 @@ use serde::{Deserialize, Serialize};
 pub enum Kind {
     Threads,
     Procs,
+}
+
+impl Kind {
+    /// Its `--kind` spelling: `threads` or `procs`.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+    }
+}
+
+/// Create N idle threads or N idle processes and report what they cost in
+/// memory (PSS and RSS from /proc/<pid>/smaps_rollup, kernel stacks, page
+/// tables and slab from /proc/meminfo), per worker. Exit status: 0 ok,
+/// 1 failed (a worker that died is named), 2 bad usage,
+/// 128+N on signal N (SIGINT, SIGTERM, SIGHUP: passed on to the children,
+/// which are reaped).
+#[derive(Parser, Debug, Clone, PartialEq, Eq)]
+#[command(version)]
+pub struct Options {
+    /// Threads or processes
+    #[arg(long, value_enum, default_value_t = Kind::Threads)]
+    pub kind: Kind,
+
+    /// Workers to create
+    #[arg(short, long, default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub workers: u32,
+
+    /// Fill a buffer of this size first, then let every worker write one
+    /// byte to each of its pages (copy-on-write for processes)
+    #[arg(long, value_name = "BYTES", default_value = "0",
+          value_parser = size_in(0, 1 << 30))]
+    pub touch: u64,
+
+    /// Print the measurements as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// The program's command line for these options: `--json` if set, then
+    /// `--kind`, `--workers` and `--touch` (in bytes), always.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        if self.json {
+            args.push("--json".into());
+        }
+        args.extend(["--kind".into(), self.kind.name().into()]);
+        args.extend(["--workers".into(), self.workers.to_string().into()]);
+        args.extend(["--touch".into(), self.touch.to_string().into()]);
+        args
+    }
 }
 
 /// Memory figures at one moment, KiB.
