@@ -24,7 +24,7 @@
 
 mod options;
 
-pub use options::{Options, Probe, StackSize};
+pub use options::{Options, Probe};
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};

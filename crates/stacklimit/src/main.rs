@@ -1,14 +1,13 @@
 //! `stacklimit threads|forks|overflow`: see the crate documentation; its
 //! flags are [`stacklimit::Options`].
 
-use stacklimit::{Api, Options, Probe};
+use stacklimit::{Options, Probe};
 
 fn main() -> std::process::ExitCode {
     labkit::cli::main("stacklimit", |o: &Options| match &o.probe {
         Probe::Threads { stack_size, api, max, json } => {
-            let api = api.unwrap_or(Api::Pthread);
-            let stack = stack_size.as_ref().map(|s| s.get());
-            stacklimit::threads(api, stack, *max).and_then(|c| show(&c, *json))
+            stacklimit::threads(*api, *stack_size, *max)
+                .and_then(|c| show(&c, *json))
         }
         Probe::Forks { max, json } => {
             stacklimit::forks(*max).and_then(|c| show(&c, *json))

@@ -1,10 +1,8 @@
 //! The program's command line as a type: [`Options`], which `main` parses
 //! and the runner renders ([`Options::args`]) to start a probe.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 
-use clap::builder::{PossibleValue, TypedValueParser};
-use clap::parser::ValueSource;
 use clap::{Parser, Subcommand, ValueEnum};
 use labkit::limits::{format_size, size_in};
 
@@ -24,25 +22,19 @@ pub struct Options {
     pub probe: Probe,
 }
 
-/// One probe and its flags. A command line says the same probe in more
-/// than one way (`--api pthread` or nothing, `64K` or `65536`); each field
-/// keeps the way it was said, so [`Options::args`] says it back word for
-/// word.
+/// One probe and its flags.
 #[derive(Subcommand, Debug, Clone, PartialEq, Eq)]
 pub enum Probe {
     /// Create idle threads until creation fails or --max is reached
     Threads {
         /// Stack of each thread, e.g. 8M, 256K [default: pthread_create's,
         /// the soft RLIMIT_STACK: 8M unless `ulimit -s` changed it]
-        #[arg(long, value_name = "BYTES", value_parser = StackSize::parse)]
-        stack_size: Option<StackSize>,
+        #[arg(long, value_name = "BYTES", value_parser = size_in(16 << 10, 1 << 30))]
+        stack_size: Option<u64>,
 
         /// How the threads are made
-        // `None`: no `--api` given, pthread_create (the default shown);
-        // spelled `std::option::Option` so that clap reads it as the value
-        // `GivenApi` makes, not as an optional argument.
-        #[arg(long, default_value = "pthread", value_parser = GivenApi)]
-        api: std::option::Option<Api>,
+        #[arg(long, value_enum, default_value_t = Api::Pthread)]
+        api: Api,
 
         /// Stop after this many, whatever the limits allow
         #[arg(long, default_value_t = 4096,
@@ -80,37 +72,33 @@ pub enum Probe {
 }
 
 impl Options {
-    /// The program's command line for these options, as the runner has
-    /// always started it: `threads [--json] [--api API] --max N
-    /// [--stack-size S]`, `forks [--json] --max N`, or `overflow --api API
-    /// --stack-size S` (its size in the shortest exact form, `64K`).
+    /// The program's command line for these options: `threads [--json]
+    /// --api API --max N [--stack-size S]`, `forks [--json] --max N`, or
+    /// `overflow --api API --stack-size S`, each size in its shortest exact
+    /// form (`64K`).
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let json = |json: bool| json.then(|| OsString::from("--json"));
-        let max = |n: u32| [OsString::from("--max"), n.to_string().into()];
+        let api = |api: Api| [OsString::from("--api"), api.name().into()];
+        let size =
+            |bytes: u64| [OsString::from("--stack-size"), format_size(bytes).into()];
         match &self.probe {
-            Probe::Threads { stack_size, api, max: n, json: j } => {
+            Probe::Threads { stack_size, api: a, max, json: j } => {
                 args.push("threads".into());
                 args.extend(json(*j));
-                if let Some(api) = api {
-                    args.extend(["--api".into(), api.name().into()]);
-                }
-                args.extend(max(*n));
-                if let Some(size) = stack_size {
-                    args.extend(["--stack-size".into(), size.text.clone().into()]);
-                }
+                args.extend(api(*a));
+                args.extend(["--max".into(), max.to_string().into()]);
+                args.extend(stack_size.map(size).into_iter().flatten());
             }
-            Probe::Forks { max: n, json: j } => {
+            Probe::Forks { max, json: j } => {
                 args.push("forks".into());
                 args.extend(json(*j));
-                args.extend(max(*n));
+                args.extend(["--max".into(), max.to_string().into()]);
             }
-            Probe::Overflow { stack_size, api } => {
-                args.extend(["overflow".into(), "--api".into(), api.name().into()]);
-                args.extend([
-                    "--stack-size".into(),
-                    format_size(*stack_size).into(),
-                ]);
+            Probe::Overflow { stack_size, api: a } => {
+                args.push("overflow".into());
+                args.extend(api(*a));
+                args.extend(size(*stack_size));
             }
         }
         args
@@ -121,74 +109,5 @@ impl Api {
     /// Its `--api` spelling: `pthread` or `std`.
     pub fn name(self) -> String {
         self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
-    }
-}
-
-/// A `threads --stack-size`: its bytes, and the words that said them
-/// (`65536` or `64K`, which the program reads alike).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StackSize {
-    bytes: u64,
-    text: String,
-}
-
-impl StackSize {
-    /// `bytes`, said as a byte count: `65536`.
-    pub fn bytes(bytes: u64) -> StackSize {
-        StackSize { bytes, text: bytes.to_string() }
-    }
-
-    /// `bytes`, said in its shortest exact form ([`format_size`]): `64K`.
-    pub fn short(bytes: u64) -> StackSize {
-        StackSize { bytes, text: format_size(bytes) }
-    }
-
-    /// The size, in bytes.
-    pub fn get(&self) -> u64 {
-        self.bytes
-    }
-
-    /// `text` read as a stack size, 16K to 1G, as the program reads it.
-    fn parse(text: &str) -> Result<StackSize, String> {
-        let bytes = size_in(16 << 10, 1 << 30)(text)?;
-        Ok(StackSize { bytes, text: text.to_string() })
-    }
-}
-
-/// `threads --api`'s value parser: `Some` of the API the command line
-/// named, `None` when it named none and clap's default applies.
-#[derive(Clone)]
-struct GivenApi;
-
-impl TypedValueParser for GivenApi {
-    type Value = Option<Api>;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-    ) -> Result<Option<Api>, clap::Error> {
-        let api = clap::builder::EnumValueParser::<Api>::new();
-        api.parse_ref(cmd, arg, value).map(Some)
-    }
-
-    fn parse_ref_(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &OsStr,
-        source: ValueSource,
-    ) -> Result<Option<Api>, clap::Error> {
-        let api = self.parse_ref(cmd, arg, value)?;
-        Ok(api.filter(|_| source != ValueSource::DefaultValue))
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
-        Some(Box::new(
-            Api::value_variants().iter().filter_map(Api::to_possible_value),
-        ))
     }
 }

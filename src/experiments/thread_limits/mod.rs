@@ -24,7 +24,7 @@ use labkit::Result;
 use labkit::limited::Limits;
 use labkit::limits::size_in;
 use serde::Serialize;
-use stacklimit::{Api, StackSize};
+use stacklimit::Api;
 
 use super::Experiment;
 use crate::engine::{
@@ -226,8 +226,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         let at = at_stack(stack);
         let runs = engine.measure(&at, &APIS, |k| {
             let probe = stacklimit::Probe::Threads {
-                stack_size: Some(StackSize::bytes(stack)),
-                api: Some(API_OF[k]),
+                stack_size: Some(stack),
+                api: API_OF[k],
                 max,
                 json: true,
             };

@@ -10,7 +10,6 @@ use labkit::cli::Workload;
 use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
-use stacklimit::StackSize;
 
 use super::{API_OF, APIS, Args, KINDS, Overflow, Probe, ProgramRun, Row};
 use crate::engine::{Engine, setting};
@@ -172,8 +171,8 @@ pub(super) fn processes(
 /// `forks`, or `threads` with 64 KiB stacks.
 fn process_probe(kind: &str, max: u32) -> stacklimit::Options {
     let probe = if kind == "threads" {
-        let stack_size = Some(StackSize::short(64 << 10));
-        stacklimit::Probe::Threads { stack_size, api: None, max, json: true }
+        let (stack_size, api) = (Some(64 << 10), stacklimit::Api::Pthread);
+        stacklimit::Probe::Threads { stack_size, api, max, json: true }
     } else {
         stacklimit::Probe::Forks { max, json: true }
     };

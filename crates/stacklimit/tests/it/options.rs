@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 
 use clap::Parser;
-use stacklimit::{Api, Options, Probe, StackSize};
+use stacklimit::{Api, Options, Probe};
 
 /// Command-line words, as text.
 fn words(probe: Probe) -> Vec<String> {
@@ -12,44 +12,30 @@ fn words(probe: Probe) -> Vec<String> {
 }
 
 #[test]
-fn options_say_themselves_as_the_runner_did() {
-    // lab run thread-limits: each API at each stack size, in bytes.
+fn options_say_themselves_with_each_size_in_its_shortest_form() {
+    // lab run thread-limits: each API at each stack size.
     let stack = |api| Probe::Threads {
-        stack_size: Some(StackSize::bytes(8 << 20)),
-        api: Some(api),
+        stack_size: Some(8 << 20),
+        api,
         max: 4096,
         json: true,
     };
     assert_eq!(
         words(stack(Api::Std)),
-        [
-            "threads",
-            "--json",
-            "--api",
-            "std",
-            "--max",
-            "4096",
-            "--stack-size",
-            "8388608"
-        ]
+        ["threads", "--json", "--api", "std", "--max", "4096", "--stack-size", "8M"]
     );
     assert_eq!(words(stack(Api::Pthread))[2..4], ["--api", "pthread"]);
-    // Forks and threads under a limit: no --api, the stack as 64K.
-    let threads = Probe::Threads {
-        stack_size: Some(StackSize::short(64 << 10)),
-        api: None,
-        max: 16384,
-        json: true,
-    };
-    assert_eq!(
-        words(threads),
-        ["threads", "--json", "--max", "16384", "--stack-size", "64K"]
-    );
+    // Threads under a limit, with no stack size and no JSON.
+    let threads =
+        Probe::Threads { stack_size: None, api: Api::Pthread, max: 7, json: false };
+    assert_eq!(words(threads), ["threads", "--api", "pthread", "--max", "7"]);
     let forks = Probe::Forks { max: 4096, json: true };
     assert_eq!(words(forks), ["forks", "--json", "--max", "4096"]);
-    // The overflows.
+    // The overflows; a size that is no whole KiB stays in bytes.
     let overflow = Probe::Overflow { stack_size: 64 << 10, api: Api::Std };
     assert_eq!(words(overflow), ["overflow", "--api", "std", "--stack-size", "64K"]);
+    let odd = Probe::Overflow { stack_size: 16385, api: Api::Pthread };
+    assert_eq!(words(odd)[3..], ["--stack-size", "16385"]);
 }
 
 #[test]
@@ -57,16 +43,8 @@ fn options_parse_back_from_their_words() {
     let parse = |words: &[&str]| {
         Options::try_parse_from(std::iter::once(&"stacklimit").chain(words)).unwrap()
     };
-    // Said or not, pthread is the API; the words keep which.
-    let Probe::Threads { api, stack_size, .. } = parse(&["threads"]).probe else {
-        panic!("not threads")
-    };
-    assert_eq!((api, stack_size), (None, None));
-    let Probe::Threads { api, .. } = parse(&["threads", "--api", "pthread"]).probe
-    else {
-        panic!("not threads")
-    };
-    assert_eq!(api, Some(Api::Pthread));
+    // Said or not, pthread is the API.
+    assert_eq!(parse(&["threads"]), parse(&["threads", "--api", "pthread"]));
     let every = [
         parse(&["threads"]),
         parse(&["forks"]),
@@ -86,8 +64,8 @@ fn options_parse_back_from_their_words() {
         parse(&["overflow", "--api", "std", "--stack-size", "16385"]),
         Options {
             probe: Probe::Threads {
-                stack_size: Some(StackSize::short(3 << 20)),
-                api: None,
+                stack_size: Some(3 << 20),
+                api: Api::Std,
                 max: 7,
                 json: false,
             },
