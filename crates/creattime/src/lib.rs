@@ -24,12 +24,67 @@
 //!   thread joined, and the exit status is 128 + N. The children `_exit` at
 //!   once, so they get no `PR_SET_PDEATHSIG` ([`labkit::relay`]).
 
+use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
 use labkit::error::describe_errno;
+use labkit::limits::size_in;
 use labkit::pthread::{self, Attr, Start};
 use nix::unistd::{ForkResult, Pid, fork};
 use serde::{Deserialize, Serialize};
+
+/// Time only the fork() call and only the thread-create call, SAMPLES times
+/// each; children _exit and threads end at once (the 2004 mailing-list
+/// test). Everything is reaped and joined before exit. Exit status: 0 ok,
+/// 1 a create call failed, 2 bad usage, 128+N on signal N (SIGINT,
+/// SIGTERM, SIGHUP: the loops stop, every child is reaped, every thread
+/// joined).
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    /// Samples of each kind (the post used 20, 128 and 255)
+    #[arg(value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub samples: u64,
+
+    /// Stack of each thread, e.g. 64K or 8M [default: the soft
+    /// RLIMIT_STACK, as pthread_create uses; 8M unless `ulimit -s` changed it]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(16 << 10, 1 << 40))]
+    pub stack_size: Option<u64>,
+
+    /// Print one JSON object instead of the original's lines
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `SAMPLES [--stack-size BYTES] [--json]`.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![self.samples.to_string().into()];
+        if let Some(bytes) = self.stack_size {
+            args.extend(["--stack-size".into(), bytes.to_string().into()]);
+        }
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
+
+    /// The C original's command line for the same run (`c/creattime.c`):
+    /// `SAMPLES [--json]`.
+    ///
+    /// # Panics
+    ///
+    /// If the options set a stack size: the C program passes a NULL attr.
+    pub fn c_args(&self) -> Vec<OsString> {
+        assert!(
+            self.stack_size.is_none(),
+            "creattime.c takes no --stack-size: {self:?}"
+        );
+        self.args()
+    }
+}
 
 /// One kind of creation, as the original reports it.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -194,4 +249,44 @@ pub fn run(samples: u64, attr: &Attr) -> Report {
     r.left_behind = labkit::children::of_self().map_or(0, |(n, _)| n as u64);
     r.interrupted = labkit::relay::pending();
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        let o = Options { samples: 255, stack_size: None, json: true };
+        assert_eq!(text(o.args()), ["255", "--json"]);
+        assert_eq!(text(o.c_args()), ["255", "--json"]);
+        let o = Options { stack_size: Some(64 << 10), ..o };
+        assert_eq!(text(o.args()), ["255", "--stack-size", "65536", "--json"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "creattime.c takes no --stack-size")]
+    fn the_c_program_is_never_asked_for_a_stack_size() {
+        Options { samples: 20, stack_size: Some(64 << 10), json: true }.c_args();
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let least = Options::try_parse_from(["creattime", "20"]).unwrap();
+        assert_eq!(least, Options { samples: 20, stack_size: None, json: false });
+        for o in [
+            least.clone(),
+            Options { samples: 1_000_000, json: true, ..least.clone() },
+            Options { samples: 128, stack_size: Some(1 << 40), json: true },
+            Options { stack_size: Some(16 << 10), ..least },
+        ] {
+            let line = std::iter::once("creattime".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
+    }
 }

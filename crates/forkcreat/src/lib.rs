@@ -22,9 +22,11 @@
 //! `_exit` at once, so they get no `PR_SET_PDEATHSIG` (see
 //! [`labkit::relay`]): it would add a system call to the lifetime measured.
 
+use std::ffi::OsString;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::cli::LoopEnd;
 use labkit::error::describe_errno;
 use nix::errno::Errno;
@@ -45,6 +47,64 @@ pub enum Reap {
     Wait,
     /// a SIGCHLD handler reaps asynchronously (the article's forkcreat.c)
     Sigchld,
+}
+
+impl Reap {
+    /// Its `--reap` spelling: `wait`, `sigchld`.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+    }
+}
+
+/// Create and destroy N processes one after another: fork, the child
+/// _exits at once, the parent reaps it (the article's forkcreat.c, the
+/// lecture's fork/wait loop). Exit status: 0 ok, 1 a fork failed, 2 bad
+/// usage, 128+N on signal N (SIGINT, SIGTERM, SIGHUP: the loop stops and
+/// every child is reaped).
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    /// Processes to create and destroy
+    #[arg(short = 'n', long, default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub iterations: u64,
+
+    /// How the parent reaps: wait = waitpid each child before the next fork
+    /// (the lecture); sigchld = a SIGCHLD handler reaps asynchronously (the
+    /// article)
+    #[arg(long, value_enum, default_value_t = Reap::Wait)]
+    pub reap: Reap,
+
+    /// Print one JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `-n N --reap MODE [--json]`, the reap mode said
+    /// even when it is the default.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec!["-n".into(), self.iterations.to_string().into()];
+        args.extend(["--reap".into(), self.reap.name().into()]);
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
+
+    /// The C original's command line for the same run (`c/forkcreat.c`
+    /// takes its words by position): `N MODE [--json]`.
+    pub fn c_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec![self.iterations.to_string().into(), self.reap.name().into()];
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
 }
 
 /// What a run did, counted like the article counts it. `forkcreat.c
@@ -220,5 +280,42 @@ fn sigchld_loop(r: &mut Report, first_error: &mut Option<Errno>) {
     }
     if blocked {
         let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&old_mask), None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        let o = Options { iterations: 4000, reap: Reap::Sigchld, json: true };
+        assert_eq!(text(o.args()), ["-n", "4000", "--reap", "sigchld", "--json"]);
+        assert_eq!(text(o.c_args()), ["4000", "sigchld", "--json"]);
+        let o = Options { reap: Reap::Wait, json: false, ..o };
+        assert_eq!(text(o.args()), ["-n", "4000", "--reap", "wait"]);
+        assert_eq!(text(o.c_args()), ["4000", "wait"]);
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let default = Options::try_parse_from(["forkcreat"]).unwrap();
+        assert_eq!(
+            default,
+            Options { iterations: 100_000, reap: Reap::Wait, json: false }
+        );
+        for o in [
+            default.clone(),
+            Options { iterations: 1, reap: Reap::Sigchld, json: true },
+            Options { iterations: 100_000_000, json: true, ..default },
+        ] {
+            let line = std::iter::once("forkcreat".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
     }
 }

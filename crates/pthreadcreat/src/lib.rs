@@ -20,10 +20,13 @@
 //! - A failed create is counted with its OS error and the loop goes on, as
 //!   `forkcreat` counts failed forks; the exit status is then 1.
 
+use std::ffi::OsString;
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::cli::LoopEnd;
 use labkit::error::{describe_errno, describe_io};
+use labkit::limits::size_in;
 use labkit::pthread::Attr;
 use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
@@ -47,6 +50,79 @@ pub enum Api {
     Pthread,
     /// std::thread::Builder::spawn + JoinHandle::join
     Std,
+}
+
+impl Api {
+    /// Its `--api` spelling: `pthread`, `std`.
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+    }
+}
+
+/// Create and destroy N threads one after another: spawn an empty thread,
+/// join it (the article's pthreadcreat.c, the lecture's create/join loop).
+/// Exit status: 0 ok, 1 a create failed, 2 bad usage.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    /// Threads to create and destroy
+    #[arg(short = 'n', long, default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub iterations: u64,
+
+    /// Stack of each thread, e.g. 64K or 8M [default: the soft
+    /// RLIMIT_STACK, as pthread_create uses; 8M unless `ulimit -s` changed it]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(16 << 10, 1 << 40))]
+    pub stack_size: Option<u64>,
+
+    /// The thread API: pthread = pthread_create/pthread_join as in the C
+    /// program; std = std::thread spawn/join
+    #[arg(long, value_enum, default_value_t = Api::Pthread)]
+    pub api: Api,
+
+    /// Print one JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `-n N [--stack-size BYTES] [--api API] [--json]`,
+    /// the stack and the API said only when not the default.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec!["-n".into(), self.iterations.to_string().into()];
+        if let Some(bytes) = self.stack_size {
+            args.extend(["--stack-size".into(), bytes.to_string().into()]);
+        }
+        if self.api != Api::Pthread {
+            args.extend(["--api".into(), self.api.name().into()]);
+        }
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
+
+    /// The C original's command line for the same run: `N [--json]`
+    /// (`c/pthreadcreat.c` takes N by position).
+    ///
+    /// # Panics
+    ///
+    /// If the options set a stack size or the std API: the C program has
+    /// neither.
+    pub fn c_args(&self) -> Vec<OsString> {
+        assert!(
+            self.stack_size.is_none() && self.api == Api::Pthread,
+            "pthreadcreat.c takes no --stack-size and no --api: {self:?}"
+        );
+        let mut args: Vec<OsString> = vec![self.iterations.to_string().into()];
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
 }
 
 /// What a run did. `pthreadcreat.c --json` prints the same object.
@@ -160,4 +236,51 @@ fn std_loop(r: &mut Report) {
         }
     }
     // ANCHOR_END: std
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    fn options(iterations: u64) -> Options {
+        Options { iterations, stack_size: None, api: Api::Pthread, json: true }
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        assert_eq!(text(options(4000).args()), ["-n", "4000", "--json"]);
+        assert_eq!(text(options(4000).c_args()), ["4000", "--json"]);
+        let o =
+            Options { stack_size: Some(64 << 10), api: Api::Std, ..options(2000) };
+        assert_eq!(
+            text(o.args()),
+            ["-n", "2000", "--stack-size", "65536", "--api", "std", "--json"]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "pthreadcreat.c takes no --stack-size")]
+    fn the_c_program_is_never_asked_for_a_stack_size() {
+        Options { stack_size: Some(64 << 10), ..options(1) }.c_args();
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let default = Options::try_parse_from(["pthreadcreat"]).unwrap();
+        assert_eq!(default, Options { json: false, ..options(100_000) });
+        for o in [
+            default.clone(),
+            options(1),
+            Options { stack_size: Some(8 << 20), api: Api::Std, ..options(5) },
+            Options { stack_size: Some(16 << 10), ..default },
+        ] {
+            let line = std::iter::once("pthreadcreat".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
+    }
 }

@@ -17,6 +17,7 @@ mod tables;
 use crate::engine::{Engine, Paired, Series, Setting, setting};
 use crate::results::Header;
 use clap::Parser;
+use forkcreat::Reap;
 use labkit::Result;
 use serde::Serialize;
 
@@ -120,11 +121,12 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         args.iterations.unwrap_or(if args.common.full { 100_000 } else { 4_000 });
     let bins = crate::bins::programs(&["forkcreat", "pthreadcreat", "creattime"])?;
     let c = if args.vs_c { Some(run::c_programs()?) } else { None };
-    let article = run::loops(&bins, c.as_ref(), n, &["sigchld", "wait"]);
-    let lecture = run::loops(&bins, None, args.lecture_iterations, &["wait"]);
-    // creattime, and creattime.c back to back with it.
-    let mut creattimes = vec![("creattime", bins[2].clone())];
-    creattimes.extend(c.as_ref().map(|c| ("creattime (C)", c.creattime.clone())));
+    let article = run::loops(&bins, c.as_ref(), n, &[Reap::Sigchld, Reap::Wait]);
+    let lecture = run::loops(&bins, None, args.lecture_iterations, &[Reap::Wait]);
+    // creattime, and creattime.c back to back with it: name, path, is C.
+    let mut creattimes = vec![("creattime", bins[2].clone(), false)];
+    creattimes
+        .extend(c.as_ref().map(|c| ("creattime (C)", c.creattime.clone(), true)));
     let programs: Vec<String> = article.iter().map(|l| l.label.clone()).collect();
     let ct_names: Vec<&str> = creattimes.iter().map(|c| c.0).collect();
 
@@ -153,7 +155,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // create calls of each kind: a count of 255 runs twice, 20 runs 26 times.
     for &s in &args.samples {
         engine.measure(&samples(s), &ct_names, |k| {
-            run::run_creattime(&creattimes[k].1, s, run::CREATTIME_CALLS.div_ceil(s))
+            let (_, path, c) = &creattimes[k];
+            run::run_creattime(path, *c, s, run::CREATTIME_CALLS.div_ceil(s))
         })?;
     }
     let obs = engine.observations();
@@ -190,12 +193,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
 /// microseconds per create and destroy. The controls run it against
 /// itself.
 pub(crate) fn control_once(forkcreat: &std::path::Path, n: u64) -> Result<f64> {
-    let args = ["-n", &n.to_string(), "--reap", "sigchld"];
-    let l = run::Loop::new(
-        "forkcreat --reap sigchld",
-        run::Kind::Fork,
-        forkcreat,
-        &args,
-    );
+    let args = run::forkcreat(n, Reap::Sigchld).args();
+    let l =
+        run::Loop::new("forkcreat --reap sigchld", run::Kind::Fork, forkcreat, args);
     Ok(run::run_loop(&l)?.0.us_per_create.expect("run_loop checks it"))
 }

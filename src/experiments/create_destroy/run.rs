@@ -3,11 +3,13 @@
 //! The C programs print the same JSON under the same `--json`, so a Rust
 //! program and its C twin are read by the same code.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::bins::run_json;
 use crate::engine::Observed;
+use forkcreat::Reap;
 use labkit::cli::LoopEnd;
 use labkit::measure::Usage;
 use labkit::{Error, Result};
@@ -51,7 +53,9 @@ pub(super) struct Loop {
     /// rust_image.c.
     pub label: String,
     path: PathBuf,
-    args: Vec<String>,
+    /// Its command line, `--json` included: the program crate's
+    /// `Options::args` (or `c_args` for a C twin).
+    args: Vec<OsString>,
     kind: Kind,
 }
 
@@ -60,11 +64,15 @@ impl Loop {
         label: impl Into<String>,
         kind: Kind,
         path: &Path,
-        args: &[&str],
+        args: Vec<OsString>,
     ) -> Loop {
-        let args = args.iter().chain(&["--json"]).map(|a| a.to_string()).collect();
         Loop { label: label.into(), path: path.into(), args, kind }
     }
+}
+
+/// forkcreat's loop of `n` creations reaped by `reap`, printing JSON.
+pub(super) fn forkcreat(n: u64, reap: Reap) -> forkcreat::Options {
+    forkcreat::Options { iterations: n, reap, json: true }
 }
 
 /// The C programs, built by [`c_programs`].
@@ -99,37 +107,42 @@ pub(super) fn loops(
     bins: &[PathBuf],
     c: Option<&CPrograms>,
     n: u64,
-    modes: &[&str],
+    modes: &[Reap],
 ) -> Vec<Loop> {
-    let n = n.to_string();
     let mut list = Vec::new();
-    for mode in modes {
-        let label = format!("forkcreat --reap {mode}");
-        list.push(Loop::new(
-            &label,
-            Kind::Fork,
-            &bins[0],
-            &["-n", &n, "--reap", mode],
-        ));
+    for &mode in modes {
+        let (label, o) =
+            (format!("forkcreat --reap {}", mode.name()), forkcreat(n, mode));
+        list.push(Loop::new(&label, Kind::Fork, &bins[0], o.args()));
         if let Some(c) = c {
-            let (args, mappings) =
-                ([n.as_str(), mode], format!("{label} (C, Rust's mappings)"));
+            let mappings = format!("{label} (C, Rust's mappings)");
             list.push(Loop::new(
                 format!("{label} (C)"),
                 Kind::Fork,
                 &c.forkcreat,
-                &args,
+                o.c_args(),
             ));
-            list.push(Loop::new(mappings, Kind::Fork, &c.forkcreat_image, &args));
+            list.push(Loop::new(
+                mappings,
+                Kind::Fork,
+                &c.forkcreat_image,
+                o.c_args(),
+            ));
         }
     }
-    list.push(Loop::new("pthreadcreat", Kind::Thread, &bins[1], &["-n", &n]));
+    let o = pthreadcreat::Options {
+        iterations: n,
+        stack_size: None,
+        api: pthreadcreat::Api::Pthread,
+        json: true,
+    };
+    list.push(Loop::new("pthreadcreat", Kind::Thread, &bins[1], o.args()));
     if let Some(c) = c {
         list.push(Loop::new(
             "pthreadcreat (C)",
             Kind::Thread,
             &c.pthreadcreat,
-            &[&n],
+            o.c_args(),
         ));
     }
     list
@@ -142,7 +155,7 @@ pub(super) fn loops(
 pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
     let mut cmd = Command::new(&l.path);
     cmd.args(&l.args);
-    let what = format!("{} {}", l.label, l.args.join(" "));
+    let what = format!("{} {}", l.label, words(&l.args));
     let (failed, end, cost) = match l.kind {
         Kind::Fork => {
             let (r, cost): (forkcreat::Report, _) = run_json(cmd, &what)?;
@@ -165,25 +178,34 @@ pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
 /// two, so a round runs the program until it has timed this many.
 pub(super) const CREATTIME_CALLS: u64 = 510;
 
-/// creattime (or creattime.c) at `samples`, run `times` times in a row
-/// and pooled: each kind's create calls summed over the runs and averaged
-/// over its successes, the zombies each run counted averaged over the
-/// runs, and the usage summed. Each run forks and keeps `samples`
-/// children as the article's did; the repeats give every sample count as
-/// many timed calls ([`CREATTIME_CALLS`]), so that their averages are
-/// equally precise.
+/// A command line's words as one string, for messages.
+fn words(args: &[OsString]) -> String {
+    let words: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+    words.join(" ")
+}
+
+/// creattime, or with `c` creattime.c (the program at `path`), at
+/// `samples`, run `times` times in a row and pooled: each kind's create
+/// calls summed over the runs and averaged over its successes, the zombies
+/// each run counted averaged over the runs, and the usage summed. Each run
+/// forks and keeps `samples` children as the article's did; the repeats
+/// give every sample count as many timed calls ([`CREATTIME_CALLS`]), so
+/// that their averages are equally precise.
 pub(super) fn run_creattime(
     path: &Path,
+    c: bool,
     samples: u64,
     times: u64,
 ) -> Result<(creattime::Report, Usage)> {
     let what = format!("{} {samples}", path.display());
+    let o = creattime::Options { samples, stack_size: None, json: true };
+    let args = if c { o.c_args() } else { o.args() };
     let mut pooled = creattime::Report { samples, ..Default::default() };
     let mut usage = Usage::default();
     let mut zombies = 0;
     for _ in 0..times.max(1) {
         let mut cmd = Command::new(path);
-        cmd.args([samples.to_string(), "--json".into()]);
+        cmd.args(&args);
         let (r, cost): (creattime::Report, Usage) = run_json(cmd, &what)?;
         for (sum, one) in
             [(&mut pooled.fork, &r.fork), (&mut pooled.thread, &r.thread)]
@@ -212,5 +234,57 @@ pub(super) fn run_creattime(
     match (pooled.fork.average_ms, pooled.thread.average_ms) {
         (Some(_), Some(_)) => Ok((pooled, usage)),
         _ => Err(Error::failed(format!("{what}: no fork or no thread was created"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each loop's label and command line, as text.
+    fn lines(list: &[Loop]) -> Vec<(String, String)> {
+        list.iter().map(|l| (l.label.clone(), words(&l.args))).collect()
+    }
+
+    /// The command lines the reference results were measured with.
+    #[test]
+    fn the_loops_run_the_article_and_the_lecture_words() {
+        let bins = ["forkcreat", "pthreadcreat"].map(PathBuf::from);
+        let c = CPrograms {
+            forkcreat: "forkcreat-c".into(),
+            forkcreat_image: "forkcreat-c-rust-image".into(),
+            pthreadcreat: "pthreadcreat-c".into(),
+            creattime: "creattime-c".into(),
+        };
+        let article = loops(&bins, Some(&c), 4000, &[Reap::Sigchld, Reap::Wait]);
+        let line = |label: &str, args: &str| (label.to_string(), args.to_string());
+        assert_eq!(
+            lines(&article),
+            [
+                line("forkcreat --reap sigchld", "-n 4000 --reap sigchld --json"),
+                line("forkcreat --reap sigchld (C)", "4000 sigchld --json"),
+                line(
+                    "forkcreat --reap sigchld (C, Rust's mappings)",
+                    "4000 sigchld --json"
+                ),
+                line("forkcreat --reap wait", "-n 4000 --reap wait --json"),
+                line("forkcreat --reap wait (C)", "4000 wait --json"),
+                line(
+                    "forkcreat --reap wait (C, Rust's mappings)",
+                    "4000 wait --json"
+                ),
+                line("pthreadcreat", "-n 4000 --json"),
+                line("pthreadcreat (C)", "4000 --json"),
+            ]
+        );
+        assert_eq!(article[2].path, c.forkcreat_image);
+        let lecture = loops(&bins, None, 2000, &[Reap::Wait]);
+        assert_eq!(
+            lines(&lecture),
+            [
+                line("forkcreat --reap wait", "-n 2000 --reap wait --json"),
+                line("pthreadcreat", "-n 2000 --json"),
+            ]
+        );
     }
 }
