@@ -21,10 +21,13 @@
 //! The library also holds what `pipespeed2t` shares with it: the block
 //! pattern, the pipe-size calls, whole-block reads and writes, the report.
 
+use std::ffi::OsString;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::error::{Error, Result, describe_errno};
+use labkit::limits::size_in;
 use labkit::memory::PageAligned;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
@@ -83,7 +86,7 @@ impl Report {
 }
 
 /// COUNT and BYTES, as pipespeed2 and pipespeed2t both take them.
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct Blocks {
     /// Blocks to send; 500k means 500,000 (the article used 500k below
     /// about 100 bytes and 100k above)
@@ -94,6 +97,66 @@ pub struct Blocks {
     /// 4k)
     #[arg(value_parser = labkit::limits::size_in(1, 1 << 30))]
     pub bytes: u64,
+}
+
+impl Blocks {
+    /// `COUNT BYTES` on a command line, in digits.
+    pub fn args(&self) -> [OsString; 2] {
+        [self.count.to_string().into(), self.bytes.to_string().into()]
+    }
+}
+
+/// Write a block of BYTES into a pipe and read it back, COUNT times, in one
+/// thread (Bradford's pipespeed2), and print the rate in MB/s (10^6 bytes).
+/// A block larger than the pipe's buffer is refused, since one thread would
+/// wait forever. Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    #[command(flatten)]
+    pub blocks: Blocks,
+
+    /// Ask for a pipe buffer of this size (F_SETPIPE_SZ; the kernel rounds
+    /// up to a power of two pages) [default: the kernel's, F_GETPIPE_SZ]
+    #[arg(long, value_name = "BYTES", value_parser = size_in(1, 1 << 30))]
+    pub pipe_size: Option<u64>,
+
+    /// Print one JSON object instead of the line
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// `pipespeed2 COUNT BYTES`: no other option.
+    pub fn new(count: u64, bytes: u64) -> Options {
+        Options { blocks: Blocks { count, bytes }, pipe_size: None, json: false }
+    }
+
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `COUNT BYTES [--json] [--pipe-size BYTES]`, sizes
+    /// in digits.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = self.blocks.args().to_vec();
+        if self.json {
+            args.push("--json".into());
+        }
+        if let Some(bytes) = self.pipe_size {
+            args.extend(["--pipe-size".into(), bytes.to_string().into()]);
+        }
+        args
+    }
+
+    /// The C twin's command line for the same run (`c/pipespeed2.c`, which
+    /// takes the pipe's size by position): `COUNT BYTES [PIPE_SIZE]
+    /// [--json]`.
+    pub fn c_args(&self) -> Vec<OsString> {
+        let mut args = self.blocks.args().to_vec();
+        args.extend(self.pipe_size.map(|bytes| bytes.to_string().into()));
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
 }
 
 /// Parse a block count the way the article's script wrote them: `500k` is
@@ -335,6 +398,43 @@ mod tests {
         assert!(matches(&block, 27, &block[7..]));
         assert!(!matches(&block, 1, &block));
         assert!(!matches(&block, 7, &[block[7], block[8], block[9], block[1]]));
+    }
+
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        let o = Options { json: true, ..Options::new(20_000, 64) };
+        assert_eq!(text(o.args()), ["20000", "64", "--json"]);
+        assert_eq!(text(o.c_args()), ["20000", "64", "--json"]);
+        let o = Options { pipe_size: Some(1 << 20), ..o };
+        assert_eq!(
+            text(o.args()),
+            ["20000", "64", "--json", "--pipe-size", "1048576"]
+        );
+        assert_eq!(text(o.c_args()), ["20000", "64", "1048576", "--json"]);
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let least = Options::try_parse_from(["pipespeed2", "1", "1"]).unwrap();
+        assert_eq!(least, Options::new(1, 1));
+        for o in [
+            least,
+            Options { json: true, ..Options::new(500_000, 4096) },
+            Options {
+                pipe_size: Some(1 << 30),
+                json: true,
+                ..Options::new(7, 1 << 30)
+            },
+            Options { pipe_size: Some(1), ..Options::new(1_000_000_000_000, 3) },
+        ] {
+            let line = std::iter::once("pipespeed2".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
     }
 
     #[test]

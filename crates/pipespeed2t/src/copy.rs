@@ -16,16 +16,20 @@
 //! `memcpy` and a loop of 64-byte moves; the limit is the faster (which
 //! one wins depends on the size and the machine).
 
+use std::ffi::OsString;
 use std::hint::black_box;
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::error::{Error, Result, describe_errno};
+use labkit::limits::size_in;
 use labkit::memory::{PAGE, PageAligned};
 use serde::{Deserialize, Serialize};
 
-/// One measurement's settings.
+/// One measurement's settings: what [`run`] takes, made from the command
+/// line by [`Options::settings`].
 #[derive(Clone, Copy, Debug)]
-pub struct Options {
+pub struct Settings {
     pub block: u64,
     /// 2: source, buffer, destination (a pipe); 1: ring to buffer.
     pub copies: u32,
@@ -33,6 +37,76 @@ pub struct Options {
     pub ring: u64,
     /// Blocks per timing [default: [`default_iterations`]].
     pub iterations: Option<u64>,
+}
+
+/// The limit memory copying sets for a pipe: MB/s (10^6 bytes) of blocks
+/// of BYTES copied twice (source, buffer, destination: what write and read
+/// do) or once from a ring of page-aligned slots (what a vmsplice pipe's
+/// reader does), with the C library's memcpy and with a loop of 64-byte
+/// moves; the limit is the faster. Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    /// Bytes per block, e.g. 4096, 64k, 256M
+    #[arg(value_parser = size_in(1, 1 << 32))]
+    pub bytes: u64,
+
+    /// Copies of each block: 2 (a pipe's write and read) or 1
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=2))]
+    pub copies: u32,
+
+    /// Slots in the source ring, each starting on a page [default: 1]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub ring: Option<u64>,
+
+    /// Blocks per timing [default: about 8 MB copied for 2 copies (8 to
+    /// 20,000 blocks); 16 MB or twice round the ring for 1]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub iterations: Option<u64>,
+
+    /// Print one JSON object instead of the line
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// `copylimit BYTES`: two copies, one slot, the default count.
+    pub fn new(bytes: u64) -> Options {
+        Options { bytes, copies: 2, ring: None, iterations: None, json: false }
+    }
+
+    /// What [`run`] measures.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            block: self.bytes,
+            copies: self.copies,
+            ring: self.ring.unwrap_or(1),
+            iterations: self.iterations,
+        }
+    }
+
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `BYTES [--json] [--copies C] [--ring SLOTS]
+    /// [--iterations N]`, in digits; `--copies` only when not 2, `--ring`
+    /// whenever set (`--ring 1` too).
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![self.bytes.to_string().into()];
+        if self.json {
+            args.push("--json".into());
+        }
+        let copies = (self.copies != 2).then_some(u64::from(self.copies));
+        for (name, value) in [
+            ("--copies", copies),
+            ("--ring", self.ring),
+            ("--iterations", self.iterations),
+        ] {
+            if let Some(value) = value {
+                args.extend([name.into(), value.to_string().into()]);
+            }
+        }
+        args
+    }
 }
 
 /// What `copylimit --json` prints; the runner reads it as this type.
@@ -108,7 +182,7 @@ fn buffer(len: usize) -> Result<PageAligned> {
 }
 
 /// Measure: MB/s of blocks moved with each way of copying.
-pub fn run(o: &Options) -> Result<CopyReport> {
+pub fn run(o: &Settings) -> Result<CopyReport> {
     if !matches!(o.copies, 1 | 2) {
         return Err(Error::usage("--copies is 1 or 2"));
     }
@@ -175,12 +249,61 @@ mod tests {
 
     #[test]
     fn the_report_names_what_was_copied() {
-        let o = Options { block: 5000, copies: 1, ring: 3, iterations: Some(7) };
+        let o = Settings { block: 5000, copies: 1, ring: 3, iterations: Some(7) };
         let r = run(&o).unwrap();
         assert_eq!((r.slot_bytes, r.ring_slots, r.iterations), (8192, 3, 7));
         assert_eq!(r.mb_per_s, r.memcpy_mb_per_s.max(r.vector_loop_mb_per_s));
-        let o = Options { copies: 3, ..o };
+        let o = Settings { copies: 3, ..o };
         assert_eq!(run(&o).unwrap_err().code, labkit::error::ExitCode::Usage);
+    }
+
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        let o = Options { json: true, ..Options::new(4096) };
+        assert_eq!(text(o.args()), ["4096", "--json"]);
+        let dram = Options { copies: 1, iterations: Some(1), ..o.clone() };
+        assert_eq!(
+            text(dram.args()),
+            ["4096", "--json", "--copies", "1", "--iterations", "1"]
+        );
+        let ring = Options { copies: 1, ring: Some(1), ..o };
+        assert_eq!(
+            text(ring.args()),
+            ["4096", "--json", "--copies", "1", "--ring", "1"]
+        );
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let least = Options::try_parse_from(["copylimit", "1"]).unwrap();
+        assert_eq!(least, Options::new(1));
+        for o in [
+            least,
+            Options { json: true, ..Options::new(256 << 20) },
+            Options {
+                copies: 1,
+                ring: Some(1),
+                json: true,
+                ..Options::new(1 << 32)
+            },
+            Options {
+                copies: 2,
+                ring: Some(1_000_000),
+                iterations: Some(8),
+                ..Options::new(5)
+            },
+            Options { copies: 1, iterations: Some(100_000_000), ..Options::new(7) },
+        ] {
+            let line = std::iter::once("copylimit".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
+        let s = Options::new(64).settings();
+        assert_eq!((s.block, s.copies, s.ring, s.iterations), (64, 2, 1, None));
     }
 
     #[test]

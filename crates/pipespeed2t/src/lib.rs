@@ -37,18 +37,25 @@ pub mod copy;
 pub mod ladder;
 mod ring;
 
+use std::ffi::OsString;
 use std::num::NonZeroUsize;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::time::Instant;
 
+use clap::Parser;
 use labkit::error::{Error, Result, describe_errno};
+use labkit::limits::size_in;
 use nix::errno::Errno;
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::sched::{CpuSet, sched_getcpu, sched_setaffinity};
 use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, munmap};
 use nix::unistd::{ForkResult, Pid, fork};
-use pipespeed2::{MB, Report, buffers, grow_pipe, matches, pipe_size, write_all};
+use pipespeed2::{
+    Blocks, MB, Report, buffers, grow_pipe, matches, pipe_size, write_all,
+};
+
+use ladder::{Check, Method};
 
 /// What carries the bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,9 +78,10 @@ impl Transport {
     }
 }
 
-/// One run's settings.
+/// One run's settings: what [`run`] takes, made from the command line
+/// by [`Options::settings`].
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct Settings {
     pub count: u64,
     pub block: u64,
     pub transport: Transport,
@@ -90,6 +98,279 @@ pub struct Options {
     pub cpus: Option<[usize; 2]>,
 }
 
+/// A size in bytes as a command line wrote it (`1M`, `1048576`): the
+/// program reads its bytes, and [`Options::args`] writes it again in the
+/// same words, so that a caller says a size as it always did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Size {
+    bytes: u64,
+    text: String,
+}
+
+impl Size {
+    /// `n` MiB, written `nM`.
+    pub fn mib(n: u64) -> Size {
+        Size { bytes: n << 20, text: format!("{n}M") }
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// A clap value parser for sizes within `min..=max` bytes, as
+    /// [`size_in`] reads them (with its messages), keeping the text.
+    pub fn parser(
+        min: u64,
+        max: u64,
+    ) -> impl Fn(&str) -> Result<Size, String> + Clone {
+        let bytes = size_in(min, max);
+        move |text| Ok(Size { bytes: bytes(text)?, text: text.into() })
+    }
+}
+
+impl From<u64> for Size {
+    /// `bytes`, written in digits.
+    fn from(bytes: u64) -> Size {
+        Size { bytes, text: bytes.to_string() }
+    }
+}
+
+/// Write COUNT blocks of BYTES into a pipe from one thread while a second
+/// thread reads them (Bradford's pipespeed2t); the clock stops when every
+/// byte has been read, checked and the reader joined. Prints the rate in
+/// MB/s (10^6 bytes). Exit status: 0 ok, 1 failed (including bytes lost or
+/// changed, or a reader that went away), 2 bad usage.
+#[derive(Parser, Clone, Debug, PartialEq)]
+#[command(version)]
+pub struct Options {
+    #[command(flatten)]
+    pub blocks: Blocks,
+
+    /// Use a named pipe (mkfifo in a temporary directory) instead of an
+    /// unnamed one [default: unnamed pipe]
+    #[arg(long, conflicts_with = "socketpair")]
+    pub fifo: bool,
+
+    /// Use a Unix stream socket pair instead of a pipe
+    #[arg(long)]
+    pub socketpair: bool,
+
+    /// Ask for a pipe buffer of this size (F_SETPIPE_SZ; the kernel rounds
+    /// up to a power of two pages) [default: the kernel's, F_GETPIPE_SZ]
+    #[arg(long, value_name = "BYTES", value_parser = Size::parser(1, 1 << 30),
+          conflicts_with = "socketpair")]
+    pub pipe_size: Option<Size>,
+
+    /// Read in a forked child process instead of a second thread
+    #[arg(long)]
+    pub processes: bool,
+
+    /// Write with vmsplice(2): the pipe takes the writer's pages instead of
+    /// a copy, so each byte is copied once (by the reader), not twice
+    #[arg(long, conflicts_with = "socketpair")]
+    pub vmsplice: bool,
+
+    /// Run a rung of the pipe ladder instead of the article's loop: blocks
+    /// from a ring of page-aligned buffers, each stamped with its sequence
+    /// number; the reader checks the number and a checksum of every block
+    /// (write, vmsplice), or splices them to /dev/null unchecked
+    /// (splice-null, reported as not verified). A pipe and threads only.
+    #[arg(long, value_enum,
+          conflicts_with_all = ["fifo", "socketpair", "processes", "vmsplice",
+                                "reader_stops_after"])]
+    pub method: Option<Method>,
+
+    /// With --method: back the ring and the reader's buffer with huge pages
+    /// (MAP_HUGETLB if the kernel has a pool, else MADV_HUGEPAGE; the
+    /// report says which took)
+    #[arg(long, requires = "method")]
+    pub huge_pages: bool,
+
+    /// With --method: slots in the writer's ring; vmsplice refuses fewer
+    /// than the pipe's capacity in blocks plus two [default: 1 for write,
+    /// that least for vmsplice]
+    #[arg(long, value_name = "SLOTS", requires = "method",
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub ring: Option<u64>,
+
+    /// With --method: what the reader checks in every block
+    #[arg(long, value_enum, default_value_t = Check::Checksum, requires = "method")]
+    pub check: Check,
+
+    /// With --method: make both ends non-blocking and spin on EAGAIN
+    /// instead of sleeping (no wake-ups, two CPUs busy; compare the CPU
+    /// time in --json)
+    #[arg(long, requires = "method")]
+    pub busy_poll: bool,
+
+    /// Pin the writer to CPU A and the reader (thread, or child process with
+    /// --processes) to CPU B: A,A puts both on one CPU, A,B one on each;
+    /// the report then says where each loop ended [default: where the
+    /// scheduler puts them]
+    #[arg(long, value_name = "A,B", value_parser = parse_cpus,
+          conflicts_with = "method")]
+    pub cpus: Option<[usize; 2]>,
+
+    /// Fault drill: the reader closes its end after this many bytes, so the
+    /// writer meets EPIPE (the run then fails, exit 1) [default: never]
+    #[arg(long, value_name = "BYTES", value_parser = labkit::limits::parse_size)]
+    pub reader_stops_after: Option<u64>,
+
+    /// Print one JSON object instead of the line
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `A,B`: two CPUs (the same one twice for one CPU), each one this process
+/// may run on.
+fn parse_cpus(text: &str) -> Result<[usize; 2], String> {
+    let bad = || format!("'{text}' is not two CPUs like 0,1 or 0,0");
+    let (a, b) = text.split_once(',').ok_or_else(bad)?;
+    let cpu = |c: &str| c.trim().parse::<usize>().map_err(|_| bad());
+    let cpus = [cpu(a)?, cpu(b)?];
+    labkit::affinity::check_allowed(&cpus).map_err(|e| e.message)?;
+    Ok(cpus)
+}
+
+impl Options {
+    /// `pipespeed2t COUNT BYTES`: a pipe between two threads, every other
+    /// option at its default.
+    pub fn new(count: u64, bytes: u64) -> Options {
+        Options {
+            blocks: Blocks { count, bytes },
+            fifo: false,
+            socketpair: false,
+            pipe_size: None,
+            processes: false,
+            vmsplice: false,
+            method: None,
+            huge_pages: false,
+            ring: None,
+            check: Check::Checksum,
+            busy_poll: false,
+            cpus: None,
+            reader_stops_after: None,
+            json: false,
+        }
+    }
+
+    /// What carries the bytes: `--fifo`, `--socketpair`, or a pipe.
+    pub fn transport(&self) -> Transport {
+        match (self.fifo, self.socketpair) {
+            (true, _) => Transport::Fifo,
+            (_, true) => Transport::Socketpair,
+            _ => Transport::Pipe,
+        }
+    }
+
+    /// The article's loop's settings (what [`run`] takes).
+    pub fn settings(&self) -> Settings {
+        Settings {
+            count: self.blocks.count,
+            block: self.blocks.bytes,
+            transport: self.transport(),
+            pipe_size: self.pipe_size.as_ref().map(Size::bytes),
+            processes: self.processes,
+            vmsplice: self.vmsplice,
+            reader_stops_after: self.reader_stops_after,
+            cpus: self.cpus,
+        }
+    }
+
+    /// With `--method`, the ladder's settings (what [`ladder::run`] takes)
+    /// instead of the article's loop.
+    pub fn ladder(&self) -> Option<ladder::Settings> {
+        Some(ladder::Settings {
+            count: self.blocks.count,
+            block: self.blocks.bytes,
+            method: self.method?,
+            pipe_size: self.pipe_size.as_ref().map(Size::bytes),
+            huge_pages: self.huge_pages,
+            ring: self.ring,
+            check: self.check,
+            busy_poll: self.busy_poll,
+        })
+    }
+
+    /// The program's command line for these options, as a caller (the
+    /// runner) starts it: `COUNT BYTES`, then `--json`, then each option
+    /// that is not at its default, in the order `--method`, `--fifo`,
+    /// `--socketpair`, `--pipe-size` (as written), `--processes`,
+    /// `--vmsplice`, `--huge-pages`, `--ring`, `--check`, `--busy-poll`,
+    /// `--cpus A,B`, `--reader-stops-after`; numbers in digits.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = self.blocks.args().to_vec();
+        let value = |name: &str, value: String| [name.into(), value.into()];
+        if self.json {
+            args.push("--json".into());
+        }
+        if let Some(method) = self.method {
+            args.extend(value("--method", method.name().into()));
+        }
+        for (on, name) in [(self.fifo, "--fifo"), (self.socketpair, "--socketpair")]
+        {
+            if on {
+                args.push(name.into());
+            }
+        }
+        if let Some(size) = &self.pipe_size {
+            args.extend(value("--pipe-size", size.text.clone()));
+        }
+        for (on, name) in [
+            (self.processes, "--processes"),
+            (self.vmsplice, "--vmsplice"),
+            (self.huge_pages, "--huge-pages"),
+        ] {
+            if on {
+                args.push(name.into());
+            }
+        }
+        if let Some(slots) = self.ring {
+            args.extend(value("--ring", slots.to_string()));
+        }
+        if self.check != Check::Checksum {
+            args.extend(value("--check", self.check.name().into()));
+        }
+        if self.busy_poll {
+            args.push("--busy-poll".into());
+        }
+        if let Some([a, b]) = self.cpus {
+            args.extend(value("--cpus", format!("{a},{b}")));
+        }
+        if let Some(bytes) = self.reader_stops_after {
+            args.extend(value("--reader-stops-after", bytes.to_string()));
+        }
+        args
+    }
+
+    /// The C twin's command line for the same run (`c/pipespeed2t.c`, which
+    /// takes the pipe's size by position): `COUNT BYTES [PIPE_SIZE]
+    /// [--json]`, the size in digits.
+    ///
+    /// # Panics
+    ///
+    /// If any other option is set: the C program has only a pipe between
+    /// two threads.
+    pub fn c_args(&self) -> Vec<OsString> {
+        let plain = Options {
+            pipe_size: self.pipe_size.clone(),
+            json: self.json,
+            ..Options::new(self.blocks.count, self.blocks.bytes)
+        };
+        assert!(
+            *self == plain,
+            "pipespeed2t.c takes COUNT BYTES [PIPE_SIZE] [--json] only: {self:?}"
+        );
+        let mut args = self.blocks.args().to_vec();
+        args.extend(self.pipe_size.as_ref().map(|s| s.bytes.to_string().into()));
+        if self.json {
+            args.push("--json".into());
+        }
+        args
+    }
+}
+
 /// What the reader saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Received {
@@ -99,7 +380,7 @@ pub struct Received {
 }
 
 /// Create the channel: `(read end, write end, pipe buffer size)`.
-fn channel(opts: &Options) -> Result<(OwnedFd, OwnedFd, Option<u64>)> {
+fn channel(opts: &Settings) -> Result<(OwnedFd, OwnedFd, Option<u64>)> {
     let (rx, tx) = match opts.transport {
         Transport::Pipe => pipespeed2::pipe()?,
         Transport::Fifo => fifo()?,
@@ -184,7 +465,7 @@ fn read_all(
 
 /// Move `opts.count` blocks from this thread to a reader thread (or child
 /// process) and report the rate.
-pub fn run(opts: &Options) -> Result<Report> {
+pub fn run(opts: &Settings) -> Result<Report> {
     let Some(total) = opts.count.checked_mul(opts.block) else {
         return Err(Error::usage(format!(
             "{} x {} bytes is too many",
@@ -488,8 +769,137 @@ mod tests {
     use super::*;
     use pipespeed2::pattern;
 
-    fn opts(block: u64, transport: Transport, processes: bool) -> Options {
-        Options {
+    /// The words, as text.
+    fn text(args: Vec<OsString>) -> Vec<String> {
+        args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_runners_command_lines() {
+        let o = |count, bytes| Options { json: true, ..Options::new(count, bytes) };
+        assert_eq!(text(o(20_000, 64).args()), ["20000", "64", "--json"]);
+        assert_eq!(text(o(20_000, 64).c_args()), ["20000", "64", "--json"]);
+        // The grid's forms, one at each placement.
+        let forms = [
+            (
+                Options { pipe_size: Some(Size::mib(1)), ..o(16, 4096) },
+                "--pipe-size 1M",
+            ),
+            (Options { fifo: true, ..o(16, 4096) }, "--fifo"),
+            (Options { processes: true, ..o(16, 4096) }, "--processes"),
+            (Options { socketpair: true, ..o(16, 4096) }, "--socketpair"),
+            (
+                Options { vmsplice: true, cpus: Some([0, 1]), ..o(16, 4096) },
+                "--vmsplice --cpus 0,1",
+            ),
+        ];
+        for (o, flags) in forms {
+            assert_eq!(text(o.args()).join(" "), format!("16 4096 --json {flags}"));
+        }
+        // The ladder's rungs: the big pipe's size in digits, as measured.
+        let rung = Options {
+            method: Some(Method::Vmsplice),
+            pipe_size: Some(Size::from(1 << 20)),
+            huge_pages: true,
+            busy_poll: true,
+            ..o(512, 65536)
+        };
+        assert_eq!(
+            text(rung.args()),
+            [
+                "512",
+                "65536",
+                "--json",
+                "--method",
+                "vmsplice",
+                "--pipe-size",
+                "1048576",
+                "--huge-pages",
+                "--busy-poll"
+            ]
+        );
+        let o = Options { pipe_size: Some(Size::mib(1)), ..o(16, 4096) };
+        assert_eq!(text(o.c_args()), ["16", "4096", "1048576", "--json"]);
+    }
+
+    #[test]
+    #[should_panic(expected = "pipespeed2t.c takes COUNT BYTES")]
+    fn the_c_program_is_never_asked_for_a_fifo() {
+        Options { fifo: true, ..Options::new(1, 1) }.c_args();
+    }
+
+    #[test]
+    fn options_parse_back_from_their_args() {
+        let least = Options::try_parse_from(["pipespeed2t", "1", "1"]).unwrap();
+        assert_eq!(least, Options::new(1, 1));
+        let o = |count, bytes| Options { json: true, ..Options::new(count, bytes) };
+        let written = Size::parser(1, 1 << 30)("64KiB").unwrap();
+        assert_eq!((written.bytes(), written.text.as_str()), (65536, "64KiB"));
+        for o in [
+            least,
+            o(500_000, 1),
+            Options { fifo: true, pipe_size: Some(Size::mib(1)), ..o(7, 4096) },
+            Options {
+                pipe_size: Some(written),
+                vmsplice: true,
+                processes: true,
+                ..o(7, 8)
+            },
+            Options { socketpair: true, cpus: Some([0, 0]), ..o(3, 3) },
+            Options { reader_stops_after: Some(5000), ..Options::new(9, 1 << 20) },
+            Options {
+                method: Some(Method::SpliceNull),
+                pipe_size: Some(Size::from(1 << 20)),
+                huge_pages: true,
+                ring: Some(40),
+                check: Check::Bytes,
+                busy_poll: true,
+                ..o(100, 65536)
+            },
+            Options { method: Some(Method::Write), ..o(100, 4096) },
+        ] {
+            let line = std::iter::once("pipespeed2t".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        }
+    }
+
+    #[test]
+    fn the_method_and_check_names_are_claps() {
+        use clap::ValueEnum;
+        for m in Method::value_variants() {
+            assert_eq!(m.to_possible_value().unwrap().get_name(), m.name());
+        }
+        for c in Check::value_variants() {
+            assert_eq!(c.to_possible_value().unwrap().get_name(), c.name());
+        }
+    }
+
+    #[test]
+    fn the_options_give_the_settings_each_run_takes() {
+        let o = Options {
+            fifo: true,
+            pipe_size: Some(Size::mib(1)),
+            ..Options::new(7, 8)
+        };
+        let s = o.settings();
+        assert_eq!((s.count, s.block, s.transport), (7, 8, Transport::Fifo));
+        assert_eq!(s.pipe_size, Some(1 << 20));
+        assert!(o.ladder().is_none());
+        let o = Options { method: Some(Method::Write), ring: Some(3), ..o };
+        let l = o.ladder().unwrap();
+        assert_eq!(
+            (l.method, l.ring, l.pipe_size),
+            (Method::Write, Some(3), Some(1 << 20))
+        );
+        let transport = |fifo, socketpair| {
+            Options { fifo, socketpair, ..Options::new(1, 1) }.transport()
+        };
+        assert_eq!(transport(false, false), Transport::Pipe);
+        assert_eq!(transport(false, true), Transport::Socketpair);
+    }
+
+    fn opts(block: u64, transport: Transport, processes: bool) -> Settings {
+        Settings {
             count: 7,
             block,
             transport,
@@ -542,7 +952,7 @@ mod tests {
         let cpus = labkit::affinity::allowed_cpus().unwrap();
         let (a, b) = (cpus[0], *cpus.last().unwrap());
         for processes in [false, true] {
-            let o = Options {
+            let o = Settings {
                 cpus: Some([a, b]),
                 ..opts(4096, Transport::Pipe, processes)
             };
@@ -561,11 +971,11 @@ mod tests {
 
     #[test]
     fn an_early_reader_exit_is_epipe() {
-        let o = Options {
+        let o = Settings {
             reader_stops_after: Some(10),
             ..opts(4096, Transport::Pipe, false)
         };
-        let err = run(&Options { count: 1000, ..o }).unwrap_err();
+        let err = run(&Settings { count: 1000, ..o }).unwrap_err();
         assert!(err.message.contains("EPIPE"), "{err}");
     }
 }

@@ -54,6 +54,7 @@ pub enum Method {
 }
 
 impl Method {
+    /// Its `--method` spelling: `write`, `vmsplice`, `splice-null`.
     pub fn name(self) -> &'static str {
         match self {
             Method::Write => "write",
@@ -72,9 +73,20 @@ pub enum Check {
     Bytes,
 }
 
-/// One ladder run's settings.
+impl Check {
+    /// Its `--check` spelling: `checksum`, `bytes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Checksum => "checksum",
+            Check::Bytes => "bytes",
+        }
+    }
+}
+
+/// One ladder run's settings: what [`run`] takes, made from the command
+/// line by [`crate::Options::ladder`].
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct Settings {
     pub count: u64,
     pub block: u64,
     pub method: Method,
@@ -133,7 +145,7 @@ pub struct LadderReport {
 
 /// Send `count` blocks from this thread to a reader thread by `method`, and
 /// report the rate.
-pub fn run(o: &Options) -> Result<LadderReport> {
+pub fn run(o: &Settings) -> Result<LadderReport> {
     let Some(total) = o.count.checked_mul(o.block) else {
         return Err(Error::usage(format!(
             "{} x {} bytes is too many",
@@ -325,7 +337,7 @@ mod tests {
     fn every_method_moves_every_block() {
         for method in [Method::Write, Method::Vmsplice, Method::SpliceNull] {
             for block in [1, 4095, 65537] {
-                let o = Options {
+                let o = Settings {
                     count: 40,
                     block,
                     method,
