@@ -22,6 +22,7 @@
 //! one CPU, and unpinned.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -32,7 +33,8 @@ use clap::Parser;
 use labkit::measure::Usage;
 use labkit::{Error, Result};
 use pipespeed2::Report as PipeReport;
-use pipespeed2t::copy::CopyReport;
+use pipespeed2t::copy::{self, CopyReport};
+use pipespeed2t::{Options as TwoOptions, Size};
 use serde::Serialize;
 
 use super::{Declared, Experiment};
@@ -135,6 +137,69 @@ const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
 /// The condition that measures the copy limit, in each round of a block.
 const COPY: &str = "copylimit";
 
+/// A form of pipespeed2t: what it makes of the plain pipe between two
+/// threads (`pipespeed2t COUNT BYTES`).
+type Form = fn(TwoOptions) -> TwoOptions;
+
+/// The plain pipe, as it is.
+const PIPE: Form = |o| o;
+
+/// pipespeed2 itself.
+const ONE: Line = Line::One { c: false };
+
+/// pipespeed2t itself, on the plain pipe.
+const TWO: Line = Line::Two { form: PIPE, c: false };
+
+/// Which program a variant runs, and so the command line it takes (each
+/// program crate's `Options`).
+#[derive(Clone, Copy)]
+enum Line {
+    /// pipespeed2, or with `c` its C twin.
+    One { c: bool },
+    /// pipespeed2t in the form `form`, or with `c` its C twin (which has
+    /// only the plain pipe).
+    Two { form: Form, c: bool },
+}
+
+impl Line {
+    /// The C twin's line.
+    fn c(self) -> Line {
+        match self {
+            Line::One { .. } => Line::One { c: true },
+            Line::Two { form, .. } => Line::Two { form, c: true },
+        }
+    }
+
+    /// The program's words for `count` blocks of `block` bytes, printing
+    /// JSON, its writer and reader pinned to `cpus` (pipespeed2t only:
+    /// pipespeed2 is one thread, and a C twin is pinned from outside).
+    fn args(
+        self,
+        count: u64,
+        block: u64,
+        cpus: Option<[usize; 2]>,
+    ) -> Vec<OsString> {
+        match self {
+            Line::One { c } => {
+                assert!(cpus.is_none(), "pipespeed2 is one thread: no --cpus");
+                let o = pipespeed2::Options {
+                    json: true,
+                    ..pipespeed2::Options::new(count, block)
+                };
+                if c { o.c_args() } else { o.args() }
+            }
+            Line::Two { form, c } => {
+                let o = form(TwoOptions {
+                    json: true,
+                    cpus,
+                    ..TwoOptions::new(count, block)
+                });
+                if c { o.c_args() } else { o.args() }
+            }
+        }
+    }
+}
+
 /// One program with its flags: a condition. The Rust programs and their C
 /// twins take `COUNT BYTES --json` alike and print one
 /// `pipespeed2::Report`.
@@ -144,24 +209,30 @@ struct Variant {
     label: &'static str,
     /// The program's file name.
     program: String,
+    /// Its words after `COUNT BYTES --json`.
     flags: Vec<String>,
     #[serde(skip)]
     path: PathBuf,
     #[serde(skip)]
     blocks: Vec<u64>,
+    /// The program, and so its command line.
+    #[serde(skip)]
+    line: Line,
 }
 
 impl Variant {
     fn new(
         (key, label): (&'static str, &'static str),
         path: &Path,
-        flags: &[&str],
+        line: Line,
         blocks: Vec<u64>,
     ) -> Variant {
         let program =
             path.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
-        let flags = flags.iter().map(|s| s.to_string()).collect();
-        Variant { key, label, program, flags, path: path.to_path_buf(), blocks }
+        let flags = line.args(1, 1, None).split_off(3);
+        let flags = flags.iter().map(|f| f.to_string_lossy().into()).collect();
+        let path = path.to_path_buf();
+        Variant { key, label, program, flags, path, blocks, line }
     }
 
     /// A writer and a reader (pipespeed2t's every form), which run at each
@@ -170,12 +241,19 @@ impl Variant {
         self.key != "pipespeed2"
     }
 
-    fn command(&self, count: u64, block: u64) -> Command {
+    /// Its run of `count` blocks of `block` bytes, pinned to `cpus`
+    /// (pipespeed2t's `--cpus A,B`).
+    fn command(&self, count: u64, block: u64, cpus: Option<[usize; 2]>) -> Command {
         let mut cmd = Command::new(&self.path);
-        cmd.args([count.to_string(), block.to_string(), "--json".into()]);
-        cmd.args(&self.flags);
+        cmd.args(self.line.args(count, block, cpus));
         cmd
     }
+}
+
+/// A command line's words as one string, for messages.
+fn words(args: &[OsString]) -> String {
+    let words: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+    words.join(" ")
 }
 
 /// What a pipe program's run yields: its report and what its process cost
@@ -333,7 +411,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         engine.measure(at, names, |k| -> Result<Box<dyn Observed>> {
             Ok(match here.get(k) {
                 Some(v) => Box::new(run_once(v, *count, *block, *placement)?),
-                None => Box::new(copy_limit(&bins[2], *block, &[])?),
+                None => Box::new(copy_limit(&bins[2], &copy::Options::new(*block))?),
             })
         })?;
     }
@@ -424,26 +502,25 @@ fn run_once(
     block: u64,
     placement: Placement,
 ) -> Result<PipeRun> {
-    let mut cmd = v.command(count, block);
-    if let Some([a, b]) = placement.cpus() {
-        cmd.args(["--cpus".to_string(), format!("{a},{b}")]);
-    }
+    let cmd = v.command(count, block, placement.cpus());
     spawn(v, cmd, count, block)
 }
 
-/// The limit memory copying sets: `copylimit BLOCK` with `flags`
+/// The limit memory copying sets: `copylimit` with options `o`
 /// (`--copies 1 --ring N`, say), run once.
-fn copy_limit(copylimit: &Path, block: u64, flags: &[String]) -> Result<CopyReport> {
+fn copy_limit(copylimit: &Path, o: &copy::Options) -> Result<CopyReport> {
     let mut cmd = Command::new(copylimit);
-    cmd.args([block.to_string(), "--json".into()]).args(flags);
-    let what = format!("copylimit {block} {}", flags.join(" "));
-    Ok(run_json::<CopyReport>(cmd, what.trim_end())?.0)
+    cmd.args(copy::Options { json: true, ..o.clone() }.args());
+    let what = format!("copylimit {}", words(&o.args()));
+    Ok(run_json::<CopyReport>(cmd, &what)?.0)
 }
 
 /// The pipe as this kernel makes it, asked of pipespeed2 itself.
 fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
     let mut cmd = Command::new(pipespeed2);
-    cmd.args(["1", "1", "--json"]);
+    cmd.args(
+        pipespeed2::Options { json: true, ..pipespeed2::Options::new(1, 1) }.args(),
+    );
     let (printed, _) = run_json::<PipeReport>(cmd, "pipespeed2 1 1")?;
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
@@ -455,14 +532,26 @@ fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
     })
 }
 
-/// pipespeed2t's forms, each a condition: key, label and flags.
-const FORMS: [(&str, &str, &[&str]); 6] = [
-    ("pipe", "pipespeed2t: pipe, threads", &[]),
-    ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads", &["--pipe-size", "1M"]),
-    ("fifo", "pipespeed2t: named pipe, threads", &["--fifo"]),
-    ("processes", "pipespeed2t: pipe, processes", &["--processes"]),
-    ("socketpair", "pipespeed2t: socket pair, threads", &["--socketpair"]),
-    ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer", &["--vmsplice"]),
+/// pipespeed2t's forms, each a condition: key, label and form.
+const FORMS: [(&str, &str, Form); 6] = [
+    ("pipe", "pipespeed2t: pipe, threads", PIPE),
+    ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads", |o| TwoOptions {
+        pipe_size: Some(Size::mib(1)),
+        ..o
+    }),
+    ("fifo", "pipespeed2t: named pipe, threads", |o| TwoOptions { fifo: true, ..o }),
+    ("processes", "pipespeed2t: pipe, processes", |o| TwoOptions {
+        processes: true,
+        ..o
+    }),
+    ("socketpair", "pipespeed2t: socket pair, threads", |o| TwoOptions {
+        socketpair: true,
+        ..o
+    }),
+    ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer", |o| TwoOptions {
+        vmsplice: true,
+        ..o
+    }),
 ];
 
 /// pipespeed2 at the article's blocks that fit the pipe; pipespeed2t's
@@ -476,15 +565,16 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Vec<Variant> {
         ARTICLE_BLOCKS.iter().copied().chain(large_blocks()).collect();
     let fits = pick(ARTICLE_BLOCKS.to_vec()).into_iter().filter(|&b| b <= buffer);
     let one = ("pipespeed2", "pipespeed2 (one thread)");
-    let mut all = vec![Variant::new(one, &bins[0], &[], fits.collect())];
-    for (key, label, flags) in FORMS {
+    let mut all = vec![Variant::new(one, &bins[0], ONE, fits.collect())];
+    for (key, label, form) in FORMS {
         let blocks = match key {
             "pipe" => long.clone(),
             _ if args.common.full => long.clone(),
             "pipe-1M" => long.iter().copied().filter(|&b| b >= 4096).collect(),
             _ => SAMPLE_BLOCKS.to_vec(),
         };
-        all.push(Variant::new((key, label), &bins[1], flags, pick(blocks)));
+        let line = Line::Two { form, c: false };
+        all.push(Variant::new((key, label), &bins[1], line, pick(blocks)));
     }
     all
 }
@@ -497,7 +587,7 @@ mod tests;
 /// itself.
 pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
     let (key, label, _) = FORMS[0];
-    let v = Variant::new((key, label), pipespeed2t, &[], vec![]);
+    let v = Variant::new((key, label), pipespeed2t, TWO, vec![]);
     let count = count_for(block, false);
     Ok(run_once(&v, count, block, Placement::Unpinned)?.0.mb_per_s)
 }

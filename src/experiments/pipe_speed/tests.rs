@@ -18,6 +18,43 @@ fn counts_follow_the_article() {
     assert_eq!(pair_count(1 << 20), 38);
 }
 
+/// A command's words after the program, as one string.
+fn line(cmd: &Command) -> String {
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+    args.join(" ")
+}
+
+/// The words the reference results were measured with: each form's flags
+/// after `COUNT BYTES --json`, then the placement's `--cpus`; the C twins
+/// and pipespeed2 take `COUNT BYTES --json` alone.
+#[test]
+fn each_variant_runs_its_programs_words() {
+    let path = Path::new("pipespeed2t");
+    for (i, flags) in
+        ["", "--pipe-size 1M", "--fifo", "--processes", "--socketpair", "--vmsplice"]
+            .into_iter()
+            .enumerate()
+    {
+        let (key, label, form) = FORMS[i];
+        let v =
+            Variant::new((key, label), path, Line::Two { form, c: false }, vec![]);
+        assert_eq!(v.flags.join(" "), flags, "{key}");
+        let pinned = format!("16 4096 --json {flags} --cpus 0,1");
+        assert_eq!(
+            line(&v.command(16, 4096, Some([0, 1]))),
+            pinned.replace("  ", " ")
+        );
+        let unpinned = format!("16 4096 --json {flags}");
+        assert_eq!(line(&v.command(16, 4096, None)), unpinned.trim_end());
+    }
+    let [one, c, ct] =
+        [ONE, ONE.c(), TWO.c()].map(|l| Variant::new(("c", "c"), path, l, vec![]));
+    for v in [&one, &c, &ct] {
+        assert!(v.flags.is_empty());
+        assert_eq!(line(&v.command(50_000, 8, None)), "50000 8 --json");
+    }
+}
+
 /// A pipe program's run of 10 blocks at `mb` MB/s, with 5 switches.
 fn pipe(mb: f64) -> Box<dyn Observed> {
     let report = PipeReport { count: 10, mb_per_s: mb, ..PipeReport::default() };
@@ -73,7 +110,7 @@ fn data(engine: Engine, pinned: bool) -> (Data, Vec<Observation>) {
         },
         copy_limit: Vec::new(),
         variants: keys
-            .map(|k| Variant::new((k, k), Path::new("x"), &[], vec![]))
+            .map(|k| Variant::new((k, k), Path::new("x"), ONE, vec![]))
             .into(),
         series: Observations(&log).series(),
         vs_c: Vec::new(),

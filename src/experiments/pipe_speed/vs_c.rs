@@ -12,7 +12,7 @@ use crate::table::{Table, col, range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
-use super::{Args, Variant, pair_count, spawn};
+use super::{Args, ONE, TWO, Variant, pair_count, spawn};
 
 /// A program against another at one placement and block: a Rust program
 /// against its C twin, or (the control) a C program against itself. The
@@ -46,17 +46,17 @@ pub(super) fn compare_with_c(
         .first()
         .ok_or_else(|| Error::failed("this process may run on no CPU"))?;
     let mut jobs = Vec::new();
-    for (rust, c, path, key) in [
-        ("pipespeed2", "pipespeed2.c", &bins[0], "pipespeed2"),
-        ("pipespeed2t", "pipespeed2t.c", &bins[1], "pipe"),
+    for (rust, c, path, key, line) in [
+        ("pipespeed2", "pipespeed2.c", &bins[0], "pipespeed2", ONE),
+        ("pipespeed2t", "pipespeed2t.c", &bins[1], "pipe", TWO),
     ] {
         let blocks =
             variants.iter().find(|v| v.key == key).map(|v| v.blocks.clone());
-        let program = |key, path: &PathBuf| {
-            Variant::new((key, key), path, &[], blocks.clone().unwrap_or_default())
+        let program = |key, path: &PathBuf, line| {
+            Variant::new((key, key), path, line, blocks.clone().unwrap_or_default())
         };
-        let c = program(c, &c_twin(rust)?);
-        jobs.push((program(rust, path), c.clone()));
+        let c = program(c, &c_twin(rust)?, line.c());
+        jobs.push((program(rust, path, line), c.clone()));
         // The control: the two-thread C program against itself, pairs of
         // one binary, which shows how far apart two runs of the same code
         // land.
@@ -85,7 +85,7 @@ pub(super) fn compare_with_c(
         ]);
         engine.measure(&at, &[first.key, second.key], |i| {
             let v = [first, second][i];
-            let mut cmd = v.command(count, block);
+            let mut cmd = v.command(count, block, None);
             if let Placement::OneCpu(cpu) = placement {
                 labkit::affinity::pin_command(&mut cmd, cpu)?;
             }

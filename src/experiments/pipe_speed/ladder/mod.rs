@@ -6,6 +6,7 @@
 //! no cache holds (the DRAM bandwidth). The rungs are the conditions of
 //! each block size; the two threads run unpinned.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -14,10 +15,12 @@ use crate::stats::Summary;
 use labkit::Result;
 use labkit::limits::format_size;
 use labkit::measure::Usage;
-use pipespeed2t::ladder::{Cost, LadderReport};
+use pipespeed2t::copy;
+use pipespeed2t::ladder::{Cost, LadderReport, Method};
+use pipespeed2t::{Options, Size};
 use serde::Serialize;
 
-use super::{Args, PipeFacts, copy_limit, moved};
+use super::{Args, PipeFacts, copy_limit, moved, words};
 use crate::machine::loadavg;
 
 mod tables;
@@ -52,7 +55,7 @@ pub(super) struct Flags {
 /// One rung: the flags that make it, and what it takes away.
 struct Rung {
     rung: u32,
-    method: &'static str,
+    method: Method,
     /// `F_SETPIPE_SZ` to the largest pipe an unprivileged process may have
     /// (pipe-max-size), at most 1 MiB.
     big_pipe: bool,
@@ -66,7 +69,7 @@ struct Rung {
 const RUNGS: [Rung; 6] = [
     Rung {
         rung: 1,
-        method: "write",
+        method: Method::Write,
         big_pipe: false,
         huge_pages: false,
         busy_poll: false,
@@ -75,7 +78,7 @@ const RUNGS: [Rung; 6] = [
     },
     Rung {
         rung: 2,
-        method: "write",
+        method: Method::Write,
         big_pipe: true,
         huge_pages: false,
         busy_poll: false,
@@ -84,7 +87,7 @@ const RUNGS: [Rung; 6] = [
     },
     Rung {
         rung: 3,
-        method: "vmsplice",
+        method: Method::Vmsplice,
         big_pipe: true,
         huge_pages: false,
         busy_poll: false,
@@ -93,7 +96,7 @@ const RUNGS: [Rung; 6] = [
     },
     Rung {
         rung: 4,
-        method: "vmsplice",
+        method: Method::Vmsplice,
         big_pipe: true,
         huge_pages: true,
         busy_poll: false,
@@ -102,7 +105,7 @@ const RUNGS: [Rung; 6] = [
     },
     Rung {
         rung: 5,
-        method: "splice-null",
+        method: Method::SpliceNull,
         big_pipe: true,
         huge_pages: true,
         busy_poll: false,
@@ -111,7 +114,7 @@ const RUNGS: [Rung; 6] = [
     },
     Rung {
         rung: 6,
-        method: "vmsplice",
+        method: Method::Vmsplice,
         big_pipe: true,
         huge_pages: true,
         busy_poll: true,
@@ -179,8 +182,9 @@ impl RungInfo {
     /// `rung` as it ran: with the big pipe `big` bytes, its ring on
     /// `ring_pages`.
     fn new(r: &Rung, big: u64, ring_pages: Vec<String>) -> RungInfo {
-        let (rung, method, label, removes) = (r.rung, r.method, r.label, r.removes);
-        let (flags, verified) = (flags_of(r, big), method != "splice-null");
+        let (rung, method, label, removes) =
+            (r.rung, r.method.name(), r.label, r.removes);
+        let (flags, verified) = (flags_of(r, big), r.method != Method::SpliceNull);
         RungInfo { rung, method, label, removes, flags, verified, ring_pages }
     }
 }
@@ -278,10 +282,9 @@ pub(super) fn run_ladder(
     if dram {
         // One copy of 256 MiB into another, every page written first, once
         // per round.
-        let once = ["--copies", "1", "--iterations", "1"].map(String::from);
-        engine.measure(&at(DRAM_BYTES), &[DRAM], |_| {
-            copy_limit(copylimit, DRAM_BYTES, &once)
-        })?;
+        let once = dram_copy();
+        engine
+            .measure(&at(DRAM_BYTES), &[DRAM], |_| copy_limit(copylimit, &once))?;
     }
     let mut pages: Vec<Vec<String>> = rungs.iter().map(|_| Vec::new()).collect();
     for &block in &blocks {
@@ -290,17 +293,14 @@ pub(super) fn run_ladder(
         here.insert("count".into(), count.into());
         here.insert("placement".into(), "unpinned".into());
         let runs = engine.measure(&here, &names, |i| {
-            let flags = flags_of(&rungs[i], big);
+            let o = options_of(&rungs[i], big, count, block);
             let mut cmd = Command::new(pipespeed2t);
-            cmd.args([count.to_string(), block.to_string(), "--json".into()]);
-            cmd.args(&flags);
-            let what = format!("pipespeed2t {count} {block} {}", flags.join(" "));
+            cmd.args(Options { json: true, ..o.clone() }.args());
+            let what = format!("pipespeed2t {}", words(&o.args()));
             let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
             moved(&what, report.report.bytes, count * block)?;
             // The limit, in the same round: the rung's own working set.
-            let ring = ["--copies", "1", "--ring"].map(String::from);
-            let slots = [report.ring_slots.to_string()];
-            let copy = copy_limit(copylimit, block, &[&ring[..], &slots].concat())?;
+            let copy = copy_limit(copylimit, &ring_copy(block, report.ring_slots))?;
             Ok(RungRun { report, usage, copy_mb_per_s: copy.mb_per_s })
         })?;
         for (seen, runs) in pages.iter_mut().zip(runs) {
@@ -328,18 +328,37 @@ pub(super) fn run_ladder(
     }))
 }
 
+/// The DRAM copy: one copy of 256 MiB into another, once.
+fn dram_copy() -> copy::Options {
+    copy::Options {
+        copies: 1,
+        iterations: Some(1),
+        ..copy::Options::new(DRAM_BYTES)
+    }
+}
+
+/// The copy over a rung's working set: blocks of `block` bytes copied once
+/// from a ring of `slots`, as the rung's reader copies them.
+fn ring_copy(block: u64, slots: u64) -> copy::Options {
+    copy::Options { copies: 1, ring: Some(slots), ..copy::Options::new(block) }
+}
+
+/// pipespeed2t's options for rung `r` at `count` blocks of `block` bytes,
+/// its big pipe `big` bytes (said in digits).
+fn options_of(r: &Rung, big: u64, count: u64, block: u64) -> Options {
+    Options {
+        method: Some(r.method),
+        pipe_size: r.big_pipe.then(|| Size::from(big)),
+        huge_pages: r.huge_pages,
+        busy_poll: r.busy_poll,
+        ..Options::new(count, block)
+    }
+}
+
+/// Rung `r`'s flags, its words after `COUNT BYTES`.
 fn flags_of(r: &Rung, big: u64) -> Vec<String> {
-    let mut flags = vec!["--method".to_string(), r.method.to_string()];
-    if r.big_pipe {
-        flags.extend(["--pipe-size".to_string(), big.to_string()]);
-    }
-    if r.huge_pages {
-        flags.push("--huge-pages".into());
-    }
-    if r.busy_poll {
-        flags.push("--busy-poll".into());
-    }
-    flags
+    let flags: Vec<OsString> = options_of(r, big, 1, 1).args().split_off(2);
+    flags.iter().map(|f| f.to_string_lossy().into()).collect()
 }
 
 /// One rung at one block size, as the tables and the goals read it from
@@ -442,7 +461,7 @@ mod tests {
     /// A run of rung `rung`: `mb` MB/s, its copy `copy` MB/s; per block, one
     /// write, two reads and 1.5 switches, 0.25 CPU s per GB, 1.2 CPUs busy.
     fn run(rung: u32, mb: f64, copy: f64) -> RungRun {
-        let verified = RUNGS[rung as usize - 1].method != "splice-null";
+        let verified = RUNGS[rung as usize - 1].method != Method::SpliceNull;
         let bytes = 4_000_000_000;
         let (count, elapsed_s, mb_per_s) = (10, 1.0, mb);
         let report = pipespeed2::Report {
@@ -506,6 +525,32 @@ mod tests {
             goals,
         };
         (ladder, log)
+    }
+
+    /// The words the reference results were measured with.
+    #[test]
+    fn each_rung_runs_its_programs_words() {
+        let big = ["--pipe-size", "1048576"];
+        let flags: [&[&str]; 6] = [
+            &["--method", "write"],
+            &[&["--method", "write"][..], &big].concat(),
+            &[&["--method", "vmsplice"][..], &big].concat(),
+            &[&["--method", "vmsplice"][..], &big, &["--huge-pages"]].concat(),
+            &[&["--method", "splice-null"][..], &big, &["--huge-pages"]].concat(),
+            &[&["--method", "vmsplice"][..], &big, &["--huge-pages", "--busy-poll"]]
+                .concat(),
+        ];
+        for (r, flags) in RUNGS.iter().zip(flags) {
+            assert_eq!(flags_of(r, 1 << 20), flags, "rung {}", r.rung);
+            let o = Options { json: true, ..options_of(r, 1 << 20, 512, 65536) };
+            let line = format!("512 65536 --json {}", flags.join(" "));
+            assert_eq!(words(&o.args()), line);
+        }
+        let copy =
+            |o: copy::Options| words(&copy::Options { json: true, ..o }.args());
+        assert_eq!(copy(dram_copy()), "268435456 --json --copies 1 --iterations 1");
+        assert_eq!(copy(ring_copy(4096, 1)), "4096 --json --copies 1 --ring 1");
+        assert_eq!(copy(copy::Options::new(64)), "64 --json");
     }
 
     #[test]

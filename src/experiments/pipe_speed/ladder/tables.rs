@@ -4,6 +4,7 @@ use crate::chart::{Chart, Kind, Meaning};
 use crate::engine::Observations;
 use crate::table::{Table, col, percent, range, sig};
 use labkit::limits::format_size;
+use pipespeed2t::ladder::Method;
 
 use super::{KIB_64, Ladder, Row, RungInfo, dram, rows};
 
@@ -158,10 +159,10 @@ fn rung_kind(r: &RungInfo) -> Kind {
         return Meaning::Thread.into();
     };
     match rung.method {
-        "vmsplice" if rung.busy_poll => Meaning::Vmsplice.form(2),
-        "vmsplice" if rung.huge_pages => Meaning::Vmsplice.form(1),
-        "vmsplice" => Meaning::Vmsplice.into(),
-        "splice-null" => Meaning::Splice.into(),
+        Method::Vmsplice if rung.busy_poll => Meaning::Vmsplice.form(2),
+        Method::Vmsplice if rung.huge_pages => Meaning::Vmsplice.form(1),
+        Method::Vmsplice => Meaning::Vmsplice.into(),
+        Method::SpliceNull => Meaning::Splice.into(),
         _ if rung.big_pipe => Meaning::Thread.form(1),
         _ => Meaning::Thread.into(),
     }
