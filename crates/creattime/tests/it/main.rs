@@ -3,3 +3,4 @@
 //! fork or touch what belongs to the process hold [`labtest::serial`].
 
 mod cli;
+mod options;

@@ -1,0 +1,48 @@
+//! `pthreadcreat::Options`: the words the runner starts the program and its C
+//! twin with, and the options they parse back into.
+
+use std::ffi::OsString;
+
+use clap::Parser;
+use pthreadcreat::{Api, Options};
+
+/// The words, as text.
+fn text(args: Vec<OsString>) -> Vec<String> {
+    args.into_iter().map(|a| a.into_string().unwrap()).collect()
+}
+
+fn options(iterations: u64) -> Options {
+    Options { iterations, stack_size: None, api: Api::Pthread, json: true }
+}
+
+#[test]
+fn options_say_the_runners_command_lines() {
+    assert_eq!(text(options(4000).args()), ["-n", "4000", "--json"]);
+    assert_eq!(text(options(4000).c_args()), ["4000", "--json"]);
+    let o = Options { stack_size: Some(64 << 10), api: Api::Std, ..options(2000) };
+    assert_eq!(
+        text(o.args()),
+        ["-n", "2000", "--stack-size", "65536", "--api", "std", "--json"]
+    );
+}
+
+#[test]
+#[should_panic(expected = "pthreadcreat.c takes no --stack-size")]
+fn the_c_program_is_never_asked_for_a_stack_size() {
+    Options { stack_size: Some(64 << 10), ..options(1) }.c_args();
+}
+
+#[test]
+fn options_parse_back_from_their_args() {
+    let default = Options::try_parse_from(["pthreadcreat"]).unwrap();
+    assert_eq!(default, Options { json: false, ..options(100_000) });
+    for o in [
+        default.clone(),
+        options(1),
+        Options { stack_size: Some(8 << 20), api: Api::Std, ..options(5) },
+        Options { stack_size: Some(16 << 10), ..default },
+    ] {
+        let line = std::iter::once("pthreadcreat".into()).chain(o.args());
+        assert_eq!(Options::try_parse_from(line).unwrap(), o);
+    }
+}
