@@ -28,6 +28,7 @@
 mod place;
 mod text;
 
+use std::ffi::OsString;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt;
@@ -74,6 +75,7 @@ pub enum Pin {
 }
 
 impl Mode {
+    /// Its `--mode` spelling: `threads`.
     pub fn name(self) -> &'static str {
         match self {
             Mode::Threads => "threads",
@@ -83,11 +85,95 @@ impl Mode {
 }
 
 impl Pin {
+    /// Its `--pin` spelling: `same`.
     pub fn name(self) -> &'static str {
         match self {
             Pin::Same => "same",
             Pin::Cross => "cross",
             Pin::None => "none",
+        }
+    }
+}
+
+/// Measure one context switch: two tasks bounce a one-byte token over a
+/// pair of pipes (lmbench's lat_ctx, `perf bench sched pipe`). Prints
+/// microseconds per round trip and per switch, raw and without the pipe
+/// calls' own cost, and the kernel's switch count. Exit status: 0 ok,
+/// 1 failed (or the kernel's count disagreed), 2 bad usage.
+#[derive(Clone, Debug, PartialEq, clap::Parser)]
+#[command(version)]
+pub struct Options {
+    /// The two tasks: threads of one process, or two processes
+    #[arg(short, long, value_enum, default_value_t = Mode::Threads)]
+    pub mode: Mode,
+
+    /// Placement of the two tasks (sched_setaffinity)
+    #[arg(short, long, value_enum, default_value_t = Pin::Same)]
+    pub pin: Pin,
+
+    /// Timed round trips (two switches each)
+    #[arg(short = 'n', long, default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub iterations: u64,
+
+    /// Untimed round trips first
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
+    pub warmup: u64,
+
+    /// CPUs to pin to: A for --pin same, A,B for --pin cross [default: the
+    /// first one or two this process may run on]
+    #[arg(long, value_name = "A[,B]", value_delimiter = ',')]
+    pub cpus: Vec<usize>,
+
+    /// Print one JSON object instead of the text
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every flag at its default: `ctxswitch` with no arguments.
+impl Default for Options {
+    fn default() -> Self {
+        use clap::Parser;
+        Self::try_parse_from(["ctxswitch"]).expect("no flags parse")
+    }
+}
+
+impl Options {
+    /// The words `ctxswitch` takes for these options, in the order the
+    /// runner has always given them: `--mode`, `--pin` and `--iterations`
+    /// always, the rest only when set (`--json`, `--cpus`) or not at their
+    /// default (`--warmup`). Parsed back, they give these options.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut say = |flag: &str, value: Option<String>| {
+            args.push(flag.into());
+            args.extend(value.map(OsString::from));
+        };
+        say("--mode", Some(self.mode.name().into()));
+        say("--pin", Some(self.pin.name().into()));
+        if self.json {
+            say("--json", None);
+        }
+        say("--iterations", Some(self.iterations.to_string()));
+        if self.warmup != Self::default().warmup {
+            say("--warmup", Some(self.warmup.to_string()));
+        }
+        if !self.cpus.is_empty() {
+            let cpus: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
+            say("--cpus", Some(cpus.join(",")));
+        }
+        args
+    }
+
+    /// What to run, from the flags.
+    pub fn config(&self) -> Config {
+        Config {
+            mode: self.mode,
+            pin: self.pin,
+            iterations: self.iterations,
+            warmup: self.warmup,
+            cpus: self.cpus.clone(),
         }
     }
 }
@@ -528,6 +614,54 @@ mod tests {
 
     fn config(mode: Mode, pin: Pin) -> Config {
         Config { mode, pin, iterations: 100, warmup: 10, cpus: vec![] }
+    }
+
+    /// The words as text.
+    fn words(o: &Options) -> Vec<String> {
+        o.args().into_iter().map(|a| a.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn options_say_the_words_the_runner_always_gave() {
+        // ctx-switch's `cross` run and mq-sweep's switch cost.
+        let o = Options {
+            mode: Mode::Processes,
+            pin: Pin::Cross,
+            iterations: 100_000,
+            cpus: vec![0, 1],
+            json: true,
+            ..Options::default()
+        };
+        assert_eq!(
+            words(&o),
+            "--mode processes --pin cross --json --iterations 100000 --cpus 0,1"
+                .split(' ')
+                .collect::<Vec<_>>()
+        );
+        let o = Options { iterations: 20_000, json: true, ..Options::default() };
+        assert_eq!(
+            words(&o).join(" "),
+            "--mode threads --pin same --json --iterations 20000"
+        );
+    }
+
+    #[test]
+    fn options_parse_back_from_their_words() {
+        use clap::Parser;
+        let every = Options {
+            mode: Mode::Processes,
+            pin: Pin::None,
+            iterations: 7,
+            warmup: 0,
+            cpus: vec![3],
+            json: true,
+        };
+        let some =
+            Options { pin: Pin::Cross, cpus: vec![1, 2], ..Options::default() };
+        for o in [Options::default(), every, some] {
+            let words = std::iter::once("ctxswitch".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+        }
     }
 
     #[test]

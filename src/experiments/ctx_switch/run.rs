@@ -60,16 +60,22 @@ pub(crate) fn ctxswitch_once(
     cpus: Option<[usize; 2]>,
     iterations: u64,
 ) -> Result<ctxswitch::Report> {
-    let (mode, pin) = (mode.name(), pin.name());
-    let mut cmd = Command::new(program);
-    cmd.args(["--mode", mode, "--pin", pin, "--json"]);
-    cmd.args(["--iterations", &iterations.to_string()]);
-    match (pin, cpus) {
-        ("same", Some([a, _])) => cmd.args(["--cpus", &a.to_string()]),
-        ("cross", Some([a, b])) => cmd.args(["--cpus", &format!("{a},{b}")]),
-        _ => &mut cmd,
+    let cpus = match (pin, cpus) {
+        (Pin::Same, Some([a, _])) => vec![a],
+        (Pin::Cross, Some([a, b])) => vec![a, b],
+        _ => vec![],
     };
-    let what = format!("ctxswitch --mode {mode} --pin {pin}");
+    let options = ctxswitch::Options {
+        mode,
+        pin,
+        iterations,
+        cpus,
+        json: true,
+        ..Default::default()
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(options.args());
+    let what = format!("ctxswitch --mode {} --pin {}", mode.name(), pin.name());
     let out = labkit::cleanup::output(&mut cmd)
         .map_err(|e| Error::io(format!("cannot run {what}"), e))?;
     let parsed = serde_json::from_slice::<ctxswitch::Report>(&out.stdout);
