@@ -15,6 +15,7 @@
 //! server kept up, and its latency is counted from that intended time, not
 //! from when a client got round to it: coordinated omission is avoided.
 
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -24,6 +25,102 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::ALPHABET;
 
+/// Stevens' client: CHILDREN concurrent clients each connect LOOPS times,
+/// ask for BYTES bytes, check every byte and close. Closed-loop by default;
+/// with --rate, open-loop with latency counted from the intended start.
+/// Exit status: 0 every reply exact, 1 some connection failed or a reply
+/// was short or wrong, 2 bad usage.
+#[derive(Clone, Debug, PartialEq, clap::Parser)]
+#[command(version)]
+pub struct Options {
+    /// The server's address
+    #[arg(long)]
+    pub addr: SocketAddr,
+
+    /// Concurrent clients
+    #[arg(long, default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub children: u32,
+
+    /// Connections per client
+    #[arg(long, default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub loops: u64,
+
+    /// Bytes to ask for per connection
+    #[arg(long, default_value_t = 4000,
+          value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    pub bytes: u64,
+
+    /// Open loop: connections per second for all clients together
+    #[arg(long, value_name = "CONN_PER_S", value_parser = rate)]
+    pub rate: Option<f64>,
+
+    /// Seconds to wait for a connect, a write or the reply
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, value_parser = rate)]
+    pub timeout: f64,
+
+    /// Print the report as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A positive number up to 1e9 (`--rate`, `--timeout`).
+fn rate(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1e9 => Ok(r),
+        _ => Err(format!("'{text}' is not a positive number")),
+    }
+}
+
+impl Options {
+    /// Against the server at `addr`, every other flag at its default.
+    pub fn new(addr: SocketAddr) -> Self {
+        use clap::Parser;
+        Self::try_parse_from(["client", "--addr", &addr.to_string()])
+            .expect("an address alone parses")
+    }
+
+    /// The words `client` takes for these options, in the order the runner
+    /// has always given them: `--addr`, `--children`, `--loops` and
+    /// `--bytes` always, the rest only when set (`--json`, `--rate`) or not
+    /// at its default (`--timeout`). Parsed back, they give these options.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = Vec::new();
+        let mut say = |flag: &str, value: Option<String>| {
+            args.push(flag.into());
+            args.extend(value.map(OsString::from));
+        };
+        say("--addr", Some(self.addr.to_string()));
+        if self.json {
+            say("--json", None);
+        }
+        say("--children", Some(self.children.to_string()));
+        say("--loops", Some(self.loops.to_string()));
+        say("--bytes", Some(self.bytes.to_string()));
+        if let Some(rate) = self.rate {
+            say("--rate", Some(rate.to_string()));
+        }
+        if self.timeout != Self::new(self.addr).timeout {
+            say("--timeout", Some(self.timeout.to_string()));
+        }
+        args
+    }
+
+    /// What to run, from the flags.
+    pub fn config(&self) -> Config {
+        Config {
+            addr: self.addr,
+            children: self.children as usize,
+            loops: self.loops,
+            bytes: self.bytes as usize,
+            rate: self.rate,
+            timeout: Duration::from_secs_f64(self.timeout),
+        }
+    }
+}
+
+/// What to run (the `client` flags).
 #[derive(Clone, Debug)]
 pub struct Config {
     pub addr: SocketAddr,
@@ -227,3 +324,49 @@ fn one(cfg: &Config, reply: &mut [u8]) -> std::result::Result<(), fn(&mut Errors
     Ok(())
 }
 // ANCHOR_END: child
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn options_say_the_words_the_runner_always_gave() {
+        let addr = "127.0.0.1:40123".parse().unwrap();
+        let o = Options {
+            children: 1,
+            loops: 2500,
+            bytes: 4000,
+            rate: Some(1234.5),
+            json: true,
+            ..Options::new(addr)
+        };
+        let words: Vec<String> =
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        assert_eq!(
+            words.join(" "),
+            "--addr 127.0.0.1:40123 --json --children 1 --loops 2500 --bytes 4000 \
+             --rate 1234.5"
+        );
+        let o = Options { rate: None, ..o };
+        assert_eq!(o.args().len(), 9);
+    }
+
+    #[test]
+    fn options_parse_back_from_their_words() {
+        let addr = "127.0.0.1:9".parse().unwrap();
+        let every = Options {
+            addr: "[::1]:80".parse().unwrap(),
+            children: 10_000,
+            loops: 1,
+            bytes: 1 << 30,
+            rate: Some(0.5),
+            timeout: 0.001,
+            json: true,
+        };
+        for o in [Options::new(addr), every] {
+            let words = std::iter::once("client".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+        }
+    }
+}

@@ -42,10 +42,12 @@ pub mod tokio_runtime;
 #[cfg(feature = "run")]
 pub mod uring;
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
+use labkit::cli::seconds_in;
 use labkit::error::{Error, Result, describe_errno};
 use nix::sys::signal::{SigSet, Signal};
 use serde::{Deserialize, Serialize};
@@ -162,6 +164,121 @@ impl Design {
                 | Design::Epoll
                 | Design::IoUring
         )
+    }
+}
+
+/// One of Stevens' chapter 30 server designs, or one of today's. Prints the
+/// bound address first, serves the byte-count protocol until SIGINT,
+/// SIGTERM or SIGHUP, then prints the CPU time of itself and its reaped
+/// children and the connections per pool member, and exits 0.
+/// Exit status: 0 ok, 1 failed, 2 bad usage.
+#[derive(Clone, Debug, PartialEq, clap::Parser)]
+#[command(version)]
+pub struct Options {
+    /// The server design
+    #[arg(long, value_enum)]
+    pub design: Design,
+
+    /// Address to listen on (port 0: any free port)
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Pool members (processes, threads, event loops or runtime workers)
+    /// for the designs that have a pool; the book's 15
+    #[arg(long, default_value_t = 15,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub pool: u32,
+
+    /// Read requests one byte per read(2), as Stevens' threaded servers
+    /// did, instead of buffered
+    #[arg(long)]
+    pub byte_reads: bool,
+
+    /// Largest byte count a client may ask for, e.g. 16384 or 64M (the
+    /// original's MAXN is 16384)
+    #[arg(long, value_name = "BYTES", default_value = "16384",
+          value_parser = labkit::limits::size_in(1, 1 << 30))]
+    pub max_bytes: u64,
+
+    /// Seconds to wait for a request, or for room to write a reply, before
+    /// closing the connection (so a client that never sends cannot hold a
+    /// worker forever)
+    #[arg(long, value_name = "SECONDS", default_value_t = 2.0,
+          value_parser = seconds_in(0.001, 3600.0))]
+    pub timeout: f64,
+
+    /// epoll-exclusive without EPOLLEXCLUSIVE: every loop wakes for every
+    /// connection
+    #[arg(long)]
+    pub herd: bool,
+
+    /// Print the final stats as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Options {
+    /// `design` with every other flag at its default.
+    pub fn new(design: Design) -> Self {
+        use clap::Parser;
+        Self::try_parse_from(["server", "--design", design.name()])
+            .expect("a design alone parses")
+    }
+
+    /// The words `server` takes for these options, in the order the runner
+    /// has always given them: `--design` and `--pool` always, the rest only
+    /// when set (`--herd`, `--json`, `--byte-reads`) or not at their default
+    /// (`--listen`, `--max-bytes`, `--timeout`). Parsed back, they give
+    /// these options.
+    pub fn args(&self) -> Vec<OsString> {
+        let default = Self::new(self.design);
+        let mut args: Vec<OsString> = Vec::new();
+        let mut say = |flag: &str, value: Option<String>| {
+            args.push(flag.into());
+            args.extend(value.map(OsString::from));
+        };
+        say("--design", Some(self.design.name().into()));
+        if self.herd {
+            say("--herd", None);
+        }
+        if self.json {
+            say("--json", None);
+        }
+        say("--pool", Some(self.pool.to_string()));
+        if self.byte_reads {
+            say("--byte-reads", None);
+        }
+        if self.listen != default.listen {
+            say("--listen", Some(self.listen.to_string()));
+        }
+        if self.max_bytes != default.max_bytes {
+            say("--max-bytes", Some(self.max_bytes.to_string()));
+        }
+        if self.timeout != default.timeout {
+            say("--timeout", Some(self.timeout.to_string()));
+        }
+        args
+    }
+
+    /// How to run the server; `--herd` with a design other than
+    /// epoll-exclusive is a usage error.
+    pub fn config(&self) -> Result<Config> {
+        if self.herd && self.design != Design::EpollExclusive {
+            return Err(Error::usage(
+                "--herd only applies to --design epoll-exclusive",
+            ));
+        }
+        Ok(Config {
+            design: self.design,
+            listen: self.listen,
+            pool: self.pool as usize,
+            proto: Proto {
+                max_bytes: self.max_bytes as usize,
+                byte_reads: self.byte_reads,
+                timeout: Duration::from_secs_f64(self.timeout),
+            },
+            herd: self.herd,
+        })
     }
 }
 
@@ -601,4 +718,64 @@ pub fn accept_failed(e: &std::io::Error) {
     }
     say(&[b"accept failed: errno ", &digits[d..]]);
     std::thread::sleep(ACCEPT_RETRY);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The words as one line.
+    fn line(o: &Options) -> String {
+        let words: Vec<String> =
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        words.join(" ")
+    }
+
+    #[test]
+    fn options_say_the_words_the_runner_always_gave() {
+        let o = Options { pool: 4, json: true, ..Options::new(Design::Tokio) };
+        assert_eq!(line(&o), "--design tokio --json --pool 4");
+        // server-designs' epoll-herd, with --byte-reads.
+        let o = Options {
+            herd: true,
+            json: true,
+            byte_reads: true,
+            ..Options::new(Design::EpollExclusive)
+        };
+        assert_eq!(
+            line(&o),
+            "--design epoll-exclusive --herd --json --pool 15 --byte-reads"
+        );
+    }
+
+    #[test]
+    fn options_parse_back_from_their_words() {
+        let every = Options {
+            design: Design::EpollExclusive,
+            listen: "[::1]:8080".parse().unwrap(),
+            pool: 1000,
+            byte_reads: true,
+            max_bytes: 64 << 20,
+            timeout: 0.25,
+            herd: true,
+            json: true,
+        };
+        let some = Options { timeout: 3600.0, ..Options::new(Design::IoUring) };
+        for o in [Options::new(Design::Iterative), every, some] {
+            let words = std::iter::once("server".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+        }
+    }
+
+    #[test]
+    fn a_herd_is_epoll_exclusive_alone() {
+        let o = Options { herd: true, ..Options::new(Design::Epoll) };
+        assert_eq!(
+            o.config().unwrap_err().message,
+            "--herd only applies to --design epoll-exclusive"
+        );
+        let o = Options { herd: true, ..Options::new(Design::EpollExclusive) };
+        assert!(o.config().unwrap().herd);
+    }
 }

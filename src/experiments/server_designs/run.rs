@@ -8,6 +8,7 @@ use std::time::Instant;
 use crate::engine::{Engine, setting};
 use crate::service::Service;
 use labkit::{Error, Result};
+use servers::Design;
 
 use super::{BASELINE, Load, MODERN_POOLED, Ports, Run, closed, overload};
 
@@ -24,20 +25,15 @@ impl Ctx {
     /// Start `server --design D` and read the address it prints: a
     /// running server, killed and reaped if a run fails half-way.
     fn start(&self, design: &str) -> Result<Service> {
-        let mut cmd = Command::new(&self.server);
-        // epoll-herd: epoll-exclusive without EPOLLEXCLUSIVE.
-        match design {
-            "epoll-herd" => {
-                cmd.args(["--design", "epoll-exclusive", "--herd", "--json"])
-            }
-            _ => cmd.args(["--design", design, "--json"]),
-        };
         let modern = MODERN_POOLED.contains(&design);
-        let pool = if modern { self.modern_pool } else { self.pool };
-        cmd.args(["--pool", &pool.to_string()]);
-        if self.byte_reads {
-            cmd.arg("--byte-reads");
-        }
+        let options = servers::Options {
+            pool: if modern { self.modern_pool } else { self.pool },
+            byte_reads: self.byte_reads,
+            json: true,
+            ..server_design(design)?
+        };
+        let mut cmd = Command::new(&self.server);
+        cmd.args(options.args());
         Service::start(&mut cmd, &format!("server --design {design}"))
     }
 
@@ -62,14 +58,24 @@ impl Ctx {
     pub(super) fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
         let start = Instant::now();
         let server = self.start(design)?;
+        let addr = server.addr.parse().map_err(|e| {
+            Error::failed(format!(
+                "server {design} printed no address ({e}): {:?}",
+                server.addr
+            ))
+        })?;
+        let options = servers::client::Options {
+            children: u32::try_from(load.children).map_err(|_| {
+                Error::failed(format!("{} clients are too many", load.children))
+            })?,
+            loops: load.loops,
+            bytes: load.bytes,
+            rate: load.rate,
+            json: true,
+            ..servers::client::Options::new(addr)
+        };
         let mut cmd = Command::new(&self.client);
-        cmd.args(["--addr", &server.addr, "--json"])
-            .args(["--children", &load.children.to_string()])
-            .args(["--loops", &load.loops.to_string()])
-            .args(["--bytes", &load.bytes.to_string()]);
-        if let Some(rate) = load.rate {
-            cmd.args(["--rate", &rate.to_string()]);
-        }
+        cmd.args(options.args());
         let output = labkit::cleanup::output(&mut cmd)
             .map_err(|e| Error::io("cannot run client", e))?;
         let client: servers::client::Report = serde_json::from_slice(&output.stdout)
@@ -97,6 +103,21 @@ impl Ctx {
         Ok(Run { server: stats, client, server_wall_s: wall })
     }
     // ANCHOR_END: run_once
+}
+
+/// The server's options for one of [`super::DESIGNS`]: the design of that
+/// name, or for `epoll-herd`, the runner's own, epoll-exclusive with
+/// `--herd` (without EPOLLEXCLUSIVE); every other flag at its default.
+fn server_design(design: &str) -> Result<servers::Options> {
+    if design == "epoll-herd" {
+        let herd = servers::Options::new(Design::EpollExclusive);
+        return Ok(servers::Options { herd: true, ..herd });
+    }
+    Design::ALL
+        .into_iter()
+        .find(|d| d.name() == design)
+        .map(servers::Options::new)
+        .ok_or_else(|| Error::failed(format!("no server design is named {design}")))
 }
 
 /// Nothing lost, nothing left: the server answered every request the
@@ -194,5 +215,29 @@ pub(super) fn ports() -> Ports {
         count: high - low + 1,
         tw_reuse: read("/proc/sys/net/ipv4/tcp_tw_reuse")
             .and_then(|t| t.trim().parse().ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words as one line.
+    fn line(o: &servers::Options) -> String {
+        let words: Vec<String> =
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        words.join(" ")
+    }
+
+    #[test]
+    fn every_design_names_a_server_and_epoll_herd_is_the_runners_own() {
+        for d in super::super::DESIGNS {
+            let o = server_design(d).unwrap();
+            assert_eq!(o.herd, *d == "epoll-herd", "{d}");
+        }
+        let o =
+            servers::Options { json: true, ..server_design("epoll-herd").unwrap() };
+        assert_eq!(line(&o), "--design epoll-exclusive --herd --json --pool 15");
+        assert!(server_design("epoll-flock").is_err());
     }
 }
