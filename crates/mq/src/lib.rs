@@ -62,15 +62,188 @@ pub mod load;
 pub mod protocol;
 pub mod wire;
 
+use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use labkit::cli::seconds_in;
 use labkit::error::{Error, Result, describe_errno};
+use labkit::limits::size_in;
 use nix::sys::signal::{SigSet, Signal};
 use serde::{Deserialize, Serialize};
+
+/// A message-queue broker over TCP with reader, deliverer and writer thread
+/// pools (the 2006 message-queue post), or one epoll loop with --event-loop. Prints the
+/// bound address first, serves until SIGINT or SIGTERM, then a stats line.
+/// Exit status: 0 ok, 1 failed, 2 bad usage.
+///
+/// Back pressure is per queue and per receiver: a receiver that reads slowly
+/// or not at all gets at most --outbox messages (plus its socket buffer) and
+/// the other receivers of its queue get the rest; a queue without a receiver
+/// with room fills up to --capacity messages, and then only the senders of
+/// that queue are paused. Other queues flow at their normal rate. What waits
+/// for one queue is at most capacity + receivers x outbox messages; each
+/// connection holds at most 64 KiB plus one unfinished frame (--max-frame),
+/// so the broker's buffers stay under max-connections x (max-frame + 64 KiB)
+/// (about 1 GiB with the defaults; --max-frame 4K makes it about 68 MiB).
+#[derive(Clone, Debug, PartialEq, clap::Parser)]
+#[command(version)]
+pub struct Options {
+    /// Address to listen on (port 0: any free port)
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub listen: SocketAddr,
+
+    /// Reader threads: parse frames from senders and enqueue them
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub readers: u32,
+
+    /// Writer threads: write messages out to receivers
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub writers: u32,
+
+    /// Deliverer threads: move messages from queues to receivers
+    #[arg(short, long, default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub deliverers: u32,
+
+    /// Queues (numbered 0 to Q-1)
+    #[arg(short, long, default_value_t = 4,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub queues: u16,
+
+    /// Messages a queue holds before the broker stops reading from senders
+    #[arg(long, default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub capacity: u32,
+
+    /// Messages waiting for one receiver before deliverers wait
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub outbox: u32,
+
+    /// Largest frame body accepted, e.g. 64K; a longer length closes the
+    /// connection
+    #[arg(long, value_name = "BYTES", default_value = "1M",
+          value_parser = size_in(16, 1 << 30))]
+    pub max_frame: u64,
+
+    /// Connections served at once; one more is accepted and closed at once
+    /// (keep it below the open-files limit, `ulimit -n`)
+    #[arg(long, default_value_t = 1000,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+
+    /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
+    /// e.g. 64K; 0 leaves them to the kernel's autotuning (megabytes)
+    #[arg(long, value_name = "BYTES", default_value = "64K",
+          value_parser = size_in(0, 1 << 30))]
+    pub socket_buffer: u64,
+
+    /// Serve everything from one thread on epoll instead of the pools
+    #[arg(long)]
+    pub event_loop: bool,
+
+    /// After a stop signal, keep delivering accepted messages for at most
+    /// this many seconds
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
+          value_parser = seconds_in(0.0, 3600.0))]
+    pub drain: f64,
+
+    /// Print the final stats as one JSON object instead of a text line
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every flag at its default: `broker` with no arguments.
+impl Default for Options {
+    fn default() -> Self {
+        use clap::Parser;
+        Self::try_parse_from(["broker"]).expect("no flags parse")
+    }
+}
+
+impl Options {
+    /// The words `broker` takes for these options, in the order the runner
+    /// has always given them: the three pool sizes (always, but at their
+    /// defaults with `--event-loop`, which has no pools), `--event-loop`
+    /// when set, `--queues` always, `--json` when set, then every other
+    /// flag not at its default. Parsed back, they give these options.
+    pub fn args(&self) -> Vec<OsString> {
+        let default = Self::default();
+        let mut args: Vec<OsString> = Vec::new();
+        let mut say = |flag: &str, value: Option<String>| {
+            args.push(flag.into());
+            args.extend(value.map(OsString::from));
+        };
+        let pools = [
+            ("--readers", self.readers, default.readers),
+            ("--writers", self.writers, default.writers),
+            ("--deliverers", self.deliverers, default.deliverers),
+        ];
+        for (flag, n, at_default) in pools {
+            if !self.event_loop || n != at_default {
+                say(flag, Some(n.to_string()));
+            }
+        }
+        if self.event_loop {
+            say("--event-loop", None);
+        }
+        say("--queues", Some(self.queues.to_string()));
+        if self.json {
+            say("--json", None);
+        }
+        let rest = [
+            ("--listen", self.listen.to_string(), default.listen.to_string()),
+            ("--capacity", self.capacity.to_string(), default.capacity.to_string()),
+            ("--outbox", self.outbox.to_string(), default.outbox.to_string()),
+            (
+                "--max-frame",
+                self.max_frame.to_string(),
+                default.max_frame.to_string(),
+            ),
+            (
+                "--max-connections",
+                self.max_connections.to_string(),
+                default.max_connections.to_string(),
+            ),
+            (
+                "--socket-buffer",
+                self.socket_buffer.to_string(),
+                default.socket_buffer.to_string(),
+            ),
+            ("--drain", self.drain.to_string(), default.drain.to_string()),
+        ];
+        for (flag, value, at_default) in rest {
+            if value != at_default {
+                say(flag, Some(value));
+            }
+        }
+        args
+    }
+
+    /// How to run the broker, from the flags.
+    pub fn config(&self) -> Config {
+        Config {
+            listen: self.listen,
+            readers: self.readers as usize,
+            writers: self.writers as usize,
+            deliverers: self.deliverers as usize,
+            queues: self.queues,
+            capacity: self.capacity as usize,
+            outbox: self.outbox as usize,
+            max_frame: self.max_frame,
+            max_connections: self.max_connections as usize,
+            event_loop: self.event_loop,
+            drain: Duration::from_secs_f64(self.drain),
+            socket_buffer: self.socket_buffer as usize,
+        }
+    }
+}
 
 /// How to run the broker (the `broker` flags).
 #[derive(Clone, Debug)]
@@ -310,5 +483,70 @@ pub fn run(cfg: &Config) -> Result<Stats> {
         event_loop::run(cfg, listener, signals, counters)
     } else {
         broker::run(cfg, listener, signals, counters)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The words as one line.
+    fn line(o: &Options) -> String {
+        let words: Vec<String> =
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        words.join(" ")
+    }
+
+    #[test]
+    fn options_say_the_words_the_runner_always_gave() {
+        // mq-sweep's pools, at the defaults' size too, and its event loop.
+        for t in [10, 100] {
+            let o = Options {
+                readers: t,
+                writers: t,
+                deliverers: t,
+                json: true,
+                ..Options::default()
+            };
+            assert_eq!(
+                line(&o),
+                format!(
+                    "--readers {t} --writers {t} --deliverers {t} --queues 4 --json"
+                )
+            );
+        }
+        let o = Options {
+            event_loop: true,
+            queues: 2,
+            json: true,
+            ..Options::default()
+        };
+        assert_eq!(line(&o), "--event-loop --queues 2 --json");
+    }
+
+    #[test]
+    fn options_parse_back_from_their_words() {
+        let every = Options {
+            listen: "[::1]:7000".parse().unwrap(),
+            readers: 1,
+            writers: 2,
+            deliverers: 3,
+            queues: 9,
+            capacity: 10_000_000,
+            outbox: 1,
+            max_frame: 4096,
+            max_connections: 7,
+            socket_buffer: 0,
+            event_loop: true,
+            drain: 0.25,
+            json: true,
+        };
+        let pools = Options { event_loop: false, ..every.clone() };
+        let lone = Options { readers: 3, event_loop: true, ..Options::default() };
+        for o in [Options::default(), every, pools, lone] {
+            let words = std::iter::once("broker".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+        }
     }
 }

@@ -13,6 +13,7 @@
 //! broker that stopped, or never reads, makes a failed run (exit 1) that
 //! says what was not sent or not received, not a hang.
 
+use std::ffi::OsString;
 use std::io::{self, BufReader, ErrorKind, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use labkit::cli::seconds_in;
 use labkit::error::{Error, Result, describe_io};
+use labkit::limits::size_in;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, Stamp};
@@ -28,7 +31,7 @@ use crate::wire::{self, Next, Replies, Wire};
 
 /// The shape of a load: senders, receivers, queues and message size.
 /// These are `load`'s flags, and `lab run mq-sweep` passes them on.
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug, PartialEq, clap::Args)]
 pub struct Shape {
     /// Sender threads, each with its own connection
     #[arg(long, default_value_t = 100,
@@ -64,19 +67,191 @@ impl Shape {
         }
         Ok(())
     }
+}
 
-    /// The same flags, for `load`'s command line.
-    pub fn args(&self) -> Vec<String> {
-        let flags = [
-            ("--senders", self.senders.to_string()),
-            ("--receivers", self.receivers.to_string()),
-            ("--queues", self.queues.to_string()),
-            ("--size", self.size.to_string()),
-        ];
-        flags.into_iter().flat_map(|(f, v)| [f.to_string(), v]).collect()
+/// Load generator for `broker` (the 2006 message-queue post's client): senders publish
+/// stamped messages for --duration, receivers take them; then exactly-once
+/// delivery is checked and messages/s and latency percentiles reported.
+/// Nothing waits past --duration + --drain (and 0.1 s): against a broker
+/// that stopped or never reads, the run ends then, reports what it could
+/// not send or receive, and fails. Exit status: 0 ok, 1 a message was lost,
+/// duplicated or damaged (or the broker failed or timed out), 2 bad usage.
+#[derive(Clone, Debug, PartialEq, clap::Parser)]
+#[command(version)]
+pub struct Options {
+    /// The broker's address, as it printed it
+    #[arg(long, required_unless_present = "floor")]
+    pub addr: Option<SocketAddr>,
+
+    /// No broker: measure the floor of the work itself instead (four
+    /// copies of each message: memcpy, and one loopback TCP hop with
+    /// --pipeline messages per write), for --duration seconds
+    #[arg(long, conflicts_with = "addr")]
+    pub floor: bool,
+
+    #[command(flatten)]
+    pub shape: Shape,
+
+    /// The broker's protocol: the lab's broker, Redis pub/sub (a channel
+    /// per receiver) or NATS core pub/sub (a queue group per queue)
+    #[arg(long, value_enum, default_value_t = Wire::Lab)]
+    pub protocol: Wire,
+
+    /// Seconds of sending
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0,
+          value_parser = seconds_in(0.0, 86_400.0))]
+    pub duration: f64,
+
+    /// Messages per write call of a sender (pipelining: N PUBLISH commands
+    /// or PUB frames in one write on Redis and NATS); 1 is one message per
+    /// write
+    #[arg(long, value_name = "N", default_value_t = 1, alias = "batch",
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub pipeline: u32,
+
+    /// Messages per second, all senders together, spread evenly; 0 sends
+    /// as fast as the broker takes them (saturation)
+    #[arg(long, value_name = "MSGS_PER_S", default_value_t = 0.0,
+          value_parser = rate)]
+    pub rate: f64,
+
+    /// After the sending window, wait at most this many seconds without
+    /// progress for the last messages; a connect or a write still blocked
+    /// by then gives up and the run fails
+    #[arg(long, value_name = "SECONDS", default_value_t = 5.0,
+          value_parser = seconds_in(0.0, 86_400.0))]
+    pub drain: f64,
+
+    /// Send and receive buffer of each connection (SO_SNDBUF/SO_RCVBUF),
+    /// e.g. 64K; 0 leaves them to the kernel's autotuning (megabytes)
+    #[arg(long, value_name = "BYTES", default_value = "64K",
+          value_parser = size_in(0, 1 << 30))]
+    pub socket_buffer: u64,
+
+    /// Print one JSON object instead of the text report
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A rate from 0 to 1e9 messages/s (`--rate`).
+fn rate(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=1e9).contains(&r) => Ok(r),
+        _ => Err(format!("'{text}' is not a rate from 0 to 1e9 messages/s")),
     }
 }
 
+impl Options {
+    /// A load against the broker at `addr`, every other flag at its
+    /// default.
+    pub fn against(addr: SocketAddr) -> Self {
+        Self { addr: Some(addr), floor: false, ..Self::without_broker() }
+    }
+
+    /// `load --floor`, every other flag at its default.
+    pub fn without_broker() -> Self {
+        use clap::Parser;
+        Self::try_parse_from(["load", "--floor"]).expect("--floor alone parses")
+    }
+
+    /// The words `load` takes for these options, in the orders the runner
+    /// has always given them: against a broker `--addr`, `--json` when set,
+    /// then `--protocol`, the [`Shape`], `--duration`, `--rate` and
+    /// `--pipeline` always; for the floor `--floor`, `--json` when set, then
+    /// `--size`, `--pipeline` and `--duration` always, and the rest of the
+    /// shape, `--protocol` and `--rate` when not at their defaults. Last
+    /// come `--drain` and `--socket-buffer` when not at their defaults.
+    /// Parsed back, they give these options.
+    pub fn args(&self) -> Vec<OsString> {
+        let default = Self::without_broker();
+        let mut args: Vec<OsString> = Vec::new();
+        let mut say = |flag: &str, value: Option<String>| {
+            args.push(flag.into());
+            args.extend(value.map(OsString::from));
+        };
+        if self.floor {
+            say("--floor", None);
+        }
+        if let Some(addr) = self.addr {
+            say("--addr", Some(addr.to_string()));
+        }
+        if self.json {
+            say("--json", None);
+        }
+        let (shape, at) = (&self.shape, &default.shape);
+        if self.floor {
+            say("--size", Some(shape.size.to_string()));
+            say("--pipeline", Some(self.pipeline.to_string()));
+            say("--duration", Some(self.duration.to_string()));
+            let rest = [
+                ("--senders", shape.senders.to_string(), at.senders.to_string()),
+                (
+                    "--receivers",
+                    shape.receivers.to_string(),
+                    at.receivers.to_string(),
+                ),
+                ("--queues", shape.queues.to_string(), at.queues.to_string()),
+                (
+                    "--protocol",
+                    self.protocol.name().into(),
+                    default.protocol.name().into(),
+                ),
+                ("--rate", self.rate.to_string(), default.rate.to_string()),
+            ];
+            for (flag, value, at_default) in rest {
+                if value != at_default {
+                    say(flag, Some(value));
+                }
+            }
+        } else {
+            say("--protocol", Some(self.protocol.name().into()));
+            for (flag, value) in [
+                ("--senders", shape.senders.to_string()),
+                ("--receivers", shape.receivers.to_string()),
+                ("--queues", shape.queues.to_string()),
+                ("--size", shape.size.to_string()),
+                ("--duration", self.duration.to_string()),
+                ("--rate", self.rate.to_string()),
+                ("--pipeline", self.pipeline.to_string()),
+            ] {
+                say(flag, Some(value));
+            }
+        }
+        let rest = [
+            ("--drain", self.drain.to_string(), default.drain.to_string()),
+            (
+                "--socket-buffer",
+                self.socket_buffer.to_string(),
+                default.socket_buffer.to_string(),
+            ),
+        ];
+        for (flag, value, at_default) in rest {
+            if value != at_default {
+                say(flag, Some(value));
+            }
+        }
+        args
+    }
+
+    /// How to run a load against `addr`, from the flags.
+    pub fn config(&self, addr: SocketAddr) -> LoadConfig {
+        LoadConfig {
+            addr,
+            wire: self.protocol,
+            senders: self.shape.senders,
+            receivers: self.shape.receivers,
+            queues: self.shape.queues,
+            size: self.shape.size as usize,
+            duration: Duration::from_secs_f64(self.duration),
+            batch: self.pipeline as usize,
+            rate: self.rate,
+            drain: Duration::from_secs_f64(self.drain),
+            socket_buffer: self.socket_buffer as usize,
+        }
+    }
+}
+
+/// How to run a load (the `load` flags, against a broker).
 #[derive(Clone, Debug)]
 pub struct LoadConfig {
     pub addr: SocketAddr,
@@ -734,3 +909,75 @@ pub fn floor(
     })
 }
 // ANCHOR_END: floor
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The words as one line.
+    fn line(o: &Options) -> String {
+        let words: Vec<String> =
+            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        words.join(" ")
+    }
+
+    #[test]
+    fn options_say_the_words_the_runner_always_gave() {
+        // mq-sweep's load against NATS, at its quick shape.
+        let o = Options {
+            json: true,
+            protocol: Wire::Nats,
+            shape: Shape { senders: 20, receivers: 20, queues: 4, size: 1024 },
+            duration: 0.5,
+            rate: 2000.0,
+            pipeline: 16,
+            ..Options::against("127.0.0.1:4222".parse().unwrap())
+        };
+        assert_eq!(
+            line(&o),
+            "--addr 127.0.0.1:4222 --json --protocol nats --senders 20 --receivers 20 \
+             --queues 4 --size 1024 --duration 0.5 --rate 2000 --pipeline 16"
+        );
+        // Against the lab's broker, at every default.
+        let o = Options {
+            json: true,
+            ..Options::against("127.0.0.1:1".parse().unwrap())
+        };
+        assert_eq!(
+            line(&o),
+            "--addr 127.0.0.1:1 --json --protocol lab --senders 100 --receivers 100 \
+             --queues 4 --size 1024 --duration 10 --rate 0 --pipeline 1"
+        );
+        // And its floor: only the size of the shape.
+        let mut floor =
+            Options { json: true, duration: 1.0, ..Options::without_broker() };
+        floor.shape.size = 64;
+        assert_eq!(
+            line(&floor),
+            "--floor --json --size 64 --pipeline 1 --duration 1"
+        );
+    }
+
+    #[test]
+    fn options_parse_back_from_their_words() {
+        let every = Options {
+            addr: Some("[::1]:6379".parse().unwrap()),
+            floor: false,
+            shape: Shape { senders: 1, receivers: 3, queues: 3, size: 20 },
+            protocol: Wire::Redis,
+            duration: 0.125,
+            pipeline: 10_000,
+            rate: 1e9,
+            drain: 0.0,
+            socket_buffer: 0,
+            json: true,
+        };
+        let floor = Options { addr: None, floor: true, ..every.clone() };
+        let against = Options::against("127.0.0.1:5".parse().unwrap());
+        for o in [Options::without_broker(), against, every, floor] {
+            let words = std::iter::once("load".into()).chain(o.args());
+            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+        }
+    }
+}

@@ -3,6 +3,7 @@
 //! `ctxswitch` for the cost of one switch just before each run of a design
 //! (unless a cost is given). Every program's output is read as that program's own type.
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -84,30 +85,41 @@ impl Sweep<'_> {
             broker_wall_s: start.elapsed().as_secs_f64(),
             switch_cost_us: cost,
         };
-        let mut cmd = Command::new(&self.bins[0]);
-        let what = match p {
+        let options = mq::Options {
+            queues: self.args.shape.queues,
+            json: true,
+            ..Default::default()
+        };
+        let (options, what) = match p {
             Point::Pool(t) => {
-                let n = t.to_string();
-                cmd.args(["--readers", &n, "--writers", &n, "--deliverers", &n]);
-                format!("broker T={t}")
+                let pools =
+                    mq::Options { readers: t, writers: t, deliverers: t, ..options };
+                (pools, format!("broker T={t}"))
             }
             Point::EventLoop => {
-                cmd.arg("--event-loop");
-                "broker --event-loop".into()
+                let event_loop = mq::Options { event_loop: true, ..options };
+                (event_loop, "broker --event-loop".into())
             }
             Point::Server(s) => {
                 // A failed load drops the server: stopped, reaped, its
                 // folder gone.
                 let inst = self.installed.iter().find(|(k, _)| *k == s.kind);
                 let server = Server::start(&inst.expect("found").1, &s)?;
-                let addr = format!("127.0.0.1:{}", server.port);
-                let load = self.load(&addr, s.kind, offer, &s.label())?;
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, server.port));
+                let load = self.load(addr, s.kind, offer, &s.label())?;
                 return Ok(run(load, None, Some(server.stop()?)));
             }
         };
-        cmd.args(["--queues", &self.args.shape.queues.to_string(), "--json"]);
+        let mut cmd = Command::new(&self.bins[0]);
+        cmd.args(options.args());
         let broker = crate::service::Service::start(&mut cmd, &what)?;
-        let load = self.load(&broker.addr, Wire::Lab, offer, &what)?;
+        let addr = broker.addr.parse().map_err(|e| {
+            Error::failed(format!(
+                "{what} printed no address ({e}): {:?}",
+                broker.addr
+            ))
+        })?;
+        let load = self.load(addr, Wire::Lab, offer, &what)?;
         // SIGTERM: the broker delivers what it holds, joins its threads and
         // prints its stats, as its own type; a missing or damaged line is
         // an error that shows what came instead.
@@ -130,17 +142,22 @@ impl Sweep<'_> {
     /// line, and so is a report in another protocol than asked.
     fn load(
         &self,
-        addr: &str,
+        addr: SocketAddr,
         wire: Wire,
         offer: Offer,
         what: &str,
     ) -> Result<LoadReport> {
+        let options = mq::load::Options {
+            json: true,
+            protocol: wire,
+            shape: self.args.shape.clone(),
+            duration: self.duration,
+            rate: f64::from(offer.rate),
+            pipeline: offer.pipeline,
+            ..mq::load::Options::against(addr)
+        };
         let mut cmd = Command::new(&self.bins[1]);
-        cmd.args(["--addr", addr, "--json", "--protocol", wire.name()])
-            .args(self.args.shape.args())
-            .args(["--duration", &self.duration.to_string()])
-            .args(["--rate", &offer.rate.to_string()])
-            .args(["--pipeline", &offer.pipeline.to_string()]);
+        cmd.args(options.args());
         let (report, _): (LoadReport, _) =
             crate::bins::run_json(cmd, &format!("load against {what}"))?;
         if report.protocol != wire {
@@ -156,10 +173,15 @@ impl Sweep<'_> {
     /// The floor of the work itself for `pipeline` messages per write:
     /// `load --floor` (no broker), for at most a second.
     fn floor(&self, pipeline: u32) -> Result<mq::load::FloorReport> {
+        let mut options = mq::load::Options {
+            json: true,
+            pipeline,
+            duration: self.duration.min(1.0),
+            ..mq::load::Options::without_broker()
+        };
+        options.shape.size = self.args.shape.size;
         let mut cmd = Command::new(&self.bins[1]);
-        cmd.args(["--floor", "--json", "--size", &self.args.shape.size.to_string()])
-            .args(["--pipeline", &pipeline.to_string()])
-            .args(["--duration", &self.duration.min(1.0).to_string()]);
+        cmd.args(options.args());
         Ok(crate::bins::run_json(cmd, "load --floor")?.0)
     }
 }
