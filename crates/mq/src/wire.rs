@@ -48,6 +48,7 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// Its `--protocol` spelling: `lab`.
     pub fn name(self) -> &'static str {
         match self {
             Wire::Lab => "lab",
