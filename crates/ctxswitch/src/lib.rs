@@ -618,7 +618,7 @@ mod tests {
 
     /// The words as text.
     fn words(o: &Options) -> Vec<String> {
-        o.args().into_iter().map(|a| a.into_string().unwrap()).collect()
+        labtest::words(o.args())
     }
 
     #[test]
@@ -647,7 +647,6 @@ mod tests {
 
     #[test]
     fn options_parse_back_from_their_words() {
-        use clap::Parser;
         let every = Options {
             mode: Mode::Processes,
             pin: Pin::None,
@@ -659,8 +658,7 @@ mod tests {
         let some =
             Options { pin: Pin::Cross, cpus: vec![1, 2], ..Options::default() };
         for o in [Options::default(), every, some] {
-            let words = std::iter::once("ctxswitch".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+            labtest::parses_back("ctxswitch", &o, o.args());
         }
     }
 

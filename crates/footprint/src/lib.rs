@@ -69,8 +69,7 @@ pub enum Kind {
 impl Kind {
     /// Its `--kind` spelling: `threads` or `procs`.
     pub fn name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+        labkit::cli::spelling(&self)
     }
 }
 

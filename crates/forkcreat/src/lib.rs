@@ -52,8 +52,7 @@ pub enum Reap {
 impl Reap {
     /// Its `--reap` spelling: `wait`, `sigchld`.
     pub fn name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+        labkit::cli::spelling(&self)
     }
 }
 

@@ -36,6 +36,13 @@ pub fn parse<T: clap::Parser>() -> T {
     parse_from(std::env::args_os())
 }
 
+/// A value's spelling on the command line, as clap reads it:
+/// `Reap::Sigchld` is `sigchld`. A program crate's `args()` says its
+/// enums' values with it.
+pub fn spelling<T: clap::ValueEnum>(value: &T) -> String {
+    value.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+}
+
 /// The environment variable that makes every program of the lab stop right
 /// after parsing its command line: exit 0 if the flags parse, 2 with the
 /// usual one line if not, and nothing run. The book's test checks each

@@ -411,6 +411,32 @@ pub fn report<T: serde::de::DeserializeOwned>(out: &std::process::Output) -> T {
     json(&out.stdout)
 }
 
+/// A command line's words as text: what a program crate's `args()` says,
+/// to compare with the words a test expects.
+pub fn words(args: impl IntoIterator<Item = std::ffi::OsString>) -> Vec<String> {
+    args.into_iter().map(|a| a.into_string().expect("UTF-8 words")).collect()
+}
+
+/// [`words`] joined by spaces, for a test that expects a whole line.
+pub fn line(args: impl IntoIterator<Item = std::ffi::OsString>) -> String {
+    words(args).join(" ")
+}
+
+/// The options a program would read from `program ARGS`, `args` being
+/// what `o.args()` says: they must be `o` again. Panics with the words
+/// when they do not parse or parse into other options.
+#[track_caller]
+pub fn parses_back<O>(program: &str, o: &O, args: Vec<std::ffi::OsString>)
+where
+    O: clap::Parser + PartialEq + std::fmt::Debug,
+{
+    let line = std::iter::once(program.into()).chain(args.clone());
+    match O::try_parse_from(line) {
+        Ok(back) => assert_eq!(&back, o, "{program} {:?}", words(args)),
+        Err(e) => panic!("{program} {:?} does not parse: {e}", words(args)),
+    }
+}
+
 /// The lab's usage contract for arguments a program cannot parse, for each
 /// of `cases`: `program ARGS` (the path of a program binary) is refused
 /// ([`usage_error`]) with `NAME: what is wrong; see 'NAME --help'`, NAME

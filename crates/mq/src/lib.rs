@@ -489,14 +489,6 @@ pub fn run(cfg: &Config) -> Result<Stats> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// The words as one line.
-    fn line(o: &Options) -> String {
-        let words: Vec<String> =
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
-        words.join(" ")
-    }
 
     #[test]
     fn options_say_the_words_the_runner_always_gave() {
@@ -510,7 +502,7 @@ mod tests {
                 ..Options::default()
             };
             assert_eq!(
-                line(&o),
+                labtest::line(o.args()),
                 format!(
                     "--readers {t} --writers {t} --deliverers {t} --queues 4 --json"
                 )
@@ -522,7 +514,7 @@ mod tests {
             json: true,
             ..Options::default()
         };
-        assert_eq!(line(&o), "--event-loop --queues 2 --json");
+        assert_eq!(labtest::line(o.args()), "--event-loop --queues 2 --json");
     }
 
     #[test]
@@ -545,8 +537,7 @@ mod tests {
         let pools = Options { event_loop: false, ..every.clone() };
         let lone = Options { readers: 3, event_loop: true, ..Options::default() };
         for o in [Options::default(), every, pools, lone] {
-            let words = std::iter::once("broker".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+            labtest::parses_back("broker", &o, o.args());
         }
     }
 }

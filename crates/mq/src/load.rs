@@ -913,14 +913,6 @@ pub fn floor(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// The words as one line.
-    fn line(o: &Options) -> String {
-        let words: Vec<String> =
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
-        words.join(" ")
-    }
 
     #[test]
     fn options_say_the_words_the_runner_always_gave() {
@@ -935,7 +927,7 @@ mod tests {
             ..Options::against("127.0.0.1:4222".parse().unwrap())
         };
         assert_eq!(
-            line(&o),
+            labtest::line(o.args()),
             "--addr 127.0.0.1:4222 --json --protocol nats --senders 20 --receivers 20 \
              --queues 4 --size 1024 --duration 0.5 --rate 2000 --pipeline 16"
         );
@@ -945,7 +937,7 @@ mod tests {
             ..Options::against("127.0.0.1:1".parse().unwrap())
         };
         assert_eq!(
-            line(&o),
+            labtest::line(o.args()),
             "--addr 127.0.0.1:1 --json --protocol lab --senders 100 --receivers 100 \
              --queues 4 --size 1024 --duration 10 --rate 0 --pipeline 1"
         );
@@ -954,7 +946,7 @@ mod tests {
             Options { json: true, duration: 1.0, ..Options::without_broker() };
         floor.shape.size = 64;
         assert_eq!(
-            line(&floor),
+            labtest::line(floor.args()),
             "--floor --json --size 64 --pipeline 1 --duration 1"
         );
     }
@@ -976,8 +968,7 @@ mod tests {
         let floor = Options { addr: None, floor: true, ..every.clone() };
         let against = Options::against("127.0.0.1:5".parse().unwrap());
         for o in [Options::without_broker(), against, every, floor] {
-            let words = std::iter::once("load".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+            labtest::parses_back("load", &o, o.args());
         }
     }
 }

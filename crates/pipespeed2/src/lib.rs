@@ -400,22 +400,17 @@ mod tests {
         assert!(!matches(&block, 7, &[block[7], block[8], block[9], block[1]]));
     }
 
-    /// The words, as text.
-    fn text(args: Vec<OsString>) -> Vec<String> {
-        args.into_iter().map(|a| a.into_string().unwrap()).collect()
-    }
-
     #[test]
     fn options_say_the_runners_command_lines() {
         let o = Options { json: true, ..Options::new(20_000, 64) };
-        assert_eq!(text(o.args()), ["20000", "64", "--json"]);
-        assert_eq!(text(o.c_args()), ["20000", "64", "--json"]);
+        assert_eq!(labtest::words(o.args()), ["20000", "64", "--json"]);
+        assert_eq!(labtest::words(o.c_args()), ["20000", "64", "--json"]);
         let o = Options { pipe_size: Some(1 << 20), ..o };
         assert_eq!(
-            text(o.args()),
+            labtest::words(o.args()),
             ["20000", "64", "--json", "--pipe-size", "1048576"]
         );
-        assert_eq!(text(o.c_args()), ["20000", "64", "1048576", "--json"]);
+        assert_eq!(labtest::words(o.c_args()), ["20000", "64", "1048576", "--json"]);
     }
 
     #[test]
@@ -432,8 +427,7 @@ mod tests {
             },
             Options { pipe_size: Some(1), ..Options::new(1_000_000_000_000, 3) },
         ] {
-            let line = std::iter::once("pipespeed2".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+            labtest::parses_back("pipespeed2", &o, o.args());
         }
     }
 

@@ -257,23 +257,18 @@ mod tests {
         assert_eq!(run(&o).unwrap_err().code, labkit::error::ExitCode::Usage);
     }
 
-    /// The words, as text.
-    fn text(args: Vec<OsString>) -> Vec<String> {
-        args.into_iter().map(|a| a.into_string().unwrap()).collect()
-    }
-
     #[test]
     fn options_say_the_runners_command_lines() {
         let o = Options { json: true, ..Options::new(4096) };
-        assert_eq!(text(o.args()), ["4096", "--json"]);
+        assert_eq!(labtest::words(o.args()), ["4096", "--json"]);
         let dram = Options { copies: 1, iterations: Some(1), ..o.clone() };
         assert_eq!(
-            text(dram.args()),
+            labtest::words(dram.args()),
             ["4096", "--json", "--copies", "1", "--iterations", "1"]
         );
         let ring = Options { copies: 1, ring: Some(1), ..o };
         assert_eq!(
-            text(ring.args()),
+            labtest::words(ring.args()),
             ["4096", "--json", "--copies", "1", "--ring", "1"]
         );
     }
@@ -299,8 +294,7 @@ mod tests {
             },
             Options { copies: 1, iterations: Some(100_000_000), ..Options::new(7) },
         ] {
-            let line = std::iter::once("copylimit".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+            labtest::parses_back("copylimit", &o, o.args());
         }
         let s = Options::new(64).settings();
         assert_eq!((s.block, s.copies, s.ring, s.iterations), (64, 2, 1, None));

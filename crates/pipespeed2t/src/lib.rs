@@ -769,16 +769,14 @@ mod tests {
     use super::*;
     use pipespeed2::pattern;
 
-    /// The words, as text.
-    fn text(args: Vec<OsString>) -> Vec<String> {
-        args.into_iter().map(|a| a.into_string().unwrap()).collect()
-    }
-
     #[test]
     fn options_say_the_runners_command_lines() {
         let o = |count, bytes| Options { json: true, ..Options::new(count, bytes) };
-        assert_eq!(text(o(20_000, 64).args()), ["20000", "64", "--json"]);
-        assert_eq!(text(o(20_000, 64).c_args()), ["20000", "64", "--json"]);
+        assert_eq!(labtest::words(o(20_000, 64).args()), ["20000", "64", "--json"]);
+        assert_eq!(
+            labtest::words(o(20_000, 64).c_args()),
+            ["20000", "64", "--json"]
+        );
         // The grid's forms, one at each placement.
         let forms = [
             (
@@ -794,7 +792,7 @@ mod tests {
             ),
         ];
         for (o, flags) in forms {
-            assert_eq!(text(o.args()).join(" "), format!("16 4096 --json {flags}"));
+            assert_eq!(labtest::line(o.args()), format!("16 4096 --json {flags}"));
         }
         // The ladder's rungs: the big pipe's size in digits, as measured.
         let rung = Options {
@@ -805,7 +803,7 @@ mod tests {
             ..o(512, 65536)
         };
         assert_eq!(
-            text(rung.args()),
+            labtest::words(rung.args()),
             [
                 "512",
                 "65536",
@@ -819,7 +817,7 @@ mod tests {
             ]
         );
         let o = Options { pipe_size: Some(Size::mib(1)), ..o(16, 4096) };
-        assert_eq!(text(o.c_args()), ["16", "4096", "1048576", "--json"]);
+        assert_eq!(labtest::words(o.c_args()), ["16", "4096", "1048576", "--json"]);
     }
 
     #[test]
@@ -858,8 +856,7 @@ mod tests {
             },
             Options { method: Some(Method::Write), ..o(100, 4096) },
         ] {
-            let line = std::iter::once("pipespeed2t".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(line).unwrap(), o);
+            labtest::parses_back("pipespeed2t", &o, o.args());
         }
     }
 

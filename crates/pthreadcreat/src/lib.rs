@@ -55,8 +55,7 @@ pub enum Api {
 impl Api {
     /// Its `--api` spelling: `pthread`, `std`.
     pub fn name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+        labkit::cli::spelling(&self)
     }
 }
 

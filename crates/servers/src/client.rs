@@ -328,7 +328,6 @@ fn one(cfg: &Config, reply: &mut [u8]) -> std::result::Result<(), fn(&mut Errors
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     #[test]
     fn options_say_the_words_the_runner_always_gave() {
@@ -341,10 +340,8 @@ mod tests {
             json: true,
             ..Options::new(addr)
         };
-        let words: Vec<String> =
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
         assert_eq!(
-            words.join(" "),
+            labtest::line(o.args()),
             "--addr 127.0.0.1:40123 --json --children 1 --loops 2500 --bytes 4000 \
              --rate 1234.5"
         );
@@ -365,8 +362,7 @@ mod tests {
             json: true,
         };
         for o in [Options::new(addr), every] {
-            let words = std::iter::once("client".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+            labtest::parses_back("client", &o, o.args());
         }
     }
 }

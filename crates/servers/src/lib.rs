@@ -723,19 +723,11 @@ pub fn accept_failed(e: &std::io::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    /// The words as one line.
-    fn line(o: &Options) -> String {
-        let words: Vec<String> =
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
-        words.join(" ")
-    }
 
     #[test]
     fn options_say_the_words_the_runner_always_gave() {
         let o = Options { pool: 4, json: true, ..Options::new(Design::Tokio) };
-        assert_eq!(line(&o), "--design tokio --json --pool 4");
+        assert_eq!(labtest::line(o.args()), "--design tokio --json --pool 4");
         // server-designs' epoll-herd, with --byte-reads.
         let o = Options {
             herd: true,
@@ -744,7 +736,7 @@ mod tests {
             ..Options::new(Design::EpollExclusive)
         };
         assert_eq!(
-            line(&o),
+            labtest::line(o.args()),
             "--design epoll-exclusive --herd --json --pool 15 --byte-reads"
         );
     }
@@ -763,8 +755,7 @@ mod tests {
         };
         let some = Options { timeout: 3600.0, ..Options::new(Design::IoUring) };
         for o in [Options::new(Design::Iterative), every, some] {
-            let words = std::iter::once("server".into()).chain(o.args());
-            assert_eq!(Options::try_parse_from(words).unwrap(), o);
+            labtest::parses_back("server", &o, o.args());
         }
     }
 

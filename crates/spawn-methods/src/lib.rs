@@ -99,8 +99,7 @@ impl Method {
 
     /// Its `--method` spelling: `fork-wait`.
     pub fn name(self) -> String {
-        use clap::ValueEnum;
-        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+        labkit::cli::spelling(&self)
     }
 
     /// Does it start the `--exec` program?
@@ -408,9 +407,7 @@ mod tests {
             worker_cpu: Some(1),
             exec: "/bin/true".into(),
         };
-        let text = |o: &Options| -> Vec<String> {
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect()
-        };
+        let text = |o: &Options| labtest::words(o.args());
         assert_eq!(
             text(&o),
             [

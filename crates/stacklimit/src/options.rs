@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use labkit::limits::{format_size, size_in};
 
 use crate::Api;
@@ -108,6 +108,6 @@ impl Options {
 impl Api {
     /// Its `--api` spelling: `pthread` or `std`.
     pub fn name(self) -> String {
-        self.to_possible_value().map_or_else(String::new, |v| v.get_name().into())
+        labkit::cli::spelling(&self)
     }
 }

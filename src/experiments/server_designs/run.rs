@@ -222,13 +222,6 @@ pub(super) fn ports() -> Ports {
 mod tests {
     use super::*;
 
-    /// The words as one line.
-    fn line(o: &servers::Options) -> String {
-        let words: Vec<String> =
-            o.args().into_iter().map(|a| a.into_string().unwrap()).collect();
-        words.join(" ")
-    }
-
     #[test]
     fn every_design_names_a_server_and_epoll_herd_is_the_runners_own() {
         for d in super::super::DESIGNS {
@@ -237,7 +230,10 @@ mod tests {
         }
         let o =
             servers::Options { json: true, ..server_design("epoll-herd").unwrap() };
-        assert_eq!(line(&o), "--design epoll-exclusive --herd --json --pool 15");
+        assert_eq!(
+            labtest::line(o.args()),
+            "--design epoll-exclusive --herd --json --pool 15"
+        );
         assert!(server_design("epoll-flock").is_err());
     }
 }

@@ -1,23 +1,16 @@
 //! `creattime::Options`: the words the runner starts the program and its C
 //! twin with, and the options they parse back into.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use creattime::Options;
-
-/// The words, as text.
-fn text(args: Vec<OsString>) -> Vec<String> {
-    args.into_iter().map(|a| a.into_string().unwrap()).collect()
-}
 
 #[test]
 fn options_say_the_runners_command_lines() {
     let o = Options { samples: 255, stack_size: None, json: true };
-    assert_eq!(text(o.args()), ["255", "--json"]);
-    assert_eq!(text(o.c_args()), ["255", "--json"]);
+    assert_eq!(labtest::words(o.args()), ["255", "--json"]);
+    assert_eq!(labtest::words(o.c_args()), ["255", "--json"]);
     let o = Options { stack_size: Some(64 << 10), ..o };
-    assert_eq!(text(o.args()), ["255", "--stack-size", "65536", "--json"]);
+    assert_eq!(labtest::words(o.args()), ["255", "--stack-size", "65536", "--json"]);
 }
 
 #[test]
@@ -36,7 +29,6 @@ fn options_parse_back_from_their_args() {
         Options { samples: 128, stack_size: Some(1 << 40), json: true },
         Options { stack_size: Some(16 << 10), ..least },
     ] {
-        let line = std::iter::once("creattime".into()).chain(o.args());
-        assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        labtest::parses_back("creattime", &o, o.args());
     }
 }

@@ -1,15 +1,8 @@
 //! `fork::Options`: the words the runner starts `fork` and `fork.c` with.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use fork::Options;
 use labkit::cli::Workload;
-
-/// Command-line words, as text.
-fn words(args: Vec<OsString>) -> Vec<String> {
-    args.into_iter().map(|a| a.into_string().unwrap()).collect()
-}
 
 /// What `lab run fork-vs-thread` runs: P workers, COUNT lines, a log.
 fn runners(line: Option<u64>) -> Options {
@@ -21,15 +14,18 @@ fn runners(line: Option<u64>) -> Options {
 fn options_say_themselves_as_the_runner_did() {
     let log = "/tmp/lab-fork-vs-thread-x/logFile.log";
     assert_eq!(
-        words(runners(None).args()),
+        labtest::words(runners(None).args()),
         ["--procs", "255", "--count", "1000", "--log", log]
     );
     assert_eq!(
-        words(runners(Some(256)).args()),
+        labtest::words(runners(Some(256)).args()),
         ["--procs", "255", "--count", "1000", "--log", log, "--line", "256"]
     );
-    assert_eq!(words(runners(None).c_args()), ["255", "1000", log]);
-    assert_eq!(words(runners(Some(256)).c_args()), ["255", "1000", log, "256"]);
+    assert_eq!(labtest::words(runners(None).c_args()), ["255", "1000", log]);
+    assert_eq!(
+        labtest::words(runners(Some(256)).c_args()),
+        ["255", "1000", log, "256"]
+    );
 }
 
 #[test]
@@ -39,7 +35,6 @@ fn options_parse_back_from_their_words() {
     every.work.json = true;
     every.procs = 1;
     for o in [default, runners(None), runners(Some(256)), every] {
-        let args = std::iter::once(OsString::from("fork")).chain(o.args());
-        assert_eq!(Options::try_parse_from(args).unwrap(), o);
+        labtest::parses_back("fork", &o, o.args());
     }
 }

@@ -1,15 +1,8 @@
 //! `pthreadcreat::Options`: the words the runner starts the program and its C
 //! twin with, and the options they parse back into.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use pthreadcreat::{Api, Options};
-
-/// The words, as text.
-fn text(args: Vec<OsString>) -> Vec<String> {
-    args.into_iter().map(|a| a.into_string().unwrap()).collect()
-}
 
 fn options(iterations: u64) -> Options {
     Options { iterations, stack_size: None, api: Api::Pthread, json: true }
@@ -17,11 +10,11 @@ fn options(iterations: u64) -> Options {
 
 #[test]
 fn options_say_the_runners_command_lines() {
-    assert_eq!(text(options(4000).args()), ["-n", "4000", "--json"]);
-    assert_eq!(text(options(4000).c_args()), ["4000", "--json"]);
+    assert_eq!(labtest::words(options(4000).args()), ["-n", "4000", "--json"]);
+    assert_eq!(labtest::words(options(4000).c_args()), ["4000", "--json"]);
     let o = Options { stack_size: Some(64 << 10), api: Api::Std, ..options(2000) };
     assert_eq!(
-        text(o.args()),
+        labtest::words(o.args()),
         ["-n", "2000", "--stack-size", "65536", "--api", "std", "--json"]
     );
 }
@@ -42,7 +35,6 @@ fn options_parse_back_from_their_args() {
         Options { stack_size: Some(8 << 20), api: Api::Std, ..options(5) },
         Options { stack_size: Some(16 << 10), ..default },
     ] {
-        let line = std::iter::once("pthreadcreat".into()).chain(o.args());
-        assert_eq!(Options::try_parse_from(line).unwrap(), o);
+        labtest::parses_back("pthreadcreat", &o, o.args());
     }
 }

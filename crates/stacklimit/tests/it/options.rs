@@ -1,14 +1,11 @@
 //! `stacklimit::Options`: the words the runner starts each probe with.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use stacklimit::{Api, Options, Probe};
 
 /// Command-line words, as text.
 fn words(probe: Probe) -> Vec<String> {
-    let args = Options { probe }.args();
-    args.into_iter().map(|a| a.into_string().unwrap()).collect()
+    labtest::words(Options { probe }.args())
 }
 
 #[test]
@@ -72,7 +69,6 @@ fn options_parse_back_from_their_words() {
         },
     ];
     for o in every {
-        let args = std::iter::once(OsString::from("stacklimit")).chain(o.args());
-        assert_eq!(Options::try_parse_from(args).unwrap(), o);
+        labtest::parses_back("stacklimit", &o, o.args());
     }
 }

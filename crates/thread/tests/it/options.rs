@@ -1,16 +1,9 @@
 //! `thread::Options`: the words the runner starts `thread` and `thread.c`
 //! with.
 
-use std::ffi::OsString;
-
 use clap::Parser;
 use labkit::cli::Workload;
 use thread::Options;
-
-/// Command-line words, as text.
-fn words(args: Vec<OsString>) -> Vec<String> {
-    args.into_iter().map(|a| a.into_string().unwrap()).collect()
-}
 
 /// What the runner runs: `threads` threads, COUNT lines, a log.
 fn runners(threads: u32, count: u64, stack_size: Option<u64>) -> Options {
@@ -25,16 +18,16 @@ fn options_say_themselves_as_the_runner_did() {
     // lab run fork-vs-thread, and its C twin.
     let o = runners(255, 100, None);
     assert_eq!(
-        words(o.args()),
+        labtest::words(o.args()),
         ["--threads", "255", "--count", "100", "--log", log]
     );
-    assert_eq!(words(o.c_args()), ["255", "100", log]);
+    assert_eq!(labtest::words(o.c_args()), ["255", "100", log]);
     let long = Options { work: Workload { line: Some(256), ..o.work.clone() }, ..o };
-    assert_eq!(words(long.args())[6..], ["--line", "256"]);
-    assert_eq!(words(long.c_args()), ["255", "100", log, "256"]);
+    assert_eq!(labtest::words(long.args())[6..], ["--line", "256"]);
+    assert_eq!(labtest::words(long.c_args()), ["255", "100", log, "256"]);
     // lab run thread-limits, with --stack-size 1M.
     assert_eq!(
-        words(runners(500, 1000, Some(1 << 20)).args()),
+        labtest::words(runners(500, 1000, Some(1 << 20)).args()),
         ["--threads", "500", "--count", "1000", "--log", log, "--stack-size", "1M"]
     );
 }
@@ -55,7 +48,6 @@ fn options_parse_back_from_their_words() {
         odd,
         bytes,
     ] {
-        let args = std::iter::once(OsString::from("thread")).chain(o.args());
-        assert_eq!(Options::try_parse_from(args).unwrap(), o);
+        labtest::parses_back("thread", &o, o.args());
     }
 }
