@@ -422,6 +422,27 @@ pub fn line(args: impl IntoIterator<Item = std::ffi::OsString>) -> String {
     words(args).join(" ")
 }
 
+/// The options `O` that `program ARGS` parses into, as the program would
+/// read them (`O::try_parse_from`). Only the last step is generic: clap's
+/// parsing is compiled once, here, not again in every test that calls it.
+pub fn parse<O: clap::Parser>(
+    program: &str,
+    args: &[&str],
+) -> Result<O, clap::Error> {
+    let args = args.iter().map(std::ffi::OsString::from).collect();
+    let mut cmd = O::command();
+    let mut matches = matches(&mut cmd, program, args)?;
+    O::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut cmd))
+}
+
+fn matches(
+    cmd: &mut clap::Command,
+    program: &str,
+    args: Vec<std::ffi::OsString>,
+) -> Result<clap::ArgMatches, clap::Error> {
+    cmd.try_get_matches_from_mut(std::iter::once(program.into()).chain(args))
+}
+
 /// The options a program would read from `program ARGS`, `args` being
 /// what `o.args()` says: they must be `o` again. Panics with the words
 /// when they do not parse or parse into other options.
@@ -430,10 +451,11 @@ pub fn parses_back<O>(program: &str, o: &O, args: Vec<std::ffi::OsString>)
 where
     O: clap::Parser + PartialEq + std::fmt::Debug,
 {
-    let line = std::iter::once(program.into()).chain(args.clone());
-    match O::try_parse_from(line) {
-        Ok(back) => assert_eq!(&back, o, "{program} {:?}", words(args)),
-        Err(e) => panic!("{program} {:?} does not parse: {e}", words(args)),
+    let words = words(args);
+    let text: Vec<&str> = words.iter().map(String::as_str).collect();
+    match parse::<O>(program, &text) {
+        Ok(back) => assert_eq!(&back, o, "{program} {words:?}"),
+        Err(e) => panic!("{program} {words:?} does not parse: {e}"),
     }
 }
 

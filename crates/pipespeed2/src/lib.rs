@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn options_parse_back_from_their_args() {
-        let least = Options::try_parse_from(["pipespeed2", "1", "1"]).unwrap();
+        let least = labtest::parse::<Options>("pipespeed2", &["1", "1"]).unwrap();
         assert_eq!(least, Options::new(1, 1));
         for o in [
             least,

@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn options_parse_back_from_their_args() {
-        let least = Options::try_parse_from(["copylimit", "1"]).unwrap();
+        let least = labtest::parse::<Options>("copylimit", &["1"]).unwrap();
         assert_eq!(least, Options::new(1));
         for o in [
             least,

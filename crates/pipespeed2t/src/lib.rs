@@ -828,7 +828,7 @@ mod tests {
 
     #[test]
     fn options_parse_back_from_their_args() {
-        let least = Options::try_parse_from(["pipespeed2t", "1", "1"]).unwrap();
+        let least = labtest::parse::<Options>("pipespeed2t", &["1", "1"]).unwrap();
         assert_eq!(least, Options::new(1, 1));
         let o = |count, bytes| Options { json: true, ..Options::new(count, bytes) };
         let written = Size::parser(1, 1 << 30)("64KiB").unwrap();

@@ -1,7 +1,6 @@
 //! `creattime::Options`: the words the runner starts the program and its C
 //! twin with, and the options they parse back into.
 
-use clap::Parser;
 use creattime::Options;
 
 #[test]
@@ -21,7 +20,7 @@ fn the_c_program_is_never_asked_for_a_stack_size() {
 
 #[test]
 fn options_parse_back_from_their_args() {
-    let least = Options::try_parse_from(["creattime", "20"]).unwrap();
+    let least = labtest::parse::<Options>("creattime", &["20"]).unwrap();
     assert_eq!(least, Options { samples: 20, stack_size: None, json: false });
     for o in [
         least.clone(),

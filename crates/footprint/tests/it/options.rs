@@ -1,6 +1,5 @@
 //! `footprint::Options`: the words the runner starts `footprint` with.
 
-use clap::Parser;
 use footprint::{Kind, Options};
 
 #[test]
@@ -21,7 +20,7 @@ fn options_say_themselves_as_the_runner_did() {
 
 #[test]
 fn options_parse_back_from_their_words() {
-    let default = Options::try_parse_from(["footprint"]).unwrap();
+    let default = labtest::parse::<Options>("footprint", &[]).unwrap();
     assert_eq!(default.args().len(), 6, "no --json unless asked");
     let cow =
         Options { kind: Kind::Procs, workers: 10_000, touch: 1 << 30, json: true };

@@ -1,6 +1,5 @@
 //! `fork::Options`: the words the runner starts `fork` and `fork.c` with.
 
-use clap::Parser;
 use fork::Options;
 use labkit::cli::Workload;
 
@@ -30,7 +29,7 @@ fn options_say_themselves_as_the_runner_did() {
 
 #[test]
 fn options_parse_back_from_their_words() {
-    let default = Options::try_parse_from(["fork"]).unwrap();
+    let default = labtest::parse::<Options>("fork", &[]).unwrap();
     let mut every = runners(Some(4000));
     every.work.json = true;
     every.procs = 1;

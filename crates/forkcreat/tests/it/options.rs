@@ -1,7 +1,6 @@
 //! `forkcreat::Options`: the words the runner starts the program and its C
 //! twin with, and the options they parse back into.
 
-use clap::Parser;
 use forkcreat::{Options, Reap};
 
 #[test]
@@ -19,7 +18,7 @@ fn options_say_the_runners_command_lines() {
 
 #[test]
 fn options_parse_back_from_their_args() {
-    let default = Options::try_parse_from(["forkcreat"]).unwrap();
+    let default = labtest::parse::<Options>("forkcreat", &[]).unwrap();
     assert_eq!(
         default,
         Options { iterations: 100_000, reap: Reap::Wait, json: false }

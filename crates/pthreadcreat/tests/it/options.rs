@@ -1,7 +1,6 @@
 //! `pthreadcreat::Options`: the words the runner starts the program and its C
 //! twin with, and the options they parse back into.
 
-use clap::Parser;
 use pthreadcreat::{Api, Options};
 
 fn options(iterations: u64) -> Options {
@@ -27,7 +26,7 @@ fn the_c_program_is_never_asked_for_a_stack_size() {
 
 #[test]
 fn options_parse_back_from_their_args() {
-    let default = Options::try_parse_from(["pthreadcreat"]).unwrap();
+    let default = labtest::parse::<Options>("pthreadcreat", &[]).unwrap();
     assert_eq!(default, Options { json: false, ..options(100_000) });
     for o in [
         default.clone(),

@@ -1,6 +1,5 @@
 //! `stacklimit::Options`: the words the runner starts each probe with.
 
-use clap::Parser;
 use stacklimit::{Api, Options, Probe};
 
 /// Command-line words, as text.
@@ -37,9 +36,8 @@ fn options_say_themselves_with_each_size_in_its_shortest_form() {
 
 #[test]
 fn options_parse_back_from_their_words() {
-    let parse = |words: &[&str]| {
-        Options::try_parse_from(std::iter::once(&"stacklimit").chain(words)).unwrap()
-    };
+    let parse =
+        |words: &[&str]| labtest::parse::<Options>("stacklimit", words).unwrap();
     // Said or not, pthread is the API.
     assert_eq!(parse(&["threads"]), parse(&["threads", "--api", "pthread"]));
     let every = [

@@ -1,7 +1,6 @@
 //! `thread::Options`: the words the runner starts `thread` and `thread.c`
 //! with.
 
-use clap::Parser;
 use labkit::cli::Workload;
 use thread::Options;
 
@@ -34,7 +33,7 @@ fn options_say_themselves_as_the_runner_did() {
 
 #[test]
 fn options_parse_back_from_their_words() {
-    let default = Options::try_parse_from(["thread"]).unwrap();
+    let default = labtest::parse::<Options>("thread", &[]).unwrap();
     let mut every = runners(1, 1, Some(16 << 10));
     every.work.line = Some(1);
     every.work.json = true;
