@@ -266,8 +266,8 @@ struct Verdict {
 
 #[derive(Serialize, schemars::JsonSchema)]
 struct Data {
-    /// The rounds run: --rounds, made a multiple of the conditions so that
-    /// each design goes first equally often.
+    /// The rounds run: --rounds, made even so that each design's mean
+    /// place in the order is the middle ([`crate::engine::order`]).
     rounds: u32,
     full: bool,
     quick: bool,
