@@ -176,6 +176,8 @@ pub fn main(args: Vec<OsString>) -> labkit::Result<()> {
 /// close to call); the first that fails stops it.
 fn reference() -> labkit::Result<()> {
     runs::sweep_and_say();
+    // A dirty checkout is refused here, before the first step.
+    runs::begin_reference()?;
     let steps = schedule::reference_plan();
     let total = steps.len();
     for (i, step) in steps.into_iter().enumerate() {

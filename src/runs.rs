@@ -166,7 +166,9 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
     });
     let args: Vec<String> = std::env::args().skip(1).collect();
     manifest.command = format!("lab {}", args.join(" "));
-    // A reference that several commands fill started with the first.
+    // A reference that several commands fill started with the first
+    // (`lab reference`, which makes it again whole, starts it again:
+    // [`begin_reference`]).
     if manifest.started.is_empty() {
         manifest.started = crate::machine::utc_now();
     }
@@ -580,6 +582,24 @@ pub fn reference_run() -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// `lab reference`'s folder ([`reference_run`]), which it makes again
+/// whole: its manifest starts again now, where a command that remakes one
+/// experiment keeps the folder's first start.
+pub fn begin_reference() -> Result<PathBuf> {
+    let run = reference_run()?;
+    restart(&run)?;
+    Ok(run)
+}
+
+/// Start `run`'s manifest again: started now, not ended, nothing failed.
+fn restart(run: &Path) -> Result<()> {
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    manifest.started = crate::machine::utc_now();
+    manifest.ended = None;
+    manifest.failed.clear();
+    manifest.write(run)
+}
+
 /// Where one experiment's files go inside a run: `RUN/NAME` or, for a
 /// sub-run such as `--variant cpu0`, `RUN/NAME/cpu0`.
 pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
@@ -747,6 +767,33 @@ mod tests {
         let staging = run.join(".demo.partial-1");
         std::fs::create_dir(&staging).unwrap();
         staging
+    }
+
+    #[test]
+    fn a_reference_made_again_whole_starts_its_manifest_again() {
+        let root = labtest::tempdir();
+        let run = root.path().join("ref");
+        unfinished(&run);
+        let mut m = Manifest::read(&run).unwrap().unwrap();
+        (m.ended, m.failed) =
+            (Some("2026-01-01T06:00:00Z".into()), vec!["x".into()]);
+        m.write(&run).unwrap();
+        restart(&run).unwrap();
+        let m = Manifest::read(&run).unwrap().unwrap();
+        assert_ne!(m.started, "2026-01-01T00:00:00Z");
+        assert!(
+            m.started.starts_with("20") && m.started.ends_with('Z'),
+            "{}",
+            m.started
+        );
+        assert_eq!((m.ended, m.failed), (None, vec![]));
+        // What it holds and its command stay.
+        assert_eq!(m.command, "lab run demo");
+        // A folder with no manifest is left as it is.
+        let bare = root.path().join("bare");
+        std::fs::create_dir(&bare).unwrap();
+        restart(&bare).unwrap();
+        assert!(Manifest::read(&bare).unwrap().is_none());
     }
 
     #[test]

@@ -184,6 +184,28 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
 }
 
+#[test]
+fn lab_reference_refuses_a_dirty_checkout_before_its_first_step() {
+    let _serial = labtest::serial();
+    let checkout = scratch_checkout();
+    std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_RUN_ID", "2026-01-02-test")
+        .arg("reference")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("uncommitted changes") && err.contains("stray.rs"),
+        "{err}"
+    );
+    // No step started: its first line would name it.
+    assert!(!err.contains("[1/"), "{err}");
+    assert!(!checkout.path().join("results").exists());
+}
+
 /// A hand-made results file with a header and headline figures.
 fn results(
     run: &Path,
