@@ -45,6 +45,11 @@ pub struct Manifest {
     pub kind: String,
     /// The command that started it.
     pub command: String,
+    /// The commands that added to it or remade part of it since, in order:
+    /// a reference folder that `lab run NAME --reference` fills after
+    /// `lab reference` made it (which starts the list again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
     /// The lab's version.
     pub lab_version: String,
     pub started: String,
@@ -136,12 +141,14 @@ pub fn is_live(dir: &Path) -> bool {
 
 /// Lock `run` for the life of this process and give it a manifest if it
 /// has none (a reference folder that several commands fill keeps its
-/// first). A run another live process is writing is refused.
+/// first, and lists the others in `added`). A run another live process is
+/// writing is refused.
 fn claim(run: &Path, kind: &str) -> Result<()> {
     let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
     // This process may hold it already: a reference made again with more
     // rounds. (A second flock of ours would conflict with our own.)
-    if !held.iter().any(|(dir, _)| dir == run) {
+    let again = held.iter().any(|(dir, _)| dir == run);
+    if !again {
         let lock = try_lock(run)?.ok_or_else(|| {
             Error::usage(format!(
                 "{}: another lab process is writing this run; wait for it to end",
@@ -155,6 +162,7 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         lab_run: 1,
         kind: kind.into(),
         command: String::new(),
+        added: vec![],
         lab_version: env!("CARGO_PKG_VERSION").into(),
         started: String::new(),
         ended: None,
@@ -164,8 +172,12 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         folders: Some(scan(run)),
         rules: None,
     });
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    manifest.command = format!("lab {}", args.join(" "));
+    let command = this_command();
+    if manifest.command.is_empty() {
+        manifest.command = command;
+    } else if !again {
+        manifest.added.push(command);
+    }
     // A reference that several commands fill started with the first
     // (`lab reference`, which makes it again whole, starts it again:
     // [`begin_reference`]).
@@ -591,9 +603,18 @@ pub fn begin_reference() -> Result<PathBuf> {
     Ok(run)
 }
 
-/// Start `run`'s manifest again: started now, not ended, nothing failed.
+/// This process's command, as a manifest records it: `lab ARGS`.
+fn this_command() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("lab {}", args.join(" "))
+}
+
+/// Start `run`'s manifest again: this command's, started now, not ended,
+/// nothing failed, nothing added since.
 fn restart(run: &Path) -> Result<()> {
     let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    manifest.command = this_command();
+    manifest.added.clear();
     manifest.started = crate::machine::utc_now();
     manifest.ended = None;
     manifest.failed.clear();
@@ -755,6 +776,7 @@ mod tests {
             lab_run: 1,
             kind: "run".into(),
             command: "lab run demo".into(),
+            added: vec![],
             lab_version: "0".into(),
             started: "2026-01-01T00:00:00Z".into(),
             ended: None,
@@ -777,6 +799,7 @@ mod tests {
         let mut m = Manifest::read(&run).unwrap().unwrap();
         (m.ended, m.failed) =
             (Some("2026-01-01T06:00:00Z".into()), vec!["x".into()]);
+        m.added = vec!["lab run demo --reference".into()];
         m.write(&run).unwrap();
         restart(&run).unwrap();
         let m = Manifest::read(&run).unwrap().unwrap();
@@ -787,13 +810,40 @@ mod tests {
             m.started
         );
         assert_eq!((m.ended, m.failed), (None, vec![]));
-        // What it holds and its command stay.
-        assert_eq!(m.command, "lab run demo");
+        // Its command is this one's, with nothing added since.
+        assert_eq!((m.command, m.added), (this_command(), vec![]));
         // A folder with no manifest is left as it is.
         let bare = root.path().join("bare");
         std::fs::create_dir(&bare).unwrap();
         restart(&bare).unwrap();
         assert!(Manifest::read(&bare).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_command_that_adds_to_a_run_keeps_its_first_command_and_is_listed() {
+        // A reference folder `lab reference` made (another process), which
+        // this process adds to, as `lab run toy --reference` does.
+        let root = labtest::tempdir();
+        let run = root.path().join("ref");
+        unfinished(&run);
+        let mut m = Manifest::read(&run).unwrap().unwrap();
+        (m.kind, m.command) = ("reference".into(), "lab reference".into());
+        m.write(&run).unwrap();
+        claim(&run, "reference").unwrap();
+        let m = Manifest::read(&run).unwrap().unwrap();
+        assert_eq!(
+            (m.command.as_str(), m.added),
+            ("lab reference", vec![this_command()])
+        );
+        // Claimed again by the same process (rounds added): listed once.
+        claim(&run, "reference").unwrap();
+        assert_eq!(Manifest::read(&run).unwrap().unwrap().added.len(), 1);
+        // A new folder takes this command as its first, with nothing added.
+        let new = root.path().join("new");
+        std::fs::create_dir(&new).unwrap();
+        claim(&new, "run").unwrap();
+        let m = Manifest::read(&new).unwrap().unwrap();
+        assert_eq!((m.command, m.added), (this_command(), vec![]));
     }
 
     #[test]
