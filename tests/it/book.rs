@@ -337,6 +337,73 @@ fn experiment_pages() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// The code spans `` `## …` `` of CONTRIBUTING.md's sentence that starts at
+/// `lead`, up to its end.
+fn headings_named(guide: &str, lead: &str) -> Vec<String> {
+    let at = guide
+        .find(lead)
+        .unwrap_or_else(|| panic!("CONTRIBUTING.md no longer says \"{lead}\""));
+    let rest = &guide[at + lead.len()..];
+    let end = rest.find(['.', ';']).unwrap_or(rest.len());
+    let spans = rest[..end].split('`').skip(1).step_by(2);
+    spans.filter(|s| s.starts_with("## ")).map(String::from).collect()
+}
+
+/// What CONTRIBUTING.md's step 4 says a chapter has, every chapter has:
+/// its sections in that order, its exercises and quiz on it or a
+/// sub-page, an answers page and a worksheet in SUMMARY.md, and a link to
+/// its session in teaching.md. So that page's text is checked, and a
+/// chapter that strays from it (or the page from the chapters) fails here.
+#[test]
+fn every_chapter_has_what_contributing_says_a_chapter_has() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(root.join("CONTRIBUTING.md")).unwrap();
+    let guide = guide.split_whitespace().collect::<Vec<_>>().join(" ");
+    let ordered =
+        headings_named(&guide, "the sections every chapter has, in this order:");
+    let anywhere = headings_named(&guide, "on it or one of its sub-pages:");
+    assert!(ordered.len() >= 4 && anywhere.len() >= 2, "{ordered:?} {anywhere:?}");
+    let read = |page: &str| std::fs::read_to_string(book_src().join(page)).unwrap();
+    let summary = read("SUMMARY.md");
+    let teaching = read("teaching.md");
+    let mut wrong = Vec::new();
+    for (name, pages) in experiment_pages() {
+        let chapter = read(&format!("{name}.md"));
+        let has: Vec<&str> =
+            chapter.lines().filter(|l| l.starts_with("## ")).collect();
+        let mut from = 0;
+        for want in &ordered {
+            match has[from..].iter().position(|h| h == want) {
+                Some(k) => from += k + 1,
+                None => wrong.push(format!("{name}.md: no {want} (in order)")),
+            }
+        }
+        let all: String = pages.iter().map(|p| read(&format!("{p}.md"))).collect();
+        for want in &anywhere {
+            if !all.lines().any(|l| l == want) {
+                wrong.push(format!("{name}: no {want} on its pages"));
+            }
+        }
+        for part in ["answers", "worksheet"] {
+            if !summary.contains(&format!("({name}-{part}.md)")) {
+                wrong.push(format!("SUMMARY.md: no {name}-{part}.md"));
+            }
+        }
+        if !read(&format!("{name}-worksheet.md"))
+            .contains(&format!("{{{{#worksheet {name}}}}}"))
+        {
+            wrong.push(format!("{name}-worksheet.md: no {{{{#worksheet {name}}}}}"));
+        }
+        if !teaching.lines().any(|l| l == format!("### {name}")) {
+            wrong.push(format!("teaching.md: no ### {name}"));
+        }
+        if !chapter.contains(&format!("(teaching.md#{name})")) {
+            wrong.push(format!("{name}.md: no link to teaching.md#{name}"));
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 /// A teacher puts a program's heart on one slide: every experiment's first
 /// listing is a loop of the tested source, taken by anchor and at most
 /// about 40 lines long; where it stands in a side-by-side block, the C it
