@@ -101,8 +101,26 @@ const KINDS: [&str; 2] = ["forks", "threads"];
 
 /// How the `thread` program's stack is set: glibc's default under
 /// RLIMIT_STACK = 8M, the flag, and the article's `ulimit -s 1024`.
-const PROGRAM_STACKS: [&str; 3] =
-    ["default stack", "--stack-size 1M", "ulimit -s 1024"];
+#[derive(Clone, Copy, PartialEq)]
+enum ProgramStack {
+    Default,
+    Flag,
+    Ulimit,
+}
+
+impl ProgramStack {
+    const ALL: [ProgramStack; 3] =
+        [ProgramStack::Default, ProgramStack::Flag, ProgramStack::Ulimit];
+
+    /// The setting's name in the results and the tables.
+    fn label(self) -> &'static str {
+        match self {
+            ProgramStack::Default => "default stack",
+            ProgramStack::Flag => "--stack-size 1M",
+            ProgramStack::Ulimit => "ulimit -s 1024",
+        }
+    }
+}
 
 /// A stack probe's setting.
 fn at_stack(stack_size: u64) -> Setting {
@@ -244,10 +262,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let mut once = Engine::new(1);
     let mut program = Vec::new();
     for &n in &args.threads {
-        for stack in PROGRAM_STACKS {
-            let runs = once.measure(&at_program(n, stack), &["thread"], |_| {
-                run_thread(thread, n, stack, space, timeout)
-            })?;
+        for stack in ProgramStack::ALL {
+            let runs =
+                once.measure(&at_program(n, stack.label()), &["thread"], |_| {
+                    run_thread(thread, n, stack, space, timeout)
+                })?;
             program.extend(runs.into_iter().flatten());
         }
     }

@@ -11,7 +11,9 @@ use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
 
-use super::{API_OF, APIS, Args, KINDS, Overflow, Probe, ProgramRun, Row};
+use super::{
+    API_OF, APIS, Args, KINDS, Overflow, Probe, ProgramRun, ProgramStack, Row,
+};
 use crate::engine::{Engine, setting};
 
 fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outcome> {
@@ -67,7 +69,7 @@ pub(super) fn count(
 pub(super) fn run_thread(
     thread: &Path,
     n: u32,
-    setting: &'static str,
+    stack: ProgramStack,
     space: Limits,
     timeout: Duration,
 ) -> Result<ProgramRun> {
@@ -77,11 +79,12 @@ pub(super) fn run_thread(
     let work = Workload { count: 1000, log: log.clone(), line: None, json: false };
     let mut o = thread::Options { threads: n, stack_size: None, work };
     let mut limits = space;
-    match setting {
-        "--stack-size 1M" => o.stack_size = Some(1 << 20),
-        "ulimit -s 1024" => limits.stack = Some(1 << 20),
-        _ => limits.stack = Some(8 << 20),
+    match stack {
+        ProgramStack::Flag => o.stack_size = Some(1 << 20),
+        ProgramStack::Ulimit => limits.stack = Some(1 << 20),
+        ProgramStack::Default => limits.stack = Some(8 << 20),
     }
+    let setting = stack.label();
     let mut cmd = Command::new(thread);
     cmd.args(o.args());
     let done = limited(&mut cmd, limits, timeout)?;

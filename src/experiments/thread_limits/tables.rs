@@ -8,7 +8,7 @@ use crate::stats::Summary;
 use crate::table::{Table, col, or_dash};
 use labkit::limits::format_size;
 
-use super::{Data, Overflow, ProgramRun, Row, at_program, at_stack};
+use super::{Data, Overflow, ProgramRun, ProgramStack, Row, at_program, at_stack};
 
 /// What `condition` created at `at` in each round that could count.
 fn counted(obs: Observations, at: &Setting, condition: &str) -> Vec<f64> {
@@ -66,7 +66,7 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
         Some(counted(obs, &at_stack(size), api)).filter(|c| !c.is_empty())
     };
     // One value per run: 1 when it created every thread, else 0.
-    let fixed = obs.at(&setting([("stack", "ulimit -s 1024".into())]));
+    let fixed = obs.at(&setting([("stack", ProgramStack::Ulimit.label().into())]));
     let all_ok: Vec<f64> =
         fixed.filter_map(|o| o.metrics.get("ok").copied()).collect();
     let at_8m = d.stacks.iter().find(|r| stack_size(r) == 8 << 20);
