@@ -351,8 +351,8 @@ fn headings_named(guide: &str, lead: &str) -> Vec<String> {
 
 /// What CONTRIBUTING.md's step 4 says a chapter has, every chapter has:
 /// its sections in that order, its exercises and quiz on it or a
-/// sub-page, an answers page and a worksheet in SUMMARY.md, and a link to
-/// its session in teaching.md. So that page's text is checked, and a
+/// sub-page, an answers page and a worksheet in SUMMARY.md, a link to its
+/// session in teaching.md, and a row in the README's table of experiments. So that page's text is checked, and a
 /// chapter that strays from it (or the page from the chapters) fails here.
 #[test]
 fn every_chapter_has_what_contributing_says_a_chapter_has() {
@@ -366,6 +366,7 @@ fn every_chapter_has_what_contributing_says_a_chapter_has() {
     let read = |page: &str| std::fs::read_to_string(book_src().join(page)).unwrap();
     let summary = read("SUMMARY.md");
     let teaching = read("teaching.md");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let mut wrong = Vec::new();
     for (name, pages) in experiment_pages() {
         let chapter = read(&format!("{name}.md"));
@@ -399,6 +400,11 @@ fn every_chapter_has_what_contributing_says_a_chapter_has() {
         }
         if !chapter.contains(&format!("(teaching.md#{name})")) {
             wrong.push(format!("{name}.md: no link to teaching.md#{name}"));
+        }
+        if !readme.lines().any(|l| l.starts_with(&format!("| `{name}` |"))) {
+            wrong.push(format!(
+                "README.md: no row of {name} in its table of experiments"
+            ));
         }
     }
     assert!(wrong.is_empty(), "{wrong:#?}");
