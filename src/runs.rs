@@ -45,9 +45,11 @@ pub struct Manifest {
     pub kind: String,
     /// The command that started it.
     pub command: String,
-    /// The commands that added to it or remade part of it since, in order:
-    /// a reference folder that `lab run NAME --reference` fills after
-    /// `lab reference` made it (which starts the list again).
+    /// The commands that put results into it since `command`, in order:
+    /// each `lab run NAME --reference` into a reference folder, listed as
+    /// its first results are committed ([`Pending::commit`]), so that one
+    /// that fails adds nothing. `lab reference`, which makes the
+    /// folder again whole, empties it ([`restart`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<String>,
     /// The lab's version.
@@ -120,8 +122,20 @@ fn record_folder(run: &Path, folder: &str) -> Result<()> {
     if new {
         list.push(folder.to_string());
     }
-    if new || !had { manifest.write(run) } else { Ok(()) }
+    // This command's first results in a folder another command made.
+    let mut adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
+    let added = adding.iter().position(|dir| dir == run).map(|k| adding.remove(k));
+    drop(adding);
+    if added.is_some() {
+        manifest.added.push(this_command());
+    }
+    if new || !had || added.is_some() { manifest.write(run) } else { Ok(()) }
 }
+
+/// The run folders, made by another command, that this process claimed
+/// and has put no results into yet: its command joins their manifest's
+/// `added` with its first results ([`record_folder`]).
+static ADDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// The run folders this process writes, locked for as long as it lives: a
 /// static, since the lock must outlive every value (it is the process's
@@ -172,11 +186,10 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         folders: Some(scan(run)),
         rules: None,
     });
-    let command = this_command();
     if manifest.command.is_empty() {
-        manifest.command = command;
+        manifest.command = this_command();
     } else if !again {
-        manifest.added.push(command);
+        ADDING.lock().unwrap_or_else(|e| e.into_inner()).push(run.to_path_buf());
     }
     // A reference that several commands fill started with the first
     // (`lab reference`, which makes it again whole, starts it again:
@@ -576,10 +589,11 @@ pub fn reference_run() -> Result<PathBuf> {
     }
     let name = match std::env::var("LAB_RUN_ID") {
         Ok(id) if !id.is_empty() => {
-            if !is_run_name(&id) || id.contains('/') {
+            let word = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+            if !is_run_name(&id) || !id.chars().all(word) {
                 return Err(Error::usage(format!(
-                    "LAB_RUN_ID '{id}' must be a folder name starting with a \
-                     date, like 2026-12-01-myhost"
+                    "LAB_RUN_ID {id:?} must be a folder name starting with a \
+                     date, like 2026-12-01-myhost (letters, digits, - _ .)"
                 )));
             }
             id
@@ -613,6 +627,7 @@ fn this_command() -> String {
 /// nothing failed, nothing added since.
 fn restart(run: &Path) -> Result<()> {
     let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    ADDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|dir| dir != run);
     manifest.command = this_command();
     manifest.added.clear();
     manifest.started = crate::machine::utc_now();
@@ -830,14 +845,21 @@ mod tests {
         (m.kind, m.command) = ("reference".into(), "lab reference".into());
         m.write(&run).unwrap();
         claim(&run, "reference").unwrap();
+        let added = || Manifest::read(&run).unwrap().unwrap().added;
+        // Listed with its first results, not before: a command that fails
+        // adds nothing.
+        assert!(added().is_empty());
+        record_folder(&run, "toy").unwrap();
         let m = Manifest::read(&run).unwrap().unwrap();
         assert_eq!(
             (m.command.as_str(), m.added),
             ("lab reference", vec![this_command()])
         );
-        // Claimed again by the same process (rounds added): listed once.
+        // Claimed again by the same process (rounds added), more results:
+        // listed once.
         claim(&run, "reference").unwrap();
-        assert_eq!(Manifest::read(&run).unwrap().unwrap().added.len(), 1);
+        record_folder(&run, "toy/cpu0").unwrap();
+        assert_eq!(added().len(), 1);
         // A new folder takes this command as its first, with nothing added.
         let new = root.path().join("new");
         std::fs::create_dir(&new).unwrap();

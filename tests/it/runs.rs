@@ -182,6 +182,26 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     // Results written by the reference command do not make it dirty.
     let again = reference(checkout.path());
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    // The folder's manifest keeps the command that made it, and lists the
+    // second, which put results into it.
+    let manifest = common::read_json(dir.join("run.json"));
+    let command = manifest["command"].as_str().unwrap();
+    assert!(command.starts_with("lab run fork-vs-thread --reference"), "{manifest}");
+    assert_eq!(manifest["added"], serde_json::json!([command]), "{manifest}");
+    // Two folder names, as `$(ls results)` gives when it holds two: refused
+    // with one line, and no folder made.
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_RUN_ID", "2026-01-02-test\n2026-01-03-test")
+        .args(["run", "fork-vs-thread", "--reference"])
+        .args(TINY)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("LAB_RUN_ID"), "{err}");
+    assert_eq!(entries(&checkout.path().join("results")), ["2026-01-02-test"]);
 }
 
 #[test]
