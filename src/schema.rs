@@ -15,7 +15,7 @@
 //! The schemas are generated from the types (`schemars`), descriptions
 //! left out: they say what is there, the code's comments say what it
 //! means. A test fails when a committed file is not what the code
-//! generates; `LAB_WRITE_SCHEMAS=1 cargo test -p lab --lib schema::`
+//! generates; `LAB_WRITE_SCHEMAS=1 cargo test --release -p lab --lib schema::`
 //! writes them ([`WRITE`]).
 //!
 //! A pointer is walked as the book's [`crate::book::select`] walks a
@@ -47,13 +47,12 @@ use crate::experiments::Experiment;
 use crate::report::{Figure, Headline};
 use crate::results::Header;
 
-/// Set to `1`, `cargo test -p lab --lib schema::` writes `schemas/` from
+/// Set to `1`, `cargo test --release -p lab --lib schema::` writes `schemas/` from
 /// the code instead of comparing them.
 pub const WRITE: &str = "LAB_WRITE_SCHEMAS";
 
 /// How to bring `schemas/` up to date, as a failing test says it.
-pub const UPDATE: &str =
-    "LAB_WRITE_SCHEMAS=1 cargo test -p lab --lib schema::, then commit schemas/";
+pub const UPDATE: &str = "LAB_WRITE_SCHEMAS=1 cargo test --release -p lab --lib schema::, then commit schemas/";
 
 /// The fields of a results file's header: a pointer's first step that is
 /// one of these is read under `header`.

@@ -337,8 +337,8 @@ fn experiment_pages() -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The code spans `` `## …` `` of CONTRIBUTING.md's sentence that starts at
-/// `lead`, up to its end.
+/// The code spans `` `## …` `` of CONTRIBUTING.md's text from `lead` up to
+/// the next `.` or `;`.
 fn headings_named(guide: &str, lead: &str) -> Vec<String> {
     let at = guide
         .find(lead)
@@ -352,8 +352,9 @@ fn headings_named(guide: &str, lead: &str) -> Vec<String> {
 /// What CONTRIBUTING.md's step 4 says a chapter has, every chapter has:
 /// its sections in that order, its exercises and quiz on it or a
 /// sub-page, an answers page and a worksheet in SUMMARY.md, a link to its
-/// session in teaching.md, and a row in the README's table of experiments. So that page's text is checked, and a
-/// chapter that strays from it (or the page from the chapters) fails here.
+/// session in teaching.md, and a row in the README's and the methodology
+/// page's tables of experiments. So CONTRIBUTING.md's text is checked: a
+/// chapter that strays from it, or it from the chapters, fails here.
 #[test]
 fn every_chapter_has_what_contributing_says_a_chapter_has() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -367,8 +368,11 @@ fn every_chapter_has_what_contributing_says_a_chapter_has() {
     let summary = read("SUMMARY.md");
     let teaching = read("teaching.md");
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let methodology = read("methodology.md");
+    let experiments = experiment_pages();
+    assert_eq!(experiments.len(), lab::experiments::ALL.len(), "{experiments:?}");
     let mut wrong = Vec::new();
-    for (name, pages) in experiment_pages() {
+    for (name, pages) in experiments {
         let chapter = read(&format!("{name}.md"));
         let has: Vec<&str> =
             chapter.lines().filter(|l| l.starts_with("## ")).collect();
@@ -379,7 +383,8 @@ fn every_chapter_has_what_contributing_says_a_chapter_has() {
                 None => wrong.push(format!("{name}.md: no {want} (in order)")),
             }
         }
-        let all: String = pages.iter().map(|p| read(&format!("{p}.md"))).collect();
+        let all = pages.iter().map(|p| read(&format!("{p}.md"))).collect::<Vec<_>>();
+        let all = all.join("\n");
         for want in &anywhere {
             if !all.lines().any(|l| l == want) {
                 wrong.push(format!("{name}: no {want} on its pages"));
@@ -404,6 +409,11 @@ fn every_chapter_has_what_contributing_says_a_chapter_has() {
         if !readme.lines().any(|l| l.starts_with(&format!("| `{name}` |"))) {
             wrong.push(format!(
                 "README.md: no row of {name} in its table of experiments"
+            ));
+        }
+        if !methodology.lines().any(|l| l.starts_with(&format!("| {name} |"))) {
+            wrong.push(format!(
+                "methodology.md: no row of {name} in What one operation is"
             ));
         }
     }
