@@ -101,7 +101,7 @@ const KINDS: [&str; 2] = ["forks", "threads"];
 
 /// How the `thread` program's stack is set: glibc's default under
 /// RLIMIT_STACK = 8M, the flag, and the article's `ulimit -s 1024`.
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy)]
 enum ProgramStack {
     Default,
     Flag,

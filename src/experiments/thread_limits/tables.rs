@@ -283,7 +283,7 @@ mod tests {
         let mut once = Engine::new(1);
         let run = || ProgramRun {
             threads: 500,
-            setting: "ulimit -s 1024",
+            setting: ProgramStack::Ulimit.label(),
             ended: "exit 0".into(),
             said: String::new(),
             log_checked: true,
