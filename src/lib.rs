@@ -433,7 +433,7 @@ fn run_all(all: schedule::AllArgs) -> labkit::Result<()> {
         &run,
         &step_of,
         &|folder| took.get(folder).copied(),
-        Some(started + schedule::BUDGET - schedule::MARGIN),
+        Some(started + schedule::BUDGET - schedule::TAIL),
         &|plan, ctx| run_once(&plan, ctx).map(drop),
     );
     if let Err(e) = extended {
