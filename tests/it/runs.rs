@@ -153,15 +153,16 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     let checkout = scratch_checkout();
     let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
     std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
-    let reference = |dir: &Path| {
+    let reference_as = |dir: &Path, id: &str| {
         lab()
             .env("LAB_CHECKOUT", dir)
-            .env("LAB_RUN_ID", "2026-01-02-test")
+            .env("LAB_RUN_ID", id)
             .args(["run", "fork-vs-thread", "--reference"])
             .args(TINY)
             .output()
             .unwrap()
     };
+    let reference = |dir: &Path| reference_as(dir, "2026-01-02-test");
     let out = reference(checkout.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -190,13 +191,7 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     assert_eq!(manifest["added"], serde_json::json!([command]), "{manifest}");
     // Two folder names, as `$(ls results)` gives when it holds two: refused
     // with one line, and no folder made.
-    let out = lab()
-        .env("LAB_CHECKOUT", checkout.path())
-        .env("LAB_RUN_ID", "2026-01-02-test\n2026-01-03-test")
-        .args(["run", "fork-vs-thread", "--reference"])
-        .args(TINY)
-        .output()
-        .unwrap();
+    let out = reference_as(checkout.path(), "2026-01-02-test\n2026-01-03-test");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
