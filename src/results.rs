@@ -70,12 +70,33 @@ impl Settings {
     }
 }
 
+/// This process's command as a reader would type it again: `lab ARGS`,
+/// a word with a space or another character the shell reads quoted
+/// (`--cpus '0, 1'`), one that is not UTF-8 with U+FFFD in its place.
+pub fn command_line() -> String {
+    command_of(std::env::args_os().skip(1))
+}
+
+/// `lab` and `args`, each quoted where the shell needs it.
+fn command_of(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c);
+    let word = |w: std::ffi::OsString| {
+        let w = w.to_string_lossy().into_owned();
+        if !w.is_empty() && w.chars().all(plain) {
+            w
+        } else {
+            format!("'{}'", w.replace('\'', "'\\''"))
+        }
+    };
+    let args: Vec<String> = args.map(word).collect();
+    format!("lab {}", args.join(" "))
+}
+
 impl Header {
     pub fn new(experiment: &str) -> Header {
-        let args: Vec<String> = std::env::args().skip(1).collect();
         Header {
             experiment: experiment.to_string(),
-            command: format!("lab {}", args.join(" ")),
+            command: command_line(),
             machine: Machine::capture(),
             settings: Settings::default(),
             load: None,
@@ -207,6 +228,19 @@ pub fn write_all(dir: &Path, files: &[(String, String)]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_is_recorded_as_the_shell_would_take_it_again() {
+        use std::os::unix::ffi::OsStringExt;
+        let words = ["run", "x", "--cpus", "0, 1", "it's", "", "0-1,3"];
+        let mut args: Vec<std::ffi::OsString> =
+            words.iter().map(Into::into).collect();
+        args.push(std::ffi::OsString::from_vec(b"/tmp/x\xff".to_vec()));
+        assert_eq!(
+            command_of(args.into_iter()),
+            "lab run x --cpus '0, 1' 'it'\\''s' '' 0-1,3 '/tmp/x\u{fffd}'"
+        );
+    }
 
     #[test]
     fn json_round_trips_and_leaves_no_temporary() {

@@ -49,7 +49,7 @@ pub struct Manifest {
     /// each `lab run NAME --reference` into a reference folder, listed as
     /// its first results are committed ([`Pending::commit`]), so that one
     /// that fails adds nothing. `lab reference`, which makes the
-    /// folder again whole, empties it ([`restart`]).
+    /// folder again whole, empties it ([`begin_reference`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<String>,
     /// The lab's version.
@@ -122,20 +122,56 @@ fn record_folder(run: &Path, folder: &str) -> Result<()> {
     if new {
         list.push(folder.to_string());
     }
-    // This command's first results in a folder another command made.
-    let mut adding = ADDING.lock().unwrap_or_else(|e| e.into_inner());
-    let added = adding.iter().position(|dir| dir == run).map(|k| adding.remove(k));
-    drop(adding);
-    if added.is_some() {
-        manifest.added.push(this_command());
-    }
-    if new || !had || added.is_some() { manifest.write(run) } else { Ok(()) }
+    if new || !had { manifest.write(run) } else { Ok(()) }
 }
 
-/// The run folders, made by another command, that this process claimed
-/// and has put no results into yet: its command joins their manifest's
-/// `added` with its first results ([`record_folder`]).
-static ADDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// How this process's command goes into the manifest of a folder another
+/// command made, once its first results are in place ([`joined`]): until
+/// then a command that fails changes nothing there.
+#[derive(Clone, Debug, PartialEq)]
+enum Join {
+    /// Listed under `added`; the folder's first command, started when
+    /// this one was, if it holds no results yet (its first command failed).
+    Add { started: String },
+    /// `lab reference`: the folder is made again whole, so its manifest
+    /// starts again, at this start ([`begin_reference`]).
+    Restart { started: String },
+}
+
+/// The run folders this process claimed and has put no results into yet.
+static JOINING: Mutex<Vec<(PathBuf, Join)>> = Mutex::new(Vec::new());
+
+fn joining() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Join)>> {
+    JOINING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This process's first results are in place in `run`, which already held
+/// `before` results folders: its manifest takes this command, as
+/// [`Join`] says, and is no longer ended. Later results change nothing.
+fn joined(run: &Path, before: usize) -> Result<()> {
+    let mut list = joining();
+    let Some(k) = list.iter().position(|(dir, _)| dir == run) else { return Ok(()) };
+    let (_, join) = list.remove(k);
+    drop(list);
+    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
+    match join {
+        Join::Restart { started } => {
+            manifest.command = this_command();
+            manifest.started = started;
+            manifest.added.clear();
+            manifest.failed.clear();
+        }
+        // Its first command left nothing: this one made it.
+        Join::Add { started } if before == 0 => {
+            manifest.command = this_command();
+            manifest.started = started;
+            manifest.added.clear();
+        }
+        Join::Add { .. } => manifest.added.push(this_command()),
+    }
+    manifest.ended = None;
+    manifest.write(run)
+}
 
 /// The run folders this process writes, locked for as long as it lives: a
 /// static, since the lock must outlive every value (it is the process's
@@ -186,19 +222,18 @@ fn claim(run: &Path, kind: &str) -> Result<()> {
         folders: Some(scan(run)),
         rules: None,
     });
+    // A folder another command made takes this one when its first results
+    // are in place ([`joined`]); a new one takes it now.
     if manifest.command.is_empty() {
         manifest.command = this_command();
-    } else if !again {
-        ADDING.lock().unwrap_or_else(|e| e.into_inner()).push(run.to_path_buf());
-    }
-    // A reference that several commands fill started with the first
-    // (`lab reference`, which makes it again whole, starts it again:
-    // [`begin_reference`]).
-    if manifest.started.is_empty() {
         manifest.started = crate::machine::utc_now();
+        manifest.ended = None;
+        manifest.write(run)?;
+    } else if !again {
+        let started = crate::machine::utc_now();
+        joining().push((run.to_path_buf(), Join::Add { started }));
     }
-    manifest.ended = None;
-    manifest.write(run)
+    Ok(())
 }
 
 /// Mark `run` finished, with the experiments that failed in it.
@@ -438,10 +473,24 @@ fn say_removed(removed: &[PathBuf]) {
     }
 }
 
-/// The reference run the book shows: the newest `results/<date>-<host>/`
-/// folder (names sort by date).
+/// The reference run the book shows: the newest finished
+/// `results/<date>-<host>/` folder (names sort by date). A newer one passed
+/// over (being written, its manifest damaged, no results) is named on
+/// stderr with the reason.
 pub fn reference() -> Option<PathBuf> {
-    newest(&results_root())
+    let mut runs = dated_runs(&results_root());
+    while let Some(run) = runs.pop() {
+        if is_finished(&run) {
+            return Some(run);
+        }
+        let why = match Manifest::read(&run) {
+            Err(e) => format!("its manifest is damaged ({e})"),
+            Ok(_) if is_live(&run) => "a lab process is still writing it".into(),
+            Ok(_) => "it holds no results".into(),
+        };
+        eprintln!("lab: passed over the reference {}: {why}", run.display());
+    }
+    None
 }
 
 /// The reader's latest run: the newest finished run under `runs/` that
@@ -496,10 +545,6 @@ pub fn unreadable(run: &Path) -> Option<String> {
     None
 }
 
-fn newest(root: &Path) -> Option<PathBuf> {
-    dated_runs(root).into_iter().rfind(|run| is_finished(run))
-}
-
 /// The run folders in `root` (folders named by date), oldest first.
 fn dated_runs(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
@@ -516,11 +561,16 @@ fn dated_runs(root: &Path) -> Vec<PathBuf> {
 /// A run folder's name starts with its date: `2026-12-01-...`.
 fn is_run_name(name: &str) -> bool {
     let b = name.as_bytes();
+    let number = |r: std::ops::Range<usize>| {
+        std::str::from_utf8(&b[r]).ok().and_then(|t| t.parse::<u32>().ok())
+    };
     b.len() > 11
-        && b[..10].iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b'-',
+        && b[..11].iter().enumerate().all(|(i, c)| match i {
+            4 | 7 | 10 => *c == b'-',
             _ => c.is_ascii_digit(),
         })
+        && number(5..7).is_some_and(|m| (1..=12).contains(&m))
+        && number(8..10).is_some_and(|d| (1..=31).contains(&d))
 }
 
 /// This machine's name as a folder-name word.
@@ -587,16 +637,25 @@ pub fn reference_run() -> Result<PathBuf> {
             if dirty.len() > 5 { ", ..." } else { "" }
         )));
     }
-    let name = match std::env::var("LAB_RUN_ID") {
-        Ok(id) if !id.is_empty() => {
+    let name = match std::env::var_os("LAB_RUN_ID") {
+        Some(id) if !id.is_empty() => {
             let word = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
-            if !is_run_name(&id) || !id.chars().all(word) {
-                return Err(Error::usage(format!(
-                    "LAB_RUN_ID {id:?} must be a folder name starting with a \
-                     date, like 2026-12-01-myhost (letters, digits, - _ .)"
-                )));
+            match id.to_str() {
+                Some(id)
+                    if is_run_name(id)
+                        && id.len() <= 255
+                        && id.chars().all(word) =>
+                {
+                    id.to_string()
+                }
+                _ => {
+                    return Err(Error::usage(format!(
+                        "LAB_RUN_ID {id:?} must be a folder name starting with a \
+                         date, like 2026-12-01-myhost (at most 255 letters, digits, \
+                         - _ .)"
+                    )));
+                }
             }
-            id
         }
         _ => format!("{}-{}", date_time().0, host()),
     };
@@ -609,31 +668,21 @@ pub fn reference_run() -> Result<PathBuf> {
 }
 
 /// `lab reference`'s folder ([`reference_run`]), which it makes again
-/// whole: its manifest starts again now, where a command that remakes one
-/// experiment keeps the folder's first start.
+/// whole: its manifest starts again, at this start, once the first results
+/// are in place, where a command that remakes one experiment keeps the
+/// folder's first start.
 pub fn begin_reference() -> Result<PathBuf> {
+    let started = crate::machine::utc_now();
     let run = reference_run()?;
-    restart(&run)?;
+    let mut list = joining();
+    list.retain(|(dir, _)| dir != &run);
+    list.push((run.clone(), Join::Restart { started }));
     Ok(run)
 }
 
 /// This process's command, as a manifest records it: `lab ARGS`.
 fn this_command() -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    format!("lab {}", args.join(" "))
-}
-
-/// Start `run`'s manifest again: this command's, started now, not ended,
-/// nothing failed, nothing added since.
-fn restart(run: &Path) -> Result<()> {
-    let Some(mut manifest) = Manifest::read(run)? else { return Ok(()) };
-    ADDING.lock().unwrap_or_else(|e| e.into_inner()).retain(|dir| dir != run);
-    manifest.command = this_command();
-    manifest.added.clear();
-    manifest.started = crate::machine::utc_now();
-    manifest.ended = None;
-    manifest.failed.clear();
-    manifest.write(run)
+    crate::results::command_line()
 }
 
 /// Where one experiment's files go inside a run: `RUN/NAME` or, for a
@@ -707,14 +756,13 @@ impl Pending {
         // never arrive (the rename failed, the runner died) is passed over
         // when the list is read, where results in place but unlisted would
         // be lost to it.
+        let before = experiments_in(&self.run).len();
         if let Ok(folder) = self.target.strip_prefix(&self.run) {
             record_folder(&self.run, &folder.to_string_lossy())?;
         }
-        let done = self.commit_staging();
-        if done.is_ok() {
-            labkit::cleanup::keep_if_killed(&self.staging);
-        }
-        done
+        self.commit_staging()?;
+        labkit::cleanup::keep_if_killed(&self.staging);
+        joined(&self.run, before)
     }
 
     fn commit_staging(&self) -> Result<()> {
@@ -782,6 +830,10 @@ mod tests {
         assert!(!is_run_name(".fork.partial-12"));
         assert!(!is_run_name("2026-12-01"));
         assert!(!is_run_name("fork-vs-thread"));
+        // A date, then a dash.
+        assert!(!is_run_name("2026-01-05x-y"));
+        assert!(!is_run_name("2026-99-99-vm"));
+        assert!(!is_run_name("2026-12-00-vm"));
     }
 
     /// A run folder with an unfinished manifest and a staging folder.
@@ -816,22 +868,26 @@ mod tests {
             (Some("2026-01-01T06:00:00Z".into()), vec!["x".into()]);
         m.added = vec!["lab run demo --reference".into()];
         m.write(&run).unwrap();
-        restart(&run).unwrap();
-        let m = Manifest::read(&run).unwrap().unwrap();
-        assert_ne!(m.started, "2026-01-01T00:00:00Z");
-        assert!(
-            m.started.starts_with("20") && m.started.ends_with('Z'),
-            "{}",
-            m.started
+        let before = Manifest::read(&run).unwrap().unwrap();
+        // `lab reference` claims it: nothing changes until its first
+        // results are in place (a `lab reference` that fails first changes
+        // nothing).
+        let started = "2026-02-02T00:00:00Z".to_string();
+        joining().push((run.clone(), Join::Restart { started: started.clone() }));
+        let now = || Manifest::read(&run).unwrap().unwrap();
+        assert_eq!(now().command, before.command);
+        joined(&run, 1).unwrap();
+        let m = now();
+        assert_eq!(
+            (m.started.as_str(), m.ended, m.failed),
+            (started.as_str(), None, vec![])
         );
-        assert_eq!((m.ended, m.failed), (None, vec![]));
         // Its command is this one's, with nothing added since.
         assert_eq!((m.command, m.added), (this_command(), vec![]));
-        // A folder with no manifest is left as it is.
-        let bare = root.path().join("bare");
-        std::fs::create_dir(&bare).unwrap();
-        restart(&bare).unwrap();
-        assert!(Manifest::read(&bare).unwrap().is_none());
+        // Later results change nothing more.
+        let m = now();
+        joined(&run, 2).unwrap();
+        assert_eq!(now().command, m.command);
     }
 
     #[test]
@@ -843,29 +899,48 @@ mod tests {
         unfinished(&run);
         let mut m = Manifest::read(&run).unwrap().unwrap();
         (m.kind, m.command) = ("reference".into(), "lab reference".into());
+        m.ended = Some("2026-01-01T06:00:00Z".into());
         m.write(&run).unwrap();
+        let before = Manifest::read(&run).unwrap().unwrap();
         claim(&run, "reference").unwrap();
-        let added = || Manifest::read(&run).unwrap().unwrap().added;
-        // Listed with its first results, not before: a command that fails
-        // adds nothing.
-        assert!(added().is_empty());
-        record_folder(&run, "toy").unwrap();
-        let m = Manifest::read(&run).unwrap().unwrap();
+        let now = || Manifest::read(&run).unwrap().unwrap();
+        // Nothing changes until its first results are in place: a command
+        // that fails adds nothing, and leaves the folder ended.
+        assert_eq!((now().added, now().ended), (vec![], before.ended.clone()));
+        joined(&run, 1).unwrap();
+        let m = now();
         assert_eq!(
-            (m.command.as_str(), m.added),
-            ("lab reference", vec![this_command()])
+            (m.command.as_str(), m.added, m.started, m.ended),
+            ("lab reference", vec![this_command()], before.started, None)
         );
         // Claimed again by the same process (rounds added), more results:
         // listed once.
         claim(&run, "reference").unwrap();
-        record_folder(&run, "toy/cpu0").unwrap();
-        assert_eq!(added().len(), 1);
+        joined(&run, 2).unwrap();
+        assert_eq!(now().added.len(), 1);
         // A new folder takes this command as its first, with nothing added.
         let new = root.path().join("new");
         std::fs::create_dir(&new).unwrap();
         claim(&new, "run").unwrap();
         let m = Manifest::read(&new).unwrap().unwrap();
         assert_eq!((m.command, m.added), (this_command(), vec![]));
+    }
+
+    #[test]
+    fn a_command_whose_first_came_to_nothing_is_the_folders_first() {
+        // A reference folder whose first command failed: a manifest and no
+        // results. The next command to put results in made it.
+        let root = labtest::tempdir();
+        let run = root.path().join("ref");
+        unfinished(&run);
+        let mut m = Manifest::read(&run).unwrap().unwrap();
+        m.command = "lab run demo --reference --rounds 2".into();
+        m.write(&run).unwrap();
+        claim(&run, "reference").unwrap();
+        joined(&run, 0).unwrap();
+        let m = Manifest::read(&run).unwrap().unwrap();
+        assert_eq!((m.command, m.added), (this_command(), vec![]));
+        assert_ne!(m.started, "2026-01-01T00:00:00Z");
     }
 
     #[test]

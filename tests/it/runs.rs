@@ -153,7 +153,7 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     let checkout = scratch_checkout();
     let head = git(checkout.path(), &["rev-parse", "--short=12", "HEAD"]);
     std::fs::write(checkout.path().join("stray.rs"), "// uncommitted\n").unwrap();
-    let reference_as = |dir: &Path, id: &str| {
+    let reference_as = |dir: &Path, id: &std::ffi::OsStr| {
         lab()
             .env("LAB_CHECKOUT", dir)
             .env("LAB_RUN_ID", id)
@@ -162,7 +162,7 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
             .output()
             .unwrap()
     };
-    let reference = |dir: &Path| reference_as(dir, "2026-01-02-test");
+    let reference = |dir: &Path| reference_as(dir, "2026-01-02-test".as_ref());
     let out = reference(checkout.path());
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
@@ -191,12 +191,57 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     assert_eq!(manifest["added"], serde_json::json!([command]), "{manifest}");
     // Two folder names, as `$(ls results)` gives when it holds two: refused
     // with one line, and no folder made.
-    let out = reference_as(checkout.path(), "2026-01-02-test\n2026-01-03-test");
+    // So are a name that is not UTF-8 (never the default folder instead),
+    // and one that is no date.
+    use std::os::unix::ffi::OsStrExt;
+    let ids: [&[u8]; 3] = [
+        b"2026-01-02-test\n2026-01-03-test",
+        b"2026-01-02-\xff",
+        b"2026-99-99-test",
+    ];
+    for id in ids {
+        let out = reference_as(checkout.path(), std::ffi::OsStr::from_bytes(id));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("LAB_RUN_ID"), "{err}");
+        assert_eq!(entries(&checkout.path().join("results")), ["2026-01-02-test"]);
+    }
+}
+
+/// A newer reference folder that cannot be the reference (its manifest
+/// damaged) is passed over by name, never silently.
+#[test]
+fn a_newer_reference_that_does_not_read_is_named_and_passed_over() {
+    let checkout = labtest::tempdir();
+    let results = checkout.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    let reference =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-12-07-vm");
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&reference)
+        .arg(&results)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let newer = results.join("2026-12-09-vm");
+    std::fs::create_dir(&newer).unwrap();
+    std::fs::write(newer.join("run.json"), "{\"lab_run\": 1, \"added\": 5}\n")
+        .unwrap();
+    let out =
+        lab().env("LAB_CHECKOUT", checkout.path()).arg("verdicts").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("LAB_RUN_ID"), "{err}");
-    assert_eq!(entries(&checkout.path().join("results")), ["2026-01-02-test"]);
+    assert!(out.status.success(), "{err}");
+    let line =
+        format!("lab: passed over the reference {}: its manifest", newer.display());
+    assert!(err.lines().any(|l| l.starts_with(&line)), "{err}");
+    // The verdicts are the older reference's.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("Then and now") && said.contains("create-ratio"),
+        "{said}"
+    );
 }
 
 #[test]
