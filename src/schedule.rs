@@ -213,7 +213,10 @@ pub fn extend(
     again: &Again,
 ) -> Result<()> {
     let more = |c: &Close| (c.rounds * ROUND_CAP).min(1000);
-    let cost = |c: &Close| took(&c.folder).map(|t| allowed(t, c.rounds, more(c)));
+    let cost = |c: &Close| {
+        let took = took(&c.folder).filter(|_| c.rounds > 0)?;
+        Some(allowed(took, c.rounds, more(c)))
+    };
     let mut closes = close_folders(run)?;
     // Where time is short, it decides the most claims spent on the cheapest.
     closes.sort_by_key(|c| cost(c).unwrap_or(Duration::MAX));
@@ -224,7 +227,15 @@ pub fn extend(
             continue;
         }
         let ids = close.ids.join(", ");
-        if let (Some(deadline), Some(allowed)) = (deadline, cost(&close)) {
+        if let Some(deadline) = deadline {
+            let Some(allowed) = cost(&close) else {
+                eprintln!(
+                    "lab: {ids} too close to call in {}; not extended: how long \
+                     its first look took is not known",
+                    close.folder
+                );
+                continue;
+            };
             if Instant::now() + allowed > deadline {
                 eprintln!(
                     "lab: {ids} too close to call at {} rounds in {}; not extended: \
