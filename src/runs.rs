@@ -858,16 +858,25 @@ mod tests {
         staging
     }
 
+    /// The run folder `ref` under `root`, as [`unfinished`] makes it, its
+    /// manifest then changed by `edit`.
+    fn edited(root: &Path, edit: impl FnOnce(&mut Manifest)) -> PathBuf {
+        let run = root.join("ref");
+        unfinished(&run);
+        let mut m = Manifest::read(&run).unwrap().unwrap();
+        edit(&mut m);
+        m.write(&run).unwrap();
+        run
+    }
+
     #[test]
     fn a_reference_made_again_whole_starts_its_manifest_again() {
         let root = labtest::tempdir();
-        let run = root.path().join("ref");
-        unfinished(&run);
-        let mut m = Manifest::read(&run).unwrap().unwrap();
-        (m.ended, m.failed) =
-            (Some("2026-01-01T06:00:00Z".into()), vec!["x".into()]);
-        m.added = vec!["lab run demo --reference".into()];
-        m.write(&run).unwrap();
+        let run = edited(root.path(), |m| {
+            (m.ended, m.failed) =
+                (Some("2026-01-01T06:00:00Z".into()), vec!["x".into()]);
+            m.added = vec!["lab run demo --reference".into()];
+        });
         let before = Manifest::read(&run).unwrap().unwrap();
         // `lab reference` claims it: nothing changes until its first
         // results are in place (a `lab reference` that fails first changes
@@ -895,12 +904,10 @@ mod tests {
         // A reference folder `lab reference` made (another process), which
         // this process adds to, as `lab run toy --reference` does.
         let root = labtest::tempdir();
-        let run = root.path().join("ref");
-        unfinished(&run);
-        let mut m = Manifest::read(&run).unwrap().unwrap();
-        (m.kind, m.command) = ("reference".into(), "lab reference".into());
-        m.ended = Some("2026-01-01T06:00:00Z".into());
-        m.write(&run).unwrap();
+        let run = edited(root.path(), |m| {
+            (m.kind, m.command) = ("reference".into(), "lab reference".into());
+            m.ended = Some("2026-01-01T06:00:00Z".into());
+        });
         let before = Manifest::read(&run).unwrap().unwrap();
         claim(&run, "reference").unwrap();
         let now = || Manifest::read(&run).unwrap().unwrap();
@@ -931,11 +938,9 @@ mod tests {
         // A reference folder whose first command failed: a manifest and no
         // results. The next command to put results in made it.
         let root = labtest::tempdir();
-        let run = root.path().join("ref");
-        unfinished(&run);
-        let mut m = Manifest::read(&run).unwrap().unwrap();
-        m.command = "lab run demo --reference --rounds 2".into();
-        m.write(&run).unwrap();
+        let run = edited(root.path(), |m| {
+            m.command = "lab run demo --reference --rounds 2".into();
+        });
         claim(&run, "reference").unwrap();
         joined(&run, 0).unwrap();
         let m = Manifest::read(&run).unwrap().unwrap();
