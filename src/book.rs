@@ -447,17 +447,7 @@ pub use crate::document::{Step, picks, select, steps};
 /// The reference folder for the book at `root` (the folder of book.toml).
 pub fn reference_for(root: &Path) -> Result<PathBuf> {
     let results = root.join("../results");
-    let mut runs: Vec<PathBuf> = std::fs::read_dir(&results)
-        .map_err(|e| Error::io(results.display(), e))?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| {
-            e.file_name().to_str().is_some_and(|n| n.as_bytes()[0].is_ascii_digit())
-        })
-        .map(|e| e.path())
-        .collect();
-    runs.sort();
-    runs.pop().ok_or_else(|| {
+    crate::runs::reference_in(&results).ok_or_else(|| {
         Error::failed(format!("no reference run in {}", results.display()))
     })
 }

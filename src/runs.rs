@@ -473,20 +473,37 @@ fn say_removed(removed: &[PathBuf]) {
     }
 }
 
-/// The reference run the book shows: the newest finished
-/// `results/<date>-<host>/` folder (names sort by date). A newer one passed
-/// over (being written, its manifest damaged, no results) is named on
-/// stderr with the reason.
+/// The reference run the book shows ([`reference_in`] `results/`).
 pub fn reference() -> Option<PathBuf> {
-    let mut runs = dated_runs(&results_root());
-    while let Some(run) = runs.pop() {
-        if is_finished(&run) {
-            return Some(run);
-        }
-        let why = match Manifest::read(&run) {
+    reference_in(&results_root())
+}
+
+/// The reference in `results`: the newest finished `<date>-<host>/` folder
+/// that `lab reference` made whole (names sort by date), or, where none
+/// was, the newest finished one. A newer folder passed over (being
+/// written, its manifest damaged, no results, one experiment's
+/// `--reference` alone) is named on stderr with the reason.
+pub fn reference_in(results: &Path) -> Option<PathBuf> {
+    let runs = dated_runs(results);
+    let whole = |run: &PathBuf| {
+        Manifest::read(run).ok().flatten().is_some_and(|m| {
+            m.command == "lab reference" || m.command.starts_with("lab reference ")
+        })
+    };
+    let any_whole = runs.iter().any(|r| is_finished(r) && whole(r));
+    for run in runs.iter().rev() {
+        let why = match Manifest::read(run) {
             Err(e) => format!("its manifest is damaged ({e})"),
-            Ok(_) if is_live(&run) => "a lab process is still writing it".into(),
-            Ok(_) => "it holds no results".into(),
+            Ok(_) if !is_finished(run) && is_live(run) => {
+                "a lab process is still writing it".into()
+            }
+            Ok(_) if !is_finished(run) => "it holds no results".into(),
+            Ok(Some(m)) if any_whole && !whole(run) => format!(
+                "made by `{}`, not `lab reference`: set LAB_RUN_ID to the \
+                 reference's folder to add an experiment to it",
+                m.command
+            ),
+            Ok(_) => return Some(run.clone()),
         };
         eprintln!("lab: passed over the reference {}: {why}", run.display());
     }

@@ -210,36 +210,51 @@ fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
 }
 
 /// A newer reference folder that cannot be the reference (its manifest
-/// damaged) is passed over by name, never silently.
+/// damaged, or one experiment's `--reference` alone beside a whole
+/// reference) is passed over by name, never silently.
 #[test]
-fn a_newer_reference_that_does_not_read_is_named_and_passed_over() {
+fn a_newer_reference_that_does_not_read_or_is_partial_is_named_and_passed_over() {
     let checkout = labtest::tempdir();
     let results = checkout.path().join("results");
     std::fs::create_dir(&results).unwrap();
     let reference =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("results/2026-12-07-vm");
-    let copied = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(&reference)
-        .arg(&results)
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    let cp = |from: &Path, to: &Path| {
+        let ok =
+            std::process::Command::new("cp").arg("-r").arg(from).arg(to).status();
+        assert!(ok.unwrap().success());
+    };
+    cp(&reference, &results);
     let newer = results.join("2026-12-09-vm");
     std::fs::create_dir(&newer).unwrap();
     std::fs::write(newer.join("run.json"), "{\"lab_run\": 1, \"added\": 5}\n")
         .unwrap();
+    // One experiment's reference, made on a later day without LAB_RUN_ID.
+    let partial = results.join("2026-12-08-vm");
+    std::fs::create_dir(&partial).unwrap();
+    cp(&reference.join("footprint"), &partial);
+    let mut manifest = common::read_json(reference.join("run.json"));
+    manifest["command"] = "lab run footprint --reference".into();
+    manifest["folders"] = serde_json::json!(["footprint"]);
+    std::fs::write(partial.join("run.json"), manifest.to_string()).unwrap();
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("verdicts").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let line =
-        format!("lab: passed over the reference {}: its manifest", newer.display());
-    assert!(err.lines().any(|l| l.starts_with(&line)), "{err}");
-    // The verdicts are the older reference's.
+    let passed = |dir: &Path, why: &str| {
+        let line =
+            format!("lab: passed over the reference {}: {why}", dir.display());
+        assert!(err.lines().any(|l| l.starts_with(&line)), "{err}");
+    };
+    passed(&newer, "its manifest is damaged");
+    passed(&partial, "made by `lab run footprint --reference`, not `lab reference`");
+    // The verdicts are the whole reference's: the partial one has no
+    // create-destroy to judge create-ratio on.
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        said.starts_with("Then and now") && said.contains("create-ratio"),
+    let line = said.lines().find(|l| l.starts_with("create-ratio"));
+    assert_eq!(
+        line.map(|l| l.split_whitespace().last()),
+        Some(Some("holds")),
         "{said}"
     );
 }
