@@ -30,6 +30,8 @@ use serde::{Deserialize, Serialize};
 use crate::checkout::root as checkout;
 pub use crate::checkout::{results_root, runs_root};
 use crate::document::Document;
+// This process's command, as a manifest records it: `lab ARGS`.
+use crate::results::command_line as this_command;
 use labkit::{Error, Result};
 
 /// The manifest's file name in a run folder.
@@ -128,7 +130,6 @@ fn record_folder(run: &Path, folder: &str) -> Result<()> {
 /// How this process's command goes into the manifest of a folder another
 /// command made, once its first results are in place ([`joined`]): until
 /// then a command that fails changes nothing there.
-#[derive(Clone, Debug, PartialEq)]
 enum Join {
     /// Listed under `added`; the folder's first command, started when
     /// this one was, if it holds no results yet (its first command failed).
@@ -258,7 +259,12 @@ pub fn is_run(dir: &Path) -> Result<bool> {
 /// place whole: one that holds results and that no process is writing is
 /// finished, whatever its manifest's end says.
 pub fn is_finished(run: &Path) -> bool {
-    match Manifest::read(run) {
+    finished(run, &Manifest::read(run))
+}
+
+/// [`is_finished`], of `run` with its manifest as read.
+fn finished(run: &Path, manifest: &Result<Option<Manifest>>) -> bool {
+    match manifest {
         Ok(Some(m)) if m.kind == "reference" => {
             m.ended.is_some() || (!is_live(run) && !experiments_in(run).is_empty())
         }
@@ -484,26 +490,35 @@ pub fn reference() -> Option<PathBuf> {
 /// written, its manifest damaged, no results, one experiment's
 /// `--reference` alone) is named on stderr with the reason.
 pub fn reference_in(results: &Path) -> Option<PathBuf> {
-    let runs = dated_runs(results);
-    let whole = |run: &PathBuf| {
-        Manifest::read(run).ok().flatten().is_some_and(|m| {
-            m.command == "lab reference" || m.command.starts_with("lab reference ")
+    // Newest first, each with its manifest, read once.
+    let runs: Vec<_> = dated_runs(results)
+        .into_iter()
+        .rev()
+        .map(|run| {
+            let manifest = Manifest::read(&run);
+            (run, manifest)
         })
+        .collect();
+    let whole = |m: &Result<Option<Manifest>>| {
+        let made_by = |m: &Manifest| {
+            m.command.split_whitespace().take(2).eq(["lab", "reference"])
+        };
+        matches!(m, Ok(Some(m)) if made_by(m))
     };
-    let any_whole = runs.iter().any(|r| is_finished(r) && whole(r));
-    for run in runs.iter().rev() {
-        let why = match Manifest::read(run) {
+    let any_whole = runs.iter().any(|(run, m)| finished(run, m) && whole(m));
+    for (run, manifest) in &runs {
+        let why = match manifest {
             Err(e) => format!("its manifest is damaged ({e})"),
-            Ok(_) if !is_finished(run) && is_live(run) => {
+            _ if !finished(run, manifest) && is_live(run) => {
                 "a lab process is still writing it".into()
             }
-            Ok(_) if !is_finished(run) => "it holds no results".into(),
-            Ok(Some(m)) if any_whole && !whole(run) => format!(
+            _ if !finished(run, manifest) => "it holds no results".into(),
+            Ok(Some(m)) if any_whole && !whole(manifest) => format!(
                 "made by `{}`, not `lab reference`: set LAB_RUN_ID to the \
                  reference's folder to add an experiment to it",
                 m.command
             ),
-            Ok(_) => return Some(run.clone()),
+            _ => return Some(run.clone()),
         };
         eprintln!("lab: passed over the reference {}: {why}", run.display());
     }
@@ -695,11 +710,6 @@ pub fn begin_reference() -> Result<PathBuf> {
     list.retain(|(dir, _)| dir != &run);
     list.push((run.clone(), Join::Restart { started }));
     Ok(run)
-}
-
-/// This process's command, as a manifest records it: `lab ARGS`.
-fn this_command() -> String {
-    crate::results::command_line()
 }
 
 /// Where one experiment's files go inside a run: `RUN/NAME` or, for a

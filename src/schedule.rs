@@ -35,16 +35,16 @@ pub const BUDGET: Duration = Duration::from_secs(300);
 /// verdicts and the then-and-now table, a second or two.
 pub const TAIL: Duration = Duration::from_secs(5);
 
-/// A second look is allowed this many times its estimate, its first
-/// look's time scaled to its rounds: the host's slow spells stretch a run
-/// (create-destroy/cpu0's 18 rounds took 57 s in the reference, where
-/// three times its 6 rounds in a `lab run all` gave 47 s).
+/// A second look is allowed this many times its [`estimate`]: the host's
+/// slow spells stretch a run (create-destroy/cpu0's 18 rounds took 57 s
+/// in the reference, where three times its 6 rounds in a `lab run all`
+/// gave 47 s).
 pub const ALLOW: f64 = 1.25;
 
-/// The time a second look at `more` rounds is allowed, when its first
-/// look at `rounds` took `took`.
-fn allowed(took: Duration, rounds: u32, more: u32) -> Duration {
-    took.mul_f64(f64::from(more) / f64::from(rounds) * ALLOW)
+/// How long a second look at `more` rounds should take, when its first
+/// look at `rounds` took `took`: that time scaled to the rounds.
+fn estimate(took: Duration, rounds: u32, more: u32) -> Duration {
+    took.mul_f64(f64::from(more) / f64::from(rounds))
 }
 
 /// `lab run all`'s own flags, which every step takes.
@@ -212,23 +212,23 @@ pub fn extend(
     deadline: Option<Instant>,
     again: &Again,
 ) -> Result<()> {
-    let more = |c: &Close| (c.rounds * ROUND_CAP).min(1000);
+    let raised = |c: &Close| (c.rounds * ROUND_CAP).min(1000);
     let cost = |c: &Close| {
         let took = took(&c.folder).filter(|_| c.rounds > 0)?;
-        Some(allowed(took, c.rounds, more(c)))
+        Some(estimate(took, c.rounds, raised(c)))
     };
     let mut closes = close_folders(run)?;
     // Where time is short, it decides the most claims spent on the cheapest.
     closes.sort_by_key(|c| cost(c).unwrap_or(Duration::MAX));
     for close in closes {
         let Some(plan) = step(&close.folder) else { continue };
-        let more = more(&close);
+        let more = raised(&close);
         if more <= close.rounds {
             continue;
         }
         let ids = close.ids.join(", ");
         if let Some(deadline) = deadline {
-            let Some(allowed) = cost(&close) else {
+            let Some(estimate) = cost(&close) else {
                 eprintln!(
                     "lab: {ids} too close to call in {}; not extended: how long \
                      its first look took is not known",
@@ -236,6 +236,7 @@ pub fn extend(
                 );
                 continue;
             };
+            let allowed = estimate.mul_f64(ALLOW);
             if Instant::now() + allowed > deadline {
                 eprintln!(
                     "lab: {ids} too close to call at {} rounds in {}; not extended: \
@@ -243,7 +244,7 @@ pub fn extend(
                      run all's {} s",
                     close.rounds,
                     close.folder,
-                    allowed.as_secs_f64() / ALLOW,
+                    estimate.as_secs_f64(),
                     allowed.as_secs_f64(),
                     BUDGET.as_secs()
                 );
@@ -330,7 +331,8 @@ mod tests {
     fn a_second_look_is_allowed_a_quarter_more_than_its_estimate() {
         // create-destroy/cpu0 in a `lab run all`: 6 rounds in 15.7 s, so
         // 18 rounds in about 47 s, allowed 59 s.
-        let allowed = allowed(Duration::from_secs_f64(15.7), 6, 18);
+        let estimate = estimate(Duration::from_secs_f64(15.7), 6, 18);
+        let allowed = estimate.mul_f64(ALLOW);
         assert!((allowed.as_secs_f64() - 58.875).abs() < 1e-6, "{allowed:?}");
         // It fits after 235 s of a 300-s budget, not after 263 s.
         let deadline = BUDGET - TAIL;
