@@ -118,12 +118,6 @@ const ARTICLE_BLOCKS: &[u64] = &[
     1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096,
 ];
 
-/// Beyond the article's list, for pipespeed2t: 8 KiB to 1 MiB, each
-/// power of two.
-fn large_blocks() -> impl Iterator<Item = u64> {
-    (13..=20).map(|p| 1 << p)
-}
-
 /// The few sizes the quick run gives the other transports.
 const SAMPLE_BLOCKS: &[u64] =
     &[1, 16, 64, 256, 1024, 4096, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
@@ -137,39 +131,30 @@ const ARTICLE_PLATEAU_2T_MB_S: f64 = 100.0;
 /// The condition that measures the copy limit, in each round of a block.
 const COPY: &str = "copylimit";
 
-/// A form of pipespeed2t: what it makes of the plain pipe between two
+/// A form of pipespeed2t: what it changes of the plain pipe between two
 /// threads (`pipespeed2t COUNT BYTES`).
-type Form = fn(TwoOptions) -> TwoOptions;
+type Form = fn(&mut TwoOptions);
 
 /// The plain pipe, as it is.
-const PIPE: Form = |o| o;
-
-/// pipespeed2 itself.
-const ONE: Line = Line::One { c: false };
-
-/// pipespeed2t itself, on the plain pipe.
-const TWO: Line = Line::Two { form: PIPE, c: false };
+const PIPE: Form = |_| {};
 
 /// Which program a variant runs, and so the command line it takes (each
-/// program crate's `Options`).
+/// program crate's `Options`): pipespeed2, or pipespeed2t in a form; with
+/// `c`, that program's C twin (pipespeed2t.c has only the plain pipe).
 #[derive(Clone, Copy)]
-enum Line {
-    /// pipespeed2, or with `c` its C twin.
-    One { c: bool },
-    /// pipespeed2t in the form `form`, or with `c` its C twin (which has
-    /// only the plain pipe).
-    Two { form: Form, c: bool },
+struct Line {
+    /// pipespeed2t's form; `None` for pipespeed2.
+    form: Option<Form>,
+    c: bool,
 }
 
-impl Line {
-    /// The C twin's line.
-    fn c(self) -> Line {
-        match self {
-            Line::One { .. } => Line::One { c: true },
-            Line::Two { form, .. } => Line::Two { form, c: true },
-        }
-    }
+/// pipespeed2 itself.
+const ONE: Line = Line { form: None, c: false };
 
+/// pipespeed2t itself, on the plain pipe.
+const TWO: Line = Line { form: Some(PIPE), c: false };
+
+impl Line {
     /// The program's words for `count` blocks of `block` bytes, printing
     /// JSON, its writer and reader pinned to `cpus` (pipespeed2t only:
     /// pipespeed2 is one thread, and a C twin is pinned from outside).
@@ -179,24 +164,17 @@ impl Line {
         block: u64,
         cpus: Option<[usize; 2]>,
     ) -> Vec<OsString> {
-        match self {
-            Line::One { c } => {
-                assert!(cpus.is_none(), "pipespeed2 is one thread: no --cpus");
-                let o = pipespeed2::Options {
-                    json: true,
-                    ..pipespeed2::Options::new(count, block)
-                };
-                if c { o.c_args() } else { o.args() }
-            }
-            Line::Two { form, c } => {
-                let o = form(TwoOptions {
-                    json: true,
-                    cpus,
-                    ..TwoOptions::new(count, block)
-                });
-                if c { o.c_args() } else { o.args() }
-            }
-        }
+        let Some(form) = self.form else {
+            assert!(cpus.is_none(), "pipespeed2 is one thread: no --cpus");
+            let o = pipespeed2::Options {
+                json: true,
+                ..pipespeed2::Options::new(count, block)
+            };
+            return if self.c { o.c_args() } else { o.args() };
+        };
+        let mut o = TwoOptions { json: true, cpus, ..TwoOptions::new(count, block) };
+        form(&mut o);
+        if self.c { o.c_args() } else { o.args() }
     }
 }
 
@@ -247,6 +225,25 @@ impl Variant {
         let mut cmd = Command::new(&self.path);
         cmd.args(self.line.args(count, block, cpus));
         cmd
+    }
+
+    /// Run [`Variant::command`] once, with `pin` every thread of it pinned
+    /// to that CPU from outside; check it moved the bytes it was asked to.
+    fn run(
+        &self,
+        count: u64,
+        block: u64,
+        cpus: Option<[usize; 2]>,
+        pin: Option<usize>,
+    ) -> Result<PipeRun> {
+        let mut cmd = self.command(count, block, cpus);
+        if let Some(cpu) = pin {
+            labkit::affinity::pin_command(&mut cmd, cpu)?;
+        }
+        let what = format!("{} {count} {block}", self.key);
+        let (report, usage) = run_json::<PipeReport>(cmd, &what)?;
+        moved(&what, report.bytes, count * block)?;
+        Ok(PipeRun(report, usage))
     }
 }
 
@@ -364,14 +361,6 @@ fn grid(block: u64, placement: &str) -> Setting {
     ])
 }
 
-/// The placements of a writer and a reader: unpinned (the article's, and
-/// the headline's), then pinned to one CPU and to two, as the CPUs allowed
-/// permit.
-fn placements() -> Result<Vec<Placement>> {
-    let allowed = labkit::affinity::allowed_cpus()?;
-    Ok([vec![Placement::Unpinned], Placement::pinned(&allowed)].concat())
-}
-
 fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let args: Args = plan.args();
     let out = plan.start(ctx)?;
@@ -382,7 +371,10 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     )?);
     let facts = pipe_facts(&bins[0])?;
     let variants = variants(&args, &bins, facts.default_buffer_bytes);
-    let placements = placements()?;
+    // A writer and a reader's placements: unpinned (the article's, and the
+    // headline's), then pinned to one CPU and to two, as the CPUs permit.
+    let pinned = Placement::pinned(&labkit::affinity::allowed_cpus()?);
+    let placements = [vec![Placement::Unpinned], pinned].concat();
     let loadavg_before = loadavg();
     let blocks: BTreeSet<u64> =
         variants.iter().flat_map(|v| v.blocks.clone()).collect();
@@ -410,14 +402,16 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     for (at, here, names, placement, block, count) in &steps {
         engine.measure(at, names, |k| -> Result<Box<dyn Observed>> {
             Ok(match here.get(k) {
-                Some(v) => Box::new(run_once(v, *count, *block, *placement)?),
+                Some(v) => {
+                    Box::new(v.run(*count, *block, placement.cpus(), None)?)
+                }
                 None => Box::new(copy_limit(&bins[2], &copy::Options::new(*block))?),
             })
         })?;
     }
     let ladder = ladder::run_ladder(&args, &bins[1..], &facts, &mut engine)?;
     let vs_c = if args.vs_c {
-        vs_c::compare_with_c(&args, &bins, &variants, &mut engine)?
+        vs_c::compare_with_c(&args, &variants, &mut engine)?
     } else {
         Vec::new()
     };
@@ -480,30 +474,10 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     }
 }
 
-/// Run a pipe program once; check it moved the bytes it was asked to.
-fn spawn(v: &Variant, cmd: Command, count: u64, block: u64) -> Result<PipeRun> {
-    let what = format!("{} {count} {block}", v.key);
-    let (report, usage) = run_json::<PipeReport>(cmd, &what)?;
-    moved(&what, report.bytes, count * block)?;
-    Ok(PipeRun(report, usage))
-}
-
 /// Did a program move the bytes it was asked to?
 fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
     let wrong = format!("{what}: moved {bytes} bytes, expected {expected}");
     if bytes == expected { Ok(()) } else { Err(Error::failed(wrong)) }
-}
-
-/// One run of a variant at `placement`: pipespeed2t pins its writer and
-/// its reader itself (`--cpus A,B`).
-fn run_once(
-    v: &Variant,
-    count: u64,
-    block: u64,
-    placement: Placement,
-) -> Result<PipeRun> {
-    let cmd = v.command(count, block, placement.cpus());
-    spawn(v, cmd, count, block)
 }
 
 /// The limit memory copying sets: `copylimit` with options `o`
@@ -535,22 +509,14 @@ fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
 /// pipespeed2t's forms, each a condition: key, label and form.
 const FORMS: [(&str, &str, Form); 6] = [
     ("pipe", "pipespeed2t: pipe, threads", PIPE),
-    ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads", |o| TwoOptions {
-        pipe_size: Some(Size::mib(1)),
-        ..o
+    ("pipe-1M", "pipespeed2t: pipe of 1 MiB, threads", |o| {
+        o.pipe_size = Some(Size::mib(1));
     }),
-    ("fifo", "pipespeed2t: named pipe, threads", |o| TwoOptions { fifo: true, ..o }),
-    ("processes", "pipespeed2t: pipe, processes", |o| TwoOptions {
-        processes: true,
-        ..o
-    }),
-    ("socketpair", "pipespeed2t: socket pair, threads", |o| TwoOptions {
-        socketpair: true,
-        ..o
-    }),
-    ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer", |o| TwoOptions {
-        vmsplice: true,
-        ..o
+    ("fifo", "pipespeed2t: named pipe, threads", |o| o.fifo = true),
+    ("processes", "pipespeed2t: pipe, processes", |o| o.processes = true),
+    ("socketpair", "pipespeed2t: socket pair, threads", |o| o.socketpair = true),
+    ("vmsplice", "pipespeed2t: pipe, threads, vmsplice writer", |o| {
+        o.vmsplice = true;
     }),
 ];
 
@@ -561,8 +527,10 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Vec<Variant> {
     let pick = |default: Vec<u64>| {
         if args.blocks.is_empty() { default } else { args.blocks.clone() }
     };
+    // Beyond the article's list, for pipespeed2t: each power of two from
+    // 8 KiB to 1 MiB.
     let long: Vec<u64> =
-        ARTICLE_BLOCKS.iter().copied().chain(large_blocks()).collect();
+        ARTICLE_BLOCKS.iter().copied().chain((13..=20).map(|p| 1 << p)).collect();
     let fits = pick(ARTICLE_BLOCKS.to_vec()).into_iter().filter(|&b| b <= buffer);
     let one = ("pipespeed2", "pipespeed2 (one thread)");
     let mut all = vec![Variant::new(one, &bins[0], ONE, fits.collect())];
@@ -573,7 +541,7 @@ fn variants(args: &Args, bins: &[PathBuf], buffer: u64) -> Vec<Variant> {
             "pipe-1M" => long.iter().copied().filter(|&b| b >= 4096).collect(),
             _ => SAMPLE_BLOCKS.to_vec(),
         };
-        let line = Line::Two { form, c: false };
+        let line = Line { form: Some(form), c: false };
         all.push(Variant::new((key, label), &bins[1], line, pick(blocks)));
     }
     all
@@ -589,5 +557,5 @@ pub(crate) fn control_once(pipespeed2t: &Path, block: u64) -> Result<f64> {
     let (key, label, _) = FORMS[0];
     let v = Variant::new((key, label), pipespeed2t, TWO, vec![]);
     let count = count_for(block, false);
-    Ok(run_once(&v, count, block, Placement::Unpinned)?.0.mb_per_s)
+    Ok(v.run(count, block, None, None)?.0.mb_per_s)
 }

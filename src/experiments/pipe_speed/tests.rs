@@ -36,8 +36,12 @@ fn each_variant_runs_its_programs_words() {
             .enumerate()
     {
         let (key, label, form) = FORMS[i];
-        let v =
-            Variant::new((key, label), path, Line::Two { form, c: false }, vec![]);
+        let v = Variant::new(
+            (key, label),
+            path,
+            Line { form: Some(form), c: false },
+            vec![],
+        );
         assert_eq!(v.flags.join(" "), flags, "{key}");
         let pinned = format!("16 4096 --json {flags} --cpus 0,1");
         assert_eq!(
@@ -47,8 +51,8 @@ fn each_variant_runs_its_programs_words() {
         let unpinned = format!("16 4096 --json {flags}");
         assert_eq!(line(&v.command(16, 4096, None)), unpinned.trim_end());
     }
-    let [one, c, ct] =
-        [ONE, ONE.c(), TWO.c()].map(|l| Variant::new(("c", "c"), path, l, vec![]));
+    let [one, c, ct] = [ONE, Line { c: true, ..ONE }, Line { c: true, ..TWO }]
+        .map(|l| Variant::new(("c", "c"), path, l, vec![]));
     for v in [&one, &c, &ct] {
         assert!(v.flags.is_empty());
         assert_eq!(line(&v.command(50_000, 8, None)), "50000 8 --json");

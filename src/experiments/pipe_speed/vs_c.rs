@@ -12,7 +12,7 @@ use crate::table::{Table, col, range};
 use labkit::{Error, Result};
 use serde::Serialize;
 
-use super::{Args, ONE, TWO, Variant, pair_count, spawn};
+use super::{Args, Line, Variant, pair_count};
 
 /// A program against another at one placement and block: a Rust program
 /// against its C twin, or (the control) a C program against itself. The
@@ -38,7 +38,6 @@ const AGAIN: &str = "pipespeed2t.c, again";
 /// unpinned, at [`pair_count`] blocks unless `--count` says otherwise.
 pub(super) fn compare_with_c(
     args: &Args,
-    bins: &[PathBuf],
     variants: &[Variant],
     engine: &mut Engine,
 ) -> Result<Vec<Ratio>> {
@@ -46,17 +45,16 @@ pub(super) fn compare_with_c(
         .first()
         .ok_or_else(|| Error::failed("this process may run on no CPU"))?;
     let mut jobs = Vec::new();
-    for (rust, c, path, key, line) in [
-        ("pipespeed2", "pipespeed2.c", &bins[0], "pipespeed2", ONE),
-        ("pipespeed2t", "pipespeed2t.c", &bins[1], "pipe", TWO),
-    ] {
-        let blocks =
-            variants.iter().find(|v| v.key == key).map(|v| v.blocks.clone());
-        let program = |key, path: &PathBuf, line| {
-            Variant::new((key, key), path, line, blocks.clone().unwrap_or_default())
-        };
-        let c = program(c, &c_twin(rust)?, line.c());
-        jobs.push((program(rust, path, line), c.clone()));
+    // The grid's first two variants: pipespeed2, and pipespeed2t's plain pipe.
+    let twins = [("pipespeed2", "pipespeed2.c"), ("pipespeed2t", "pipespeed2t.c")];
+    for (v, (rust, c)) in variants.iter().zip(twins) {
+        let c = Variant::new(
+            (c, c),
+            &c_twin(rust)?,
+            Line { c: true, ..v.line },
+            v.blocks.clone(),
+        );
+        jobs.push((Variant { key: rust, label: rust, ..v.clone() }, c.clone()));
         // The control: the two-thread C program against itself, pairs of
         // one binary, which shows how far apart two runs of the same code
         // land.
@@ -83,13 +81,9 @@ pub(super) fn compare_with_c(
             ("block_bytes", block.into()),
             ("count", count.into()),
         ]);
+        let cpu = placement.cpus().map(|[c, _]| c);
         engine.measure(&at, &[first.key, second.key], |i| {
-            let v = [first, second][i];
-            let mut cmd = v.command(count, block, None);
-            if let Placement::OneCpu(cpu) = placement {
-                labkit::affinity::pin_command(&mut cmd, cpu)?;
-            }
-            spawn(v, cmd, count, block)
+            [first, second][i].run(count, block, None, cpu)
         })?;
         let ratios =
             engine.observations().paired(&at, first.key, second.key, "mb_per_s");
@@ -97,7 +91,7 @@ pub(super) fn compare_with_c(
             program: first.key,
             against: if second.key == AGAIN { first.key } else { second.key },
             placement: placement.name(),
-            cpu: placement.cpus().map(|[c, _]| c),
+            cpu,
             block_bytes: block,
             count,
             ratio: Summary::of_rounds(ratios.unwrap_or_default()),
