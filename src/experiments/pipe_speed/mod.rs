@@ -8,18 +8,13 @@
 //! article's programs printed it), the context switches come from `wait4`.
 //! At each block size the engine runs the conditions in turns, round after
 //! round, with the limit measured in the same rounds by the `copylimit`
-//! program (`pipespeed2t::copy`). The writer and the reader of
-//! `pipespeed2t` are two parties: each of its conditions runs at each
-//! placement (`--cpus A,B`): both on one CPU, one on each of two CPUs,
-//! and unpinned, which is what the article's figures (and the headline)
-//! are, and whose rounds may mix the other two.
+//! program (`pipespeed2t::copy`). Each condition of `pipespeed2t` (a writer
+//! and a reader) runs at each placement (`--cpus A,B`): both on one CPU,
+//! one on each of two, and unpinned, which is what the article's figures
+//! (and the headline) are, and whose rounds may mix the other two.
 //!
-//! The pipe ladder (`ladder`) then climbs from the article's write and read
-//! to a zero-copy pipe, rung by rung, beside the limit memory sets.
-//!
-//! `--vs-c` then compares `pipespeed2` and `pipespeed2t` with their C twins
-//! in pairs run back to back, twice: with every thread of both programs on
-//! one CPU, and unpinned.
+//! Then the pipe ladder ([`ladder`]) and, with `--vs-c`, the comparison
+//! with the C twins ([`vs_c`]).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -193,7 +188,6 @@ struct Variant {
     path: PathBuf,
     #[serde(skip)]
     blocks: Vec<u64>,
-    /// The program, and so its command line.
     #[serde(skip)]
     line: Line,
 }
@@ -491,11 +485,8 @@ fn copy_limit(copylimit: &Path, o: &copy::Options) -> Result<CopyReport> {
 
 /// The pipe as this kernel makes it, asked of pipespeed2 itself.
 fn pipe_facts(pipespeed2: &Path) -> Result<PipeFacts> {
-    let mut cmd = Command::new(pipespeed2);
-    cmd.args(
-        pipespeed2::Options { json: true, ..pipespeed2::Options::new(1, 1) }.args(),
-    );
-    let (printed, _) = run_json::<PipeReport>(cmd, "pipespeed2 1 1")?;
+    let one = Variant::new(("pipespeed2", ""), pipespeed2, ONE, Vec::new());
+    let PipeRun(printed, _) = one.run(1, 1, None, None)?;
     let max = std::fs::read_to_string("/proc/sys/fs/pipe-max-size")
         .ok()
         .and_then(|s| s.trim().parse().ok());

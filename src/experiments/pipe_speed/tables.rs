@@ -1,6 +1,8 @@
 //! The article-style tables, the headline and the charts of a run, made
 //! from the engine's observations.
 
+use std::collections::BTreeSet;
+
 use crate::chart::{Chart, Kind, Meaning};
 use crate::engine::{Observations, Placement, clusters, distribution, setting};
 use crate::report::Headline;
@@ -18,19 +20,10 @@ fn blocks(obs: Observations, key: &str, placement: &str) -> Vec<u64> {
     obs.levels(&at, key, "block_bytes")
 }
 
-/// `key`'s MB/s at `block` and `placement`.
+/// `key`'s MB/s at `block` and `placement`; its median is a cell's figure,
+/// and what the best block is judged by.
 fn rate(obs: Observations, key: &str, b: u64, placement: &str) -> Option<Summary> {
     obs.summary(&grid(b, placement), key, "mb_per_s")
-}
-
-/// Its median: a cell's figure, and what the best block is judged by.
-fn median_rate(
-    obs: Observations,
-    key: &str,
-    b: u64,
-    placement: &str,
-) -> Option<f64> {
-    obs.median(&grid(b, placement), key, "mb_per_s")
 }
 
 /// Rounds that fall in separate clusters (unpinned rounds that ran on one
@@ -60,7 +53,8 @@ fn peak_and_largest(
     placement: &str,
 ) -> (Option<u64>, Option<u64>) {
     let blocks = blocks(obs, key, placement);
-    let best = |b: &u64| median_rate(obs, key, *b, placement).unwrap_or(f64::NAN);
+    let best =
+        |b: &u64| rate(obs, key, *b, placement).map_or(f64::NAN, |r| r.median);
     let peak = blocks.iter().copied().max_by(|a, b| best(a).total_cmp(&best(b)));
     (peak, blocks.last().copied())
 }
@@ -69,11 +63,10 @@ fn peak_and_largest(
 /// rounds' clusters if they split.
 fn rate_at(obs: Observations, block: u64, placement: &str) -> String {
     let rounds = obs.rounds(&grid(block, placement), "pipe", "mb_per_s");
-    let split = rounds.as_deref().and_then(split);
-    let split =
-        split.map_or(String::new(), |s| format!(" (its rounds in clusters: {s})"));
-    let rate = sig(median_rate(obs, "pipe", block, placement).unwrap_or(f64::NAN));
-    format!("{rate} at {block}-byte blocks{split}")
+    let rounds = rounds.unwrap_or_default();
+    let split = split(&rounds)
+        .map_or(String::new(), |s| format!(" (its rounds in clusters: {s})"));
+    format!("{} at {block}-byte blocks{split}", sig(median(&rounds)))
 }
 
 /// Then and now, one thread, two threads, and the pipe by placement.
@@ -112,8 +105,8 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
         }
     }
     if let Some(largest) = largest {
-        let big = median_rate(obs, "pipe-1M", largest, "unpinned")
-            .map_or(String::new(), |m| format!("; {} with a 1 MiB pipe", sig(m)));
+        let big = rate(obs, "pipe-1M", largest, "unpinned").map(|r| sig(r.median));
+        let big = big.map_or(String::new(), |m| format!("; {m} with a 1 MiB pipe"));
         t.row(vec![
             "two threads, very large blocks, MB/s".into(),
             format!("about {ARTICLE_PLATEAU_2T_MB_S:.0} (plateau)"),
@@ -123,8 +116,8 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
     let ratios: Vec<f64> = blocks(obs, "fifo", "unpinned")
         .into_iter()
         .filter_map(|b| {
-            let rate = |key| median_rate(obs, key, b, "unpinned");
-            Some(rate("fifo")? / rate("pipe")?)
+            let median = |key| Some(rate(obs, key, b, "unpinned")?.median);
+            Some(median("fifo")? / median("pipe")?)
         })
         .collect();
     if let Some(r) = Summary::of(&ratios) {
@@ -152,8 +145,8 @@ fn then_and_now(d: &Data, obs: Observations) -> Table {
 
 /// The median rate as a share of the copy limit at its block size.
 fn of_limit(obs: Observations, key: &str, block: u64) -> String {
-    let share = median_rate(obs, key, block, "unpinned").zip(limit(obs, block));
-    share.map_or("-".into(), |(r, l)| format!("{:.1}%", 100.0 * r / l))
+    let share = rate(obs, key, block, "unpinned").zip(limit(obs, block));
+    share.map_or("-".into(), |(r, l)| format!("{:.1}%", 100.0 * r.median / l))
 }
 
 fn one_thread(obs: Observations) -> Table {
@@ -408,7 +401,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
         ),
     ] {
         let mut chart = mb_chart(title);
-        let mut all: Vec<u64> = Vec::new();
+        let mut all = BTreeSet::new();
         for &key in keys {
             let points = line(key, "unpinned");
             if !points.is_empty() {
@@ -416,8 +409,6 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
                 chart = chart.summaries(variant_kind(key), label(key), points);
             }
         }
-        all.sort_unstable();
-        all.dedup();
         let limits = all.iter().filter_map(|&b| Some((b as f64, limit(obs, b)?)));
         if !all.is_empty() {
             out.push((

@@ -36,12 +36,8 @@ fn each_variant_runs_its_programs_words() {
             .enumerate()
     {
         let (key, label, form) = FORMS[i];
-        let v = Variant::new(
-            (key, label),
-            path,
-            Line { form: Some(form), c: false },
-            vec![],
-        );
+        let two = Line { form: Some(form), c: false };
+        let v = Variant::new((key, label), path, two, vec![]);
         assert_eq!(v.flags.join(" "), flags, "{key}");
         let pinned = format!("16 4096 --json {flags} --cpus 0,1");
         assert_eq!(

@@ -100,6 +100,16 @@ pub(super) fn compare_with_c(
     Ok(out)
 }
 
+/// The ratios of the pair (program, against) at `placement`, by block.
+fn of<'a>(
+    ratios: &'a [Ratio],
+    (program, against): (&str, &str),
+    placement: &str,
+) -> impl Iterator<Item = &'a Ratio> {
+    let pair = (program, against, placement);
+    ratios.iter().filter(move |r| (r.program, r.against, r.placement) == pair)
+}
+
 /// The pairs, in the order measured, at `placement`: (program, against).
 fn pairs(ratios: &[Ratio], placement: &str) -> Vec<(&'static str, &'static str)> {
     let mut pairs = Vec::new();
@@ -122,12 +132,8 @@ pub(super) fn tables(ratios: &[Ratio]) -> Vec<Table> {
         if pairs.is_empty() {
             continue;
         }
-        let find = |(p, a): (&str, &str), b: u64| {
-            ratios.iter().find(|r| {
-                (r.program, r.against, r.placement, r.block_bytes)
-                    == (p, a, placement, b)
-            })
-        };
+        let find =
+            |pair, b| of(ratios, pair, placement).find(|r| r.block_bytes == b);
         let mut columns = vec![col("block (bytes)", |b: &u64| b.to_string())];
         for &pair in &pairs {
             columns.push(col(pair_name(pair), move |b: &u64| {
@@ -221,12 +227,7 @@ pub(super) fn chart(ratios: &[Ratio]) -> Option<(String, Chart)> {
     .guide(1.05, "within 5% (0.95-1.05)");
     for placement in ["one-cpu", "unpinned"] {
         for pair @ (program, against) in pairs(ratios, placement) {
-            let points = ratios
-                .iter()
-                .filter(|r| {
-                    (r.program, r.against, r.placement)
-                        == (program, against, placement)
-                })
+            let points = of(ratios, pair, placement)
                 .map(|r| (r.block_bytes as f64, &r.ratio));
             // The pair's program (the control: a program against itself), on
             // one CPU; unpinned is the second form.

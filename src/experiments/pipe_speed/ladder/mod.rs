@@ -179,6 +179,12 @@ struct RungInfo {
 }
 
 impl RungInfo {
+    /// "3. vmsplice + read": its number and label, as the tables and the
+    /// chart name it.
+    fn title(&self) -> String {
+        format!("{}. {}", self.rung, self.label)
+    }
+
     /// `rung` as it ran: with the big pipe `big` bytes, its ring on
     /// `ring_pages`.
     fn new(r: &Rung, big: u64, ring_pages: Vec<String>) -> RungInfo {
@@ -431,16 +437,13 @@ fn goals(rows: &[Row]) -> Goals {
         .iter()
         .filter(|r| r.verified && (KIB_64..=1 << 20).contains(&r.block))
         .max_by(|a, b| a.fraction_of_memcpy.total_cmp(&b.fraction_of_memcpy));
-    let at_64k = |pick: &dyn Fn(&Row) -> bool| {
-        rows.iter()
-            .filter(|r| r.block == KIB_64 && r.verified && pick(r))
-            .map(|r| r.mb.median)
-            .reduce(f64::max)
+    // The best verified rate at 64 KiB, of every rung or of rung 1.
+    let at_64k = |rung: Option<u32>| {
+        let here = rows.iter().filter(|r| r.block == KIB_64 && r.verified);
+        let here = here.filter(|r| rung.is_none_or(|k| r.rung.rung == k));
+        here.map(|r| r.mb.median).reduce(f64::max)
     };
-    let gain = match (at_64k(&|_| true), at_64k(&|r| r.rung.rung == 1)) {
-        (Some(best), Some(first)) => Some(best / first),
-        _ => None,
-    };
+    let gain = at_64k(None).zip(at_64k(Some(1))).map(|(best, first)| best / first);
     Goals {
         half_of_memcpy: best.map(|b| b.fraction_of_memcpy >= 0.5),
         best_verified: best.map(|b| Best {

@@ -24,7 +24,7 @@ pub(in crate::experiments::pipe_speed) fn tables(
         "The pipe ladder: what each rung takes away",
         &l.rungs,
         &[
-            col("rung", |r: &RungInfo| format!("{}. {}", r.rung, r.label)),
+            col("rung", RungInfo::title),
             col("what it takes away", |r: &RungInfo| r.removes.to_string()),
             col(format!("gain at {}", format_size(middle)), |r: &RungInfo| {
                 match (at(r.rung, middle), at(r.rung.wrapping_sub(1), middle)) {
@@ -41,8 +41,7 @@ pub(in crate::experiments::pipe_speed) fn tables(
          (and 6) check every block's sequence number and checksum inside the timed \
          loop; rung 5 checks nothing (it moves page references to /dev/null).",
     );
-    let mut columns =
-        vec![col("rung", |r: &RungInfo| format!("{}. {}", r.rung, r.label))];
+    let mut columns = vec![col("rung", RungInfo::title)];
     for &block in &l.blocks {
         columns.push(col(format_size(block), move |r: &RungInfo| {
             at(r.rung, block).map_or("-".into(), |x| {
@@ -125,7 +124,7 @@ pub(in crate::experiments::pipe_speed) fn tables(
         format!("Where the time goes, per {} block (medians)", format_size(middle)),
         &profile,
         &[
-            col("rung", |x: &&Row| format!("{}. {}", x.rung.rung, x.rung.label)),
+            col("rung", |x: &&Row| x.rung.title()),
             col("writer calls", per(0, 2)),
             col("reader calls", per(1, 2)),
             col("page faults", per(2, 3)),
@@ -181,7 +180,7 @@ pub(in crate::experiments::pipe_speed) fn chart(
         let points = rows.iter().filter(|x| x.rung.rung == r.rung);
         chart = chart.summaries(
             rung_kind(r),
-            &format!("{}. {}", r.rung, r.label),
+            &r.title(),
             points.map(|x| (x.block as f64, x.mb)),
         );
     }
