@@ -380,11 +380,21 @@ struct Row<'a> {
     verified: bool,
     fraction_of_memcpy: f64,
     fraction_of_dram: f64,
-    /// Per block moved, medians of the rounds: writer and reader calls,
-    /// page faults, switches, CPU s per GB, CPUs busy; then the working set.
+    /// Per block moved, medians of the rounds: [`PROFILE`]'s metrics.
     per_block: [f64; 6],
     working_set: f64,
 }
+
+/// Where the time goes, per block moved: each metric, as the profile table
+/// heads it and with its digits there.
+const PROFILE: [(&str, &str, usize); 6] = [
+    ("writer_calls_per_block", "writer calls", 2),
+    ("reader_calls_per_block", "reader calls", 2),
+    ("minor_faults_per_block", "page faults", 3),
+    ("switches_per_block", "context switches", 2),
+    ("cpu_s_per_gb", "CPU s per GB", 3),
+    ("cpus_busy", "CPUs busy", 2),
+];
 
 /// The DRAM copy's MB/s over the rounds, if it ran.
 fn dram(obs: Observations) -> Option<Summary> {
@@ -401,13 +411,10 @@ fn rows<'a>(
     let mut rows = Vec::new();
     for &block in blocks {
         for rung in rungs {
-            let med =
-                |m| obs.median(&at(block), &name(rung.rung), m).unwrap_or(f64::NAN);
-            let Some(mb) = obs.summary(&at(block), &name(rung.rung), "mb_per_s")
-            else {
-                continue;
-            };
-            let all = obs.summary(&at(block), &name(rung.rung), "verified");
+            let (here, key) = (at(block), name(rung.rung));
+            let med = |m| obs.median(&here, &key, m).unwrap_or(f64::NAN);
+            let Some(mb) = obs.summary(&here, &key, "mb_per_s") else { continue };
+            let all = obs.summary(&here, &key, "verified");
             rows.push(Row {
                 rung,
                 block,
@@ -415,15 +422,7 @@ fn rows<'a>(
                 verified: rung.verified && all.is_some_and(|v| v.min == 1.0),
                 fraction_of_memcpy: mb.median / med("copy_mb_per_s"),
                 fraction_of_dram: mb.median / dram,
-                per_block: [
-                    "writer_calls_per_block",
-                    "reader_calls_per_block",
-                    "minor_faults_per_block",
-                    "switches_per_block",
-                    "cpu_s_per_gb",
-                    "cpus_busy",
-                ]
-                .map(med),
+                per_block: PROFILE.map(|(metric, ..)| med(metric)),
                 working_set: med("working_set_bytes"),
                 mb,
             });

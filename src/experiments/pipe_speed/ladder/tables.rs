@@ -6,7 +6,7 @@ use crate::table::{Table, col, percent, range, sig};
 use labkit::limits::format_size;
 use pipespeed2t::ladder::Method;
 
-use super::{KIB_64, Ladder, Row, RungInfo, dram, rows};
+use super::{KIB_64, Ladder, PROFILE, Row, RungInfo, dram, rows};
 
 /// The ladder's tables: the climb, the limits, and where the time goes.
 pub(in crate::experiments::pipe_speed) fn tables(
@@ -27,12 +27,10 @@ pub(in crate::experiments::pipe_speed) fn tables(
             col("rung", RungInfo::title),
             col("what it takes away", |r: &RungInfo| r.removes.to_string()),
             col(format!("gain at {}", format_size(middle)), |r: &RungInfo| {
-                match (at(r.rung, middle), at(r.rung.wrapping_sub(1), middle)) {
-                    (Some(x), Some(before)) => {
-                        format!("{:.2}x", x.mb.median / before.mb.median)
-                    }
-                    _ => "-".into(),
-                }
+                let (x, before) =
+                    (at(r.rung, middle), at(r.rung.wrapping_sub(1), middle));
+                let gain = x.zip(before).map(|(x, b)| x.mb.median / b.mb.median);
+                gain.map_or("-".into(), |g| format!("{g:.2}x"))
             }),
         ],
     )
@@ -117,21 +115,16 @@ pub(in crate::experiments::pipe_speed) fn tables(
     });
 
     let profile: Vec<&Row> = rows.iter().filter(|x| x.block == middle).collect();
-    let per = |i: usize, digits: usize| {
-        move |x: &&Row| format!("{:.digits$}", x.per_block[i])
-    };
+    let mut columns = vec![col("rung", |x: &&Row| x.rung.title())];
+    for (i, (_, header, digits)) in PROFILE.into_iter().enumerate() {
+        columns.push(col(header, move |x: &&Row| {
+            format!("{:.digits$}", x.per_block[i])
+        }));
+    }
     let profile = Table::of(
         format!("Where the time goes, per {} block (medians)", format_size(middle)),
         &profile,
-        &[
-            col("rung", |x: &&Row| x.rung.title()),
-            col("writer calls", per(0, 2)),
-            col("reader calls", per(1, 2)),
-            col("page faults", per(2, 3)),
-            col("context switches", per(3, 2)),
-            col("CPU s per GB", per(4, 3)),
-            col("CPUs busy", per(5, 2)),
-        ],
+        &columns,
     )
     .noted(
         "Calls: the write or vmsplice calls of the writer's loop and the read or splice \
