@@ -20,8 +20,7 @@ fn counts_follow_the_article() {
 
 /// A command's words after the program, as one string.
 fn line(cmd: &Command) -> String {
-    let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
-    args.join(" ")
+    words(&cmd.get_args().map(Into::into).collect::<Vec<_>>())
 }
 
 /// The words the reference results were measured with: each form's flags
