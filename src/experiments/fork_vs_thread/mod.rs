@@ -1,5 +1,5 @@
-//! `lab run fork-vs-thread`: `fork.c` against `thread.c` (Zhou Li et al.,
-//! after Zhou Li et al.). N workers each print COUNT lines to stdout and to
+//! `lab run fork-vs-thread`: `fork.c` against `thread.c` (Zhou Li et al.).
+//! N workers each print COUNT lines to stdout and to
 //! a shared log; the programs are timed from outside like `time ./fork`,
 //! six rounds per setting by default. The tables and charts: [`tables`].
 
@@ -100,23 +100,19 @@ enum Axis {
     None,
 }
 
+/// A grid as the results name it (its settings aside: its points are the
+/// series whose `grid` is its name).
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(rename = "GridInfo")]
 struct Grid {
     name: &'static str,
-    title: String,
+    title: &'static str,
     axis: Axis,
-    settings: Vec<Setting>,
     /// Each run made this many times a round, the quickest kept
     /// ([`Engine::best_of`]).
     best_of: usize,
-}
-
-fn grid(
-    name: &'static str,
-    title: &str,
-    axis: Axis,
+    #[serde(skip)]
     settings: Vec<Setting>,
-) -> Grid {
-    Grid { name, title: title.to_string(), axis, settings, best_of: 1 }
 }
 
 fn set(procs: u32, count: u64, line_bytes: Option<u64>) -> Setting {
@@ -139,29 +135,26 @@ fn article_grids(full: bool) -> Vec<Grid> {
     // the quicker of two, a pass over the grid apart.
     vec![
         Grid {
+            name: "count",
+            title: "1. P = 255 workers, COUNT lines each",
+            axis: Axis::Count,
             best_of: 2,
-            ..grid(
-                "count",
-                "1. P = 255 workers, COUNT lines each",
-                Axis::Count,
-                counts.iter().map(|&c| set(255, c, None)).collect(),
-            )
+            settings: counts.iter().map(|&c| set(255, c, None)).collect(),
         },
         Grid {
+            name: "workers",
+            title: "2. P workers, COUNT = 1000 lines each",
+            axis: Axis::Workers,
             best_of: 2,
-            ..grid(
-                "workers",
-                "2. P workers, COUNT = 1000 lines each",
-                Axis::Workers,
-                workers.iter().map(|&p| set(p as u32, 1000, None)).collect(),
-            )
+            settings: workers.iter().map(|&p| set(p as u32, 1000, None)).collect(),
         },
-        grid(
-            "long-lines",
-            "3. P = 255 workers, COUNT lines of 256 bytes",
-            Axis::Count,
-            long.iter().map(|&c| set(255, c, Some(256))).collect(),
-        ),
+        Grid {
+            name: "long-lines",
+            title: "3. P = 255 workers, COUNT lines of 256 bytes",
+            axis: Axis::Count,
+            best_of: 1,
+            settings: long.iter().map(|&c| set(255, c, Some(256))).collect(),
+        },
     ]
 }
 
@@ -181,50 +174,10 @@ struct Program {
 /// crate's `Options::args`, or `c_args` for a C original.
 type Words = fn(u32, Workload) -> Vec<OsString>;
 
-impl Program {
-    fn command(&self, s: &Setting, log: &Path) -> Command {
-        let work = Workload {
-            count: s.count,
-            log: log.to_path_buf(),
-            line: s.line_bytes,
-            json: false,
-        };
-        let mut cmd = Command::new(&self.path);
-        cmd.args((self.args)(s.procs, work));
-        cmd
-    }
-}
-
-/// `fork`'s command line ([`fork::Options`]).
-fn fork_args(procs: u32, work: Workload) -> Vec<OsString> {
-    fork::Options { procs, work }.args()
-}
-
-/// `thread`'s command line ([`thread::Options`]), with glibc's default
-/// stack.
-fn thread_args(threads: u32, work: Workload) -> Vec<OsString> {
-    thread::Options { threads, stack_size: None, work }.args()
-}
-
-/// `fork.c`'s positional command line ([`fork::Options::c_args`]).
-fn fork_c_args(procs: u32, work: Workload) -> Vec<OsString> {
-    fork::Options { procs, work }.c_args()
-}
-
-/// `thread.c`'s positional command line ([`thread::Options::c_args`]).
-fn thread_c_args(threads: u32, work: Workload) -> Vec<OsString> {
-    thread::Options { threads, stack_size: None, work }.c_args()
-}
-
-/// A grid as the results name it; its points are the series whose
-/// `grid` is its name.
-#[derive(Serialize, schemars::JsonSchema)]
-struct GridInfo {
-    name: &'static str,
-    title: String,
-    axis: Axis,
-    /// Each run the quickest of this many made in its round.
-    best_of: usize,
+/// The Rust `fork` program ([`fork::Options`]).
+fn fork(path: &Path) -> Program {
+    let args: Words = |procs, work| fork::Options { procs, work }.args();
+    Program { label: "fork", path: path.to_path_buf(), rust: true, args }
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -232,7 +185,7 @@ struct Data {
     rounds: u32,
     full: bool,
     stdout: &'static str,
-    grids: Vec<GridInfo>,
+    grids: Vec<Grid>,
     /// Each program at each setting (`grid`, `procs`, `count`, and
     /// `line_bytes` where set): wall and CPU seconds, switches, RSS.
     series: Vec<Series>,
@@ -269,7 +222,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
             .iter()
             .flat_map(|&p| args.counts.iter().map(move |&c| set(p, c, args.line)))
             .collect();
-        vec![grid("custom", "P workers, COUNT lines each", axis, settings)]
+        let title = "P workers, COUNT lines each";
+        vec![Grid { name: "custom", title, axis, best_of: 1, settings }]
     };
     let programs = programs(args.vs_c)?;
     let labels: Vec<&str> = programs.iter().map(|p| p.label).collect();
@@ -296,15 +250,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         rounds: args.common.rounds,
         full: args.common.full,
         stdout: if args.console { "terminal" } else { "/dev/null" },
-        grids: grids
-            .iter()
-            .map(|g| GridInfo {
-                name: g.name,
-                title: g.title.clone(),
-                axis: g.axis,
-                best_of: g.best_of,
-            })
-            .collect(),
+        grids,
         series: obs.series(),
     };
     let report = Report {
@@ -321,25 +267,21 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
 
 fn programs(vs_c: bool) -> Result<Vec<Program>> {
     let bins = crate::bins::programs(&["fork", "thread"])?;
-    let mut list = vec![
-        Program {
-            label: "fork",
-            path: bins[0].clone(),
-            rust: true,
-            args: fork_args,
-        },
-        Program {
-            label: "thread",
-            path: bins[1].clone(),
-            rust: true,
-            args: thread_args,
-        },
-    ];
+    // thread with glibc's default stack, as thread.c.
+    let args: Words =
+        |threads, work| thread::Options { threads, stack_size: None, work }.args();
+    let thread =
+        Program { label: "thread", path: bins[1].clone(), rust: true, args };
+    let mut list = vec![fork(&bins[0]), thread];
     if vs_c {
         let root = crate::checkout::sources();
         let c: [(_, _, Words); 2] = [
-            ("fork.c", "crates/fork/c/fork.c", fork_c_args),
-            ("thread.c", "crates/thread/c/thread.c", thread_c_args),
+            ("fork.c", "crates/fork/c/fork.c", |procs, work| {
+                fork::Options { procs, work }.c_args()
+            }),
+            ("thread.c", "crates/thread/c/thread.c", |threads, work| {
+                thread::Options { threads, stack_size: None, work }.c_args()
+            }),
         ];
         for (label, source, args) in c {
             let name = label.replace('.', "-");
@@ -357,8 +299,14 @@ fn run_once(program: &Program, s: &Setting, console: bool) -> Result<Usage> {
     let dir = labkit::cleanup::tempdir("lab-fork-vs-thread-")
         .map_err(|e| Error::io("cannot create a temporary directory", e))?;
     let log = dir.path().join("logFile.log");
-    let mut cmd = program.command(s, &log);
-    cmd.stdin(Stdio::null());
+    let work = Workload {
+        count: s.count,
+        log: log.clone(),
+        line: s.line_bytes,
+        json: false,
+    };
+    let mut cmd = Command::new(&program.path);
+    cmd.args((program.args)(s.procs, work)).stdin(Stdio::null());
     if !console {
         cmd.stdout(Stdio::null());
     }
@@ -395,13 +343,7 @@ fn check_c_log(data: &[u8], text_len: usize, s: &Setting) -> Result<(), String> 
 /// One `time ./fork` of `procs` workers printing `count` lines each: wall
 /// seconds. The controls run it against itself.
 pub(crate) fn control_once(fork: &Path, procs: u32, count: u64) -> Result<f64> {
-    let p = Program {
-        label: "fork",
-        path: fork.to_path_buf(),
-        rust: true,
-        args: fork_args,
-    };
-    Ok(run_once(&p, &set(procs, count, None), false)?.wall_s)
+    Ok(run_once(&self::fork(fork), &set(procs, count, None), false)?.wall_s)
 }
 
 #[cfg(test)]

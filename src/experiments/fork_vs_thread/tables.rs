@@ -3,7 +3,7 @@
 
 use crate::chart::{Chart, Meaning};
 use crate::engine::Observations;
-use crate::report::{Headline, HeadlineBuilder};
+use crate::report::Headline;
 use crate::table::{Table, col, or_dash, range_or_dash};
 
 use super::{Axis, Grid, Setting};
@@ -41,86 +41,71 @@ fn slope_ratio(obs: Observations, g: &Grid, program: &str, k: usize) -> Option<f
 /// largest COUNT, paired per round, and how straight time grows with P.
 pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
     let mut h = crate::report::headline();
-    for (fork, thread, suffix) in
-        [("fork", "thread", ""), ("fork.c", "thread.c", "_c")]
-    {
-        h = pair(h, grids, obs, [fork, thread], suffix);
-    }
-    h.build()
-}
-
-/// [`headline`]'s figures for one pair of programs, its keys ending in
-/// `suffix`.
-fn pair(
-    h: HeadlineBuilder,
-    grids: &[Grid],
-    obs: Observations,
-    [fork, thread]: [&str; 2],
-    suffix: &str,
-) -> HeadlineBuilder {
-    let points: Vec<(&Grid, &Setting)> =
-        grids.iter().flat_map(|g| g.settings.iter().map(move |s| (g, s))).collect();
-    let ratios: Vec<Vec<f64>> = points
-        .iter()
-        .filter_map(|(g, s)| obs.paired(&s.factors(g.name), fork, thread, "wall_s"))
-        .collect();
-    let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
-    // Round k ran every setting: the median of that round's pairs.
-    let every = crate::stats::round_medians(&ratios);
     let count = grids.iter().find(|g| g.name == "count");
     let last =
         count.and_then(|g| Some((g, g.settings.iter().max_by_key(|s| s.count)?)));
     let workers = grids.iter().find(|g| g.name == "workers");
-    let bend = |program: &str| -> Option<Vec<f64>> {
-        let g = workers?;
-        (0..rounds).map(|k| slope_ratio(obs, g, program, k)).collect()
-    };
-    // The program further from a straight line, in each round.
-    let worse = bend(fork).zip(bend(thread)).map(|(f, t)| {
-        f.into_iter()
-            .zip(t)
-            .map(|(f, t)| if f.ln().abs() >= t.ln().abs() { f } else { t })
-            .collect::<Vec<f64>>()
-    });
-    let key = |k: &str| format!("{k}{suffix}");
-    h.rounds(
-        &key("fork_over_thread"),
-        &format!(
-            "{fork}'s time over {thread}'s: each round's median over every setting"
-        ),
-        every,
-        "x",
-    )
-    .paired(
-        &key("fork_over_thread_at_largest_count"),
-        &format!(
-            "{fork}'s time over {thread}'s at P = 255, COUNT = {}",
-            last.map_or(0, |(_, s)| s.count)
-        ),
-        last.and_then(|(g, s)| walls(obs, g, s, fork)),
-        last.and_then(|(g, s)| walls(obs, g, s, thread)),
-    )
-    .rounds(
-        &key("workers_slope_ratio"),
-        &format!(
-            "{fork} and {thread}, time against P: the upper half's slope over the \
-             lower half's, the program further from 1"
-        ),
-        worse,
-        "x",
-    )
-    .rounds(
-        &key("workers_slope_ratio_fork"),
-        &format!("{fork}: the upper half's slope over the lower half's"),
-        bend(fork),
-        "x",
-    )
-    .rounds(
-        &key("workers_slope_ratio_thread"),
-        &format!("{thread}: the upper half's slope over the lower half's"),
-        bend(thread),
-        "x",
-    )
+    for (fork, thread, suffix) in
+        [("fork", "thread", ""), ("fork.c", "thread.c", "_c")]
+    {
+        let ratios: Vec<Vec<f64>> = grids
+            .iter()
+            .flat_map(|g| g.settings.iter().map(move |s| (g, s)))
+            .filter_map(|(g, s)| {
+                obs.paired(&s.factors(g.name), fork, thread, "wall_s")
+            })
+            .collect();
+        let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
+        let bend = |program: &str| -> Option<Vec<f64>> {
+            let g = workers?;
+            (0..rounds).map(|k| slope_ratio(obs, g, program, k)).collect()
+        };
+        // The program further from a straight line, in each round.
+        let worse = bend(fork).zip(bend(thread)).map(|(f, t)| {
+            f.into_iter()
+                .zip(t)
+                .map(|(f, t)| if f.ln().abs() >= t.ln().abs() { f } else { t })
+                .collect::<Vec<f64>>()
+        });
+        let key = |k: &str| format!("{k}{suffix}");
+        h = h
+            .rounds(
+                &key("fork_over_thread"),
+                &format!(
+                    "{fork}'s time over {thread}'s: each round's median over every setting"
+                ),
+                // Round k ran every setting: the median of that round's pairs.
+                crate::stats::round_medians(&ratios),
+                "x",
+            )
+            .paired(
+                &key("fork_over_thread_at_largest_count"),
+                &format!(
+                    "{fork}'s time over {thread}'s at P = 255, COUNT = {}",
+                    last.map_or(0, |(_, s)| s.count)
+                ),
+                last.and_then(|(g, s)| walls(obs, g, s, fork)),
+                last.and_then(|(g, s)| walls(obs, g, s, thread)),
+            )
+            .rounds(
+                &key("workers_slope_ratio"),
+                &format!(
+                    "{fork} and {thread}, time against P: the upper half's slope over \
+                     the lower half's, the program further from 1"
+                ),
+                worse,
+                "x",
+            );
+        for (role, p) in [("fork", fork), ("thread", thread)] {
+            h = h.rounds(
+                &key(&format!("workers_slope_ratio_{role}")),
+                &format!("{p}: the upper half's slope over the lower half's"),
+                bend(p),
+                "x",
+            );
+        }
+    }
+    h.build()
 }
 
 /// The grid's table: the setting, the paired ratios the chapter quotes and
@@ -131,14 +116,13 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
     let pairs = [("fork", "thread"), ("fork", "fork.c"), ("thread", "thread.c")];
     let with_c = programs.len() > 2;
     let pairs = &pairs[..if with_c { 3 } else { 1 }];
-    let mut ratios = vec![
-        col("P", |s: &Setting| s.procs.to_string()),
-        col("COUNT", |s: &Setting| s.count.to_string()),
-    ];
-    let mut times = vec![
-        col("P", |s: &Setting| s.procs.to_string()),
-        col("COUNT", |s: &Setting| s.count.to_string()),
-    ];
+    let setting = || {
+        vec![
+            col("P", |s: &Setting| s.procs.to_string()),
+            col("COUNT", |s: &Setting| s.count.to_string()),
+        ]
+    };
+    let (mut ratios, mut times) = (setting(), setting());
     for &(a, b) in pairs {
         ratios.push(col(format!("{a}/{b}"), move |s: &Setting| {
             let r = obs.paired(&s.factors(g.name), a, b, "wall_s");
@@ -150,14 +134,11 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
             range_or_dash(obs.summary(&s.factors(g.name), p, "wall_s"), 3)
         }));
     }
-    let best = if g.best_of > 1 {
-        format!(
-            " Each round's time is the quickest of {} runs, a pass over the grid apart.",
-            g.best_of
-        )
-    } else {
-        String::new()
-    };
+    let best = (g.best_of > 1).then(|| {
+        let n = g.best_of;
+        format!(" Each round's time is the quickest of {n} runs, a pass over the grid apart.")
+    });
+    let best = best.unwrap_or_default();
     let ratio_note = format!(
         "Ratios: median over the rounds of one program's time over the other's in \
          the same round.{best}"
@@ -168,7 +149,7 @@ pub(super) fn tables(g: &Grid, programs: &[&str], obs: Observations) -> Vec<Tabl
     );
     if !with_c {
         ratios.extend(times.drain(2..));
-        let t = Table::of(&g.title, &g.settings, &ratios);
+        let t = Table::of(g.title, &g.settings, &ratios);
         return vec![t.noted(format!("{ratio_note} {time_note}"))];
     }
     vec![
@@ -199,7 +180,7 @@ pub(super) fn chart(
     let mut chart = Chart {
         log_x: true,
         log_y: true,
-        ..Chart::new(&g.title, x_label, "seconds (median, band: min-max; log scale)")
+        ..Chart::new(g.title, x_label, "seconds (median, band: min-max; log scale)")
     };
     for p in programs {
         let points = g.settings.iter().filter_map(|s| {
@@ -232,7 +213,7 @@ mod tests {
         ];
         let g = Grid {
             name: "workers",
-            title: "2. P workers".into(),
+            title: "2. P workers",
             axis: Axis::Workers,
             settings: walls
                 .iter()
