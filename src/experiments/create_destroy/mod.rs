@@ -174,27 +174,27 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
             .collect(),
         programs,
     };
-    let (headline, tables) =
-        (tables::headline(&data, obs), tables::tables(&data, obs));
-    let (charts, bars) = (tables::charts(&data, obs), tables::bars(&data, obs));
-    let report = Report {
+    Report {
         header: Header::new(EXPERIMENT.name),
-        headline,
-        tables,
-        charts,
-        files: vec![("create-destroy.svg".into(), bars)],
+        headline: tables::headline(&data, obs),
+        tables: tables::tables(&data, obs),
+        charts: tables::charts(&data, obs),
+        files: vec![("create-destroy.svg".into(), tables::bars(&data, obs))],
         observations: engine.finish(),
         data,
-    };
-    report.publish(&args.common, &out)
+    }
+    .publish(&args.common, &out)
 }
 
 /// One run of the article's process loop (`forkcreat -n N --reap sigchld`):
 /// microseconds per create and destroy. The controls run it against
 /// itself.
 pub(crate) fn control_once(forkcreat: &std::path::Path, n: u64) -> Result<f64> {
-    let args = run::forkcreat(n, Reap::Sigchld).args();
-    let l =
-        run::Loop::new("forkcreat --reap sigchld", run::Kind::Fork, forkcreat, args);
+    let l = run::Loop {
+        label: "forkcreat --reap sigchld".into(),
+        path: forkcreat.into(),
+        args: run::forkcreat(n, Reap::Sigchld).args(),
+        kind: run::Kind::Fork,
+    };
     Ok(run::run_loop(&l)?.0.us_per_create.expect("run_loop checks it"))
 }

@@ -38,7 +38,7 @@ impl Observed for creattime::Report {
 }
 
 /// Which report a loop program prints.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy)]
 pub(super) enum Kind {
     /// `forkcreat` or `forkcreat.c`: [`forkcreat::Report`].
     Fork,
@@ -52,22 +52,11 @@ pub(super) struct Loop {
     /// ` (C)`, or ` (C, Rust's mappings)` for forkcreat.c linked with
     /// rust_image.c.
     pub label: String,
-    path: PathBuf,
+    pub path: PathBuf,
     /// Its command line, `--json` included: the program crate's
     /// `Options::args` (or `c_args` for a C twin).
-    args: Vec<OsString>,
-    kind: Kind,
-}
-
-impl Loop {
-    pub(super) fn new(
-        label: impl Into<String>,
-        kind: Kind,
-        path: &Path,
-        args: Vec<OsString>,
-    ) -> Loop {
-        Loop { label: label.into(), path: path.into(), args, kind }
-    }
+    pub args: Vec<OsString>,
+    pub kind: Kind,
 }
 
 /// forkcreat's loop of `n` creations reaped by `reap`, printing JSON.
@@ -110,24 +99,17 @@ pub(super) fn loops(
     modes: &[Reap],
 ) -> Vec<Loop> {
     let mut list = Vec::new();
+    let mut add = |label: String, kind, path: &Path, args| {
+        list.push(Loop { label, path: path.into(), args, kind });
+    };
     for &mode in modes {
         let (label, o) =
             (format!("forkcreat --reap {}", mode.name()), forkcreat(n, mode));
-        list.push(Loop::new(&label, Kind::Fork, &bins[0], o.args()));
+        add(label.clone(), Kind::Fork, &bins[0], o.args());
         if let Some(c) = c {
-            let mappings = format!("{label} (C, Rust's mappings)");
-            list.push(Loop::new(
-                format!("{label} (C)"),
-                Kind::Fork,
-                &c.forkcreat,
-                o.c_args(),
-            ));
-            list.push(Loop::new(
-                mappings,
-                Kind::Fork,
-                &c.forkcreat_image,
-                o.c_args(),
-            ));
+            add(format!("{label} (C)"), Kind::Fork, &c.forkcreat, o.c_args());
+            let image = format!("{label} (C, Rust's mappings)");
+            add(image, Kind::Fork, &c.forkcreat_image, o.c_args());
         }
     }
     let o = pthreadcreat::Options {
@@ -136,14 +118,9 @@ pub(super) fn loops(
         api: pthreadcreat::Api::Pthread,
         json: true,
     };
-    list.push(Loop::new("pthreadcreat", Kind::Thread, &bins[1], o.args()));
+    add("pthreadcreat".into(), Kind::Thread, &bins[1], o.args());
     if let Some(c) = c {
-        list.push(Loop::new(
-            "pthreadcreat (C)",
-            Kind::Thread,
-            &c.pthreadcreat,
-            o.c_args(),
-        ));
+        add("pthreadcreat (C)".into(), Kind::Thread, &c.pthreadcreat, o.c_args());
     }
     list
 }
@@ -242,8 +219,8 @@ mod tests {
     use super::*;
 
     /// Each loop's label and command line, as text.
-    fn lines(list: &[Loop]) -> Vec<(String, String)> {
-        list.iter().map(|l| (l.label.clone(), words(&l.args))).collect()
+    fn lines(list: &[Loop]) -> Vec<String> {
+        list.iter().map(|l| format!("{}: {}", l.label, words(&l.args))).collect()
     }
 
     /// The command lines the reference results were measured with.
@@ -257,24 +234,17 @@ mod tests {
             creattime: "creattime-c".into(),
         };
         let article = loops(&bins, Some(&c), 4000, &[Reap::Sigchld, Reap::Wait]);
-        let line = |label: &str, args: &str| (label.to_string(), args.to_string());
         assert_eq!(
             lines(&article),
             [
-                line("forkcreat --reap sigchld", "-n 4000 --reap sigchld --json"),
-                line("forkcreat --reap sigchld (C)", "4000 sigchld --json"),
-                line(
-                    "forkcreat --reap sigchld (C, Rust's mappings)",
-                    "4000 sigchld --json"
-                ),
-                line("forkcreat --reap wait", "-n 4000 --reap wait --json"),
-                line("forkcreat --reap wait (C)", "4000 wait --json"),
-                line(
-                    "forkcreat --reap wait (C, Rust's mappings)",
-                    "4000 wait --json"
-                ),
-                line("pthreadcreat", "-n 4000 --json"),
-                line("pthreadcreat (C)", "4000 --json"),
+                "forkcreat --reap sigchld: -n 4000 --reap sigchld --json",
+                "forkcreat --reap sigchld (C): 4000 sigchld --json",
+                "forkcreat --reap sigchld (C, Rust's mappings): 4000 sigchld --json",
+                "forkcreat --reap wait: -n 4000 --reap wait --json",
+                "forkcreat --reap wait (C): 4000 wait --json",
+                "forkcreat --reap wait (C, Rust's mappings): 4000 wait --json",
+                "pthreadcreat: -n 4000 --json",
+                "pthreadcreat (C): 4000 --json",
             ]
         );
         assert_eq!(article[2].path, c.forkcreat_image);
@@ -282,8 +252,8 @@ mod tests {
         assert_eq!(
             lines(&lecture),
             [
-                line("forkcreat --reap wait", "-n 2000 --reap wait --json"),
-                line("pthreadcreat", "-n 2000 --json"),
+                "forkcreat --reap wait: -n 2000 --reap wait --json",
+                "pthreadcreat: -n 2000 --json"
             ]
         );
     }

@@ -15,19 +15,6 @@ const THREAD: &str = "pthreadcreat";
 const CREATTIME: &str = "creattime";
 const CREATTIME_C: &str = "creattime (C)";
 
-/// The labels of the headline's figures of the article's loops and the
-/// lecture's: a process, a thread, their paired ratio.
-const ARTICLE: [&str; 3] = [
-    "forkcreat: one process created and reaped",
-    "pthreadcreat: one thread created and joined",
-    "forkcreat's µs over pthreadcreat's in the same round",
-];
-const LECTURE: [&str; 3] = [
-    "the lecture's fork + wait loop",
-    "the lecture's create + join loop",
-    "the lecture's loops: process µs over thread µs in the same round",
-];
-
 impl Data {
     fn article(&self) -> Setting {
         loops("article", self.iterations)
@@ -54,9 +41,20 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
 pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
     let us = |at: &Setting, program| obs.rounds(at, program, "us_per_create");
     let mut h = crate::report::headline();
-    // The article's loops, then the lecture's: the same three figures.
+    // The article's loops, then the lecture's: a process, a thread, their
+    // paired ratio.
+    let article = [
+        "forkcreat: one process created and reaped",
+        "pthreadcreat: one thread created and joined",
+        "forkcreat's µs over pthreadcreat's in the same round",
+    ];
+    let lecture = [
+        "the lecture's fork + wait loop",
+        "the lecture's create + join loop",
+        "the lecture's loops: process µs over thread µs in the same round",
+    ];
     for (key, at, fork, [process, thread, ratio]) in
-        [("", d.article(), FORK, ARTICLE), ("lecture_", d.lecture(), WAIT, LECTURE)]
+        [("", d.article(), FORK, article), ("lecture_", d.lecture(), WAIT, lecture)]
     {
         h = h
             .rounds(&format!("{key}fork_us"), process, us(&at, fork), "µs")
@@ -82,11 +80,8 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
         d.samples.iter().filter_map(|&s| ct(s, "ratio")).collect();
     let rounds = ratios.iter().map(Vec::len).min().unwrap_or(0);
     let spread = (0..rounds).map(|k| {
-        let (lo, hi) = ratios
-            .iter()
-            .map(|r| r[k])
-            .fold((f64::INFINITY, 0.0_f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
-        hi / lo
+        let round = ratios.iter().map(|r| r[k]);
+        round.clone().fold(0.0, f64::max) / round.fold(f64::INFINITY, f64::min)
     });
     let spread = (ratios.len() >= 2 && rounds > 0).then(|| spread.collect());
     let largest = d.samples.iter().copied().max();

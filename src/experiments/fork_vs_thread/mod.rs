@@ -1,7 +1,7 @@
 //! `lab run fork-vs-thread`: `fork.c` against `thread.c` (Zhou Li et al.).
-//! N workers each print COUNT lines to stdout and to
-//! a shared log; the programs are timed from outside like `time ./fork`,
-//! six rounds per setting by default. The tables and charts: [`tables`].
+//! N workers each print COUNT lines to stdout and to a shared log; the
+//! programs are timed from outside like `time ./fork`, six rounds per
+//! setting by default. The tables and charts: [`tables`].
 
 mod tables;
 
@@ -241,28 +241,25 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         })?;
     }
     let obs = engine.observations();
-    let headline = tables::headline(&grids, obs);
-    let tables =
-        grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect();
-    let charts =
-        grids.iter().filter_map(|g| tables::chart(g, &labels, obs)).collect();
-    let data = Data {
-        rounds: args.common.rounds,
-        full: args.common.full,
-        stdout: if args.console { "terminal" } else { "/dev/null" },
-        grids,
-        series: obs.series(),
-    };
-    let report = Report {
+    Report {
         header: Header::new(EXPERIMENT.name),
-        headline,
-        tables,
-        charts,
+        headline: tables::headline(&grids, obs),
+        tables: grids.iter().flat_map(|g| tables::tables(g, &labels, obs)).collect(),
+        charts: grids
+            .iter()
+            .filter_map(|g| tables::chart(g, &labels, obs))
+            .collect(),
         files: Vec::new(),
+        data: Data {
+            rounds: args.common.rounds,
+            full: args.common.full,
+            stdout: if args.console { "terminal" } else { "/dev/null" },
+            grids,
+            series: obs.series(),
+        },
         observations: engine.finish(),
-        data,
-    };
-    report.publish(&args.common, &out)
+    }
+    .publish(&args.common, &out)
 }
 
 fn programs(vs_c: bool) -> Result<Vec<Program>> {

@@ -187,21 +187,20 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         placements,
         series: obs.series(),
     };
-    let tables = vec![
-        tables::methods_table(&data, obs),
-        tables::rss_table(&data, obs),
-        tables::placement_table(&data, obs),
-    ];
-    let report = Report {
+    Report {
         header: Header::new(EXPERIMENT.name),
         headline: tables::headline(obs),
-        tables,
+        tables: vec![
+            tables::methods_table(&data, obs),
+            tables::rss_table(&data, obs),
+            tables::placement_table(&data, obs),
+        ],
         charts: tables::charts(&data, obs),
         files: tables::bars(&data, obs),
         observations: engine.finish(),
         data,
-    };
-    report.publish(&args.common, &out)
+    }
+    .publish(&args.common, &out)
 }
 
 /// The program at `p`: `methods` with one iteration count each (or, with
