@@ -1,15 +1,12 @@
 //! `lab run create-destroy`: what creating and destroying a process or a
 //! thread costs, three ways, each beside its article's figures:
 //! `forkcreat` vs `pthreadcreat` (Zhou Li et al.: 100,000 creations), the
-//! lecture's loop at iter = 2000 (the 2004 lecture), and `creattime` timing only the
-//! create call at 20 / 128 / 255 samples (Czuczy, 2004).
+//! lecture's loop at iter = 2000 (the 2004 lecture), and `creattime`
+//! timing only the create call at 20 / 128 / 255 samples (Czuczy, 2004).
 //!
-//! Every program, Rust or C, is run with `--json` and its report read
-//! into the program crate's own type (`forkcreat::Report`,
-//! `pthreadcreat::Report`, `creattime::Report`): [`run`]. The engine
-//! measures each table's programs at its setting (table 1's loops, table
-//! 2's, creattime at each sample count), and the tables, charts and
-//! headline are made from its observations alone: [`tables`].
+//! Every program, Rust or C, prints `--json`, read into its crate's own
+//! report type ([`run`]); the tables, charts and headline are made from
+//! the engine's observations alone ([`tables`]).
 
 mod run;
 mod tables;
@@ -85,12 +82,6 @@ fn samples(samples: u64) -> Setting {
     setting([("samples", samples.into())])
 }
 
-/// A C twin's Rust program, from its label: `pthreadcreat (C)` is
-/// `pthreadcreat`'s.
-fn rust_of(label: &str) -> Option<&str> {
-    label.split_once(" (").map(|(rust, _)| rust)
-}
-
 #[derive(Serialize, schemars::JsonSchema)]
 struct Data {
     /// Rounds asked for; each setting runs them balanced over its programs
@@ -98,7 +89,7 @@ struct Data {
     /// multiple of eight.
     rounds: u32,
     full: bool,
-    /// Creations per program run in table 1, and in the lecture's loops.
+    /// Creations per program run in table 1.
     iterations: u64,
     lecture_iterations: u64,
     /// Rounds asked for the lecture's loops: twice `rounds`.
@@ -160,7 +151,9 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         })?;
     }
     let obs = engine.observations();
-    let twins = programs.iter().filter_map(|c| Some((rust_of(c)?, c.as_str())));
+    // Each C twin with its Rust program: `pthreadcreat (C)` is `pthreadcreat`'s.
+    let twins =
+        programs.iter().filter_map(|c| Some((c.split_once(" (")?.0, c.as_str())));
     let data = Data {
         rounds: args.common.rounds,
         full: args.common.full,

@@ -59,12 +59,10 @@ pub(super) struct Loop {
     pub kind: Kind,
 }
 
-/// forkcreat's loop of `n` creations reaped by `reap`, printing JSON.
 pub(super) fn forkcreat(n: u64, reap: Reap) -> forkcreat::Options {
     forkcreat::Options { iterations: n, reap, json: true }
 }
 
-/// The C programs, built by [`c_programs`].
 pub(super) struct CPrograms {
     pub forkcreat: PathBuf,
     /// forkcreat.c linked with rust_image.c.

@@ -8,16 +8,6 @@ use crate::table::{Table, col, or_dash, range_or_dash};
 
 use super::{Axis, Grid, Setting};
 
-/// `program`'s wall seconds in each round at `s` of grid `g`.
-fn walls(
-    obs: Observations,
-    g: &Grid,
-    s: &Setting,
-    program: &str,
-) -> Option<Vec<f64>> {
-    obs.rounds(&s.factors(g.name), program, "wall_s")
-}
-
 /// How far from a straight line time grows with P in round `k`: the slope
 /// from the first point to the middle one over the slope from the middle
 /// to the last (1 on a line, above 1 when time grows faster at large P). A
@@ -26,7 +16,8 @@ fn slope_ratio(obs: Observations, g: &Grid, program: &str, k: usize) -> Option<f
     let mut points: Vec<&Setting> = g.settings.iter().collect();
     points.sort_by_key(|s| s.procs);
     let at = |s: &Setting| {
-        Some((f64::from(s.procs), *walls(obs, g, s, program)?.get(k)?))
+        let wall = obs.rounds(&s.factors(g.name), program, "wall_s")?;
+        Some((f64::from(s.procs), *wall.get(k)?))
     };
     let (first, mid, last) =
         (points.first()?, points[points.len() / 2], points.last()?);
@@ -68,6 +59,10 @@ pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
                 .collect::<Vec<f64>>()
         });
         let key = |k: &str| format!("{k}{suffix}");
+        let at_last = |program| {
+            let (g, s) = last?;
+            obs.rounds(&s.factors(g.name), program, "wall_s")
+        };
         h = h
             .rounds(
                 &key("fork_over_thread"),
@@ -84,8 +79,8 @@ pub(super) fn headline(grids: &[Grid], obs: Observations) -> Headline {
                     "{fork}'s time over {thread}'s at P = 255, COUNT = {}",
                     last.map_or(0, |(_, s)| s.count)
                 ),
-                last.and_then(|(g, s)| walls(obs, g, s, fork)),
-                last.and_then(|(g, s)| walls(obs, g, s, thread)),
+                at_last(fork),
+                at_last(thread),
             )
             .rounds(
                 &key("workers_slope_ratio"),

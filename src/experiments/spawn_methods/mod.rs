@@ -4,15 +4,13 @@
 //! several-fold: how much memory the parent has resident, and where the
 //! tasks run (one core or two).
 //!
-//! The measuring is the `spawn-methods` program's (crates/spawn-methods):
-//! each method a loop timed with the monotonic clock, like lmbench's
-//! `lat_proc`. The runner calibrates each part's loops with one run of the
-//! program, then measures through the engine, each method a condition run
-//! once a round, each time as a child limited in address space to what it
-//! touches plus [`HEADROOM`], so a large `--rss` can fail the program but
-//! never take the runner (or the machine) with it. The pool's hand-off is
-//! a two-party measurement: it runs per placement (both on one CPU, one on
-//! each of two) and unpinned. Tables and charts: [`tables`].
+//! The `spawn-methods` program (crates/spawn-methods) times each method's
+//! loop with the monotonic clock, like lmbench's `lat_proc`. The runner
+//! calibrates each part's loops with one run of it, then measures each
+//! method as a condition of the engine, each run a child limited in
+//! address space to what it touches plus [`HEADROOM`], so that a large
+//! `--rss` can fail the program but never take the runner (or the
+//! machine) with it. Tables and charts: [`tables`].
 
 mod tables;
 
