@@ -123,7 +123,6 @@ pub(super) fn loops(
     list
 }
 
-// ANCHOR: run_loop
 /// One run of a create+destroy loop (Rust or C; both print the same
 /// report): check that every creation succeeded and take the program's own
 /// microseconds per create+destroy, and what the process cost.
@@ -146,7 +145,6 @@ pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
         _ => Err(Error::failed(format!("{what}: {failed} creations failed"))),
     }
 }
-// ANCHOR_END: run_loop
 
 /// The create calls of each kind a round of creattime times at every
 /// sample count: one run of 20 or 255 calls is moved by a slow call or

@@ -289,7 +289,6 @@ fn programs(vs_c: bool) -> Result<Vec<Program>> {
     Ok(list)
 }
 
-// ANCHOR: run_once
 /// One `time ./fork`: a fresh log in a temporary directory, the program as
 /// a whole process, its log checked, the directory removed.
 fn run_once(program: &Program, s: &Setting, console: bool) -> Result<Usage> {
@@ -321,7 +320,6 @@ fn run_once(program: &Program, s: &Setting, console: bool) -> Result<Usage> {
     checked.map_err(|e| Error::failed(format!("{what}: bad log: {e}")))?;
     Ok(done.usage)
 }
-// ANCHOR_END: run_once
 
 /// The C originals' log, checked by its size alone: their stdio tears
 /// lines when several workers append at once, but loses no byte, so the

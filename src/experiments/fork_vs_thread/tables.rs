@@ -192,7 +192,7 @@ pub(super) fn chart(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Grid, Setting};
+    use super::super::{Grid, set};
     use super::*;
     use crate::engine::Engine;
 
@@ -210,10 +210,7 @@ mod tests {
             name: "workers",
             title: "2. P workers",
             axis: Axis::Workers,
-            settings: walls
-                .iter()
-                .map(|w| Setting { procs: w.0, count: 1000, line_bytes: None })
-                .collect(),
+            settings: walls.iter().map(|w| set(w.0, 1000, None)).collect(),
             best_of: 1,
         };
         let mut programs = vec!["fork", "thread"];

@@ -54,11 +54,6 @@ fn us_cell(obs: Observations, at: &Setting, method: &str) -> String {
     spread(&rounds, digits, method == "pool" && unpinned)
 }
 
-/// The rounds `method` ran at `at`.
-fn rounds(obs: Observations, at: &Setting, method: &str) -> usize {
-    obs.rounds(at, method, "us").map_or(0, |r| r.len())
-}
-
 /// Each method's cost, keyed by its label as a slug.
 pub(super) fn headline(obs: Observations) -> Headline {
     let mut h = crate::report::headline();
@@ -95,7 +90,7 @@ pub(super) fn methods_table(d: &Data, obs: Observations) -> Table {
          loop of `iterations` (calibrated to about {} s a round), in the \
          spawn-methods program (a few MiB resident). Tiny program: `{}` with an \
          empty environment.",
-        rounds(obs, &at, "fork-wait"),
+        obs.rounds(&at, "fork-wait", "us").map_or(0, |r| r.len()),
         d.budget_s,
         d.exec
     ))
@@ -112,7 +107,8 @@ pub(super) fn rss_table(d: &Data, obs: Observations) -> Table {
     for m in RSS.map(Method::name) {
         columns.push(col(short(&m), move |b: &u64| us_cell(obs, &touched(*b), &m)));
     }
-    let n = d.rss.first().map_or(0, |&b| rounds(obs, &touched(b), "fork-wait"));
+    let n = d.rss.first().and_then(|&b| obs.rounds(&touched(b), "fork-wait", "us"));
+    let n = n.map_or(0, |r| r.len());
     Table::of("2. Fork against the parent's resident memory", &d.rss, &columns).noted(format!(
         "The parent maps and writes every 4 KiB page of the region (MADV_NOHUGEPAGE; \
          transparent huge pages here: `{}`), then creates and destroys children or \
