@@ -170,12 +170,8 @@ fn lecture_table(d: &Data, obs: Observations) -> Table {
     }
     if let (Some(f), Some(th)) = (us(WAIT), us(THREAD)) {
         let ratio = format!("{:.1}", f.median / th.median);
-        t.row(vec![
-            "Processes / threads".into(),
-            ratio,
-            "60.2".into(),
-            "65.8".into(),
-        ]);
+        let cells = ["Processes / threads", &ratio, "60.2", "65.8"];
+        t.row(cells.map(String::from).into());
     }
     t.noted("Today: `forkcreat --reap wait` and `pthreadcreat`, median (min-max) of the rounds.")
 }
