@@ -77,7 +77,6 @@ fn loops(table: &str, iterations: u64) -> Setting {
     setting([("loops", table.into()), ("iterations", iterations.into())])
 }
 
-/// The setting of creattime at `samples`.
 fn samples(samples: u64) -> Setting {
     setting([("samples", samples.into())])
 }

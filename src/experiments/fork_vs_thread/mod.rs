@@ -166,7 +166,6 @@ struct Program {
     /// originals take positional arguments and tear lines, so only their
     /// byte count is checked.
     rust: bool,
-    /// Its command line for a setting.
     args: Words,
 }
 

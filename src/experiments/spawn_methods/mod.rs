@@ -266,12 +266,8 @@ fn parts(rss: &[u64], cpus: &[usize]) -> (Vec<Part>, Vec<(&'static str, String)>
                 &[Method::Pool],
             ),
         };
-        parts.push(Part {
-            at: placed(placement.name()),
-            methods,
-            rss: 0,
-            placement,
-        });
+        let at = placed(placement.name());
+        parts.push(Part { at, methods, rss: 0, placement });
         placements.push((placement.name(), row));
     }
     (parts, placements)
