@@ -1,17 +1,12 @@
-//! `lab run ctx-switch`: what one context switch costs, measured before the
-//! message-queue sweep of the 2006 message-queue post (book References: mq-2006) because
-//! that sweep's verdict (30% of the CPU spent switching) rests on it.
+//! `lab run ctx-switch`: what one context switch costs, the figure the
+//! 2006 message-queue post's verdict (30% of the CPU spent switching) rests
+//! on, so measured before mq-sweep (book References: mq-2006).
 //!
-//! For threads and processes, in each placement of the two tasks (the
-//! engine's [`Placement`]: both on one CPU, one on each of two, or
-//! unpinned, which `ctxswitch` calls its pins `same`, `cross` and `none`),
-//! it runs `ctxswitch` (two tasks bouncing a byte over two pipes) and, when
-//! `perf` works, `perf bench sched pipe` in the same mode and placement as
-//! an outside reference, the two measured by the engine (they alternate
-//! which goes first).
-//!
-//! `run` spawns the two tools; `tables` turns the observations into the
-//! tables, the headline and the chart.
+//! For threads and processes in each placement (the engine's [`Placement`],
+//! which `ctxswitch` calls its pins `same`, `cross` and `none`) it runs
+//! `ctxswitch` and, when `perf` works, `perf bench sched pipe` in the same
+//! mode and placement as an outside reference; the engine alternates which
+//! goes first.
 
 mod run;
 mod tables;

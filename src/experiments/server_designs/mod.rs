@@ -1,19 +1,13 @@
 //! `lab run server-designs`: Stevens' chapter 30 table re-run (UNP vol. 1,
 //! 3rd ed.; the table Zhou Li et al. lean on). Every design of the `servers`
-//! crate serves the same closed-loop load from `client` (CHILDREN
-//! concurrent clients x LOOPS connections, BYTES per reply) on loopback;
-//! the server's own CPU (itself plus its reaped children, as
-//! `pr_cpu_time.c` prints it on SIGINT) minus the iterative server's CPU for
-//! the same number of connections from one client is Stevens' "process
-//! control CPU time". Each row also has connections/s and latency from the
-//! client, the pool's meter and, where they can be counted, wake-ups per
-//! connection.
+//! crate serves the same closed-loop load from `client` on loopback; the
+//! server's own CPU minus the iterative server's for the same connections
+//! from one client is Stevens' "process control CPU time".
 //!
-//! The designs are the engine's conditions, the iterative baseline first,
-//! at the closed-loop load (and, with `--full`, at an overload and at each
-//! offered rate of an open loop): every run is an observation, and
-//! `verdict` derives from them what is this experiment's own, the CPU
-//! above the same round's baseline and the ratios the claims judge.
+//! The designs are the engine's conditions, the iterative baseline first
+//! (with `--full`, also at an overload and at each rate of an open loop);
+//! `verdict` derives the CPU above the same round's baseline and the ratios
+//! the claims judge.
 
 use clap::Parser;
 use labkit::Result;
@@ -159,10 +153,8 @@ struct Run {
 }
 
 impl Observed for Run {
-    /// The server's CPU (user + sys, itself and its reaped children), in
-    /// all and per connection; the client's rate and latency; the server's
-    /// context switches and listener wake-ups per connection; the pool and
-    /// its meter (connections per member, fewest and most).
+    /// The server's CPU counts itself and its reaped children; the meter is
+    /// the fewest and most connections a pool member served.
     fn metrics(&self) -> Vec<(&'static str, f64)> {
         let (s, c) = (&self.server, &self.client);
         let connections = c.connections_ok.max(1) as f64;
@@ -197,7 +189,7 @@ impl Observed for Run {
 /// How one server run is set up.
 #[derive(Clone, Debug)]
 struct Load {
-    children: u64,
+    children: u32,
     loops: u64,
     bytes: u64,
     rate: Option<f64>,
@@ -323,7 +315,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         modern_pool,
         byte_reads: args.byte_reads,
     };
-    let load = Load { children, loops, bytes: args.bytes, rate: None };
+    let load =
+        Load { children: args.children, loops, bytes: args.bytes, rate: None };
     // io_uring (or anything the kernel refuses) is skipped with the
     // server's own reason.
     let mut skipped = Vec::new();
@@ -338,7 +331,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         }
     }
     let mut engine = Engine::new(args.common.rounds);
-    let overload_children = 2 * u64::from(args.pool.max(modern_pool));
+    let overload_children = 2 * args.pool.max(modern_pool);
     let overloaded = args.common.full.then_some(overload_children);
     measure(&mut engine, &ctx, &conditions, &load, overloaded)?;
     let observations = engine.finish();
@@ -358,7 +351,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         ports,
         designs: conditions[1..].iter().map(|d| d.to_string()).collect(),
         skipped,
-        overload_children,
+        overload_children: overload_children.into(),
         series: obs.series(),
         above_baseline: above_baseline(obs),
         verdict: verdict(obs, &conditions[1..]),

@@ -43,13 +43,8 @@ impl Ctx {
         if design != "io-uring" {
             return Ok(());
         }
-        match self.start(design) {
-            Ok(server) => {
-                drop(server); // killed and reaped
-                Ok(())
-            }
-            Err(e) => Err(e.message),
-        }
+        // A server that starts is killed and reaped as it drops.
+        self.start(design).map(drop).map_err(|e| e.message)
     }
 
     // ANCHOR: run_once
@@ -65,9 +60,7 @@ impl Ctx {
             ))
         })?;
         let options = servers::client::Options {
-            children: u32::try_from(load.children).map_err(|_| {
-                Error::failed(format!("{} clients are too many", load.children))
-            })?,
+            children: load.children,
             loops: load.loops,
             bytes: load.bytes,
             rate: load.rate,
@@ -158,7 +151,7 @@ pub(super) fn measure(
     ctx: &Ctx,
     conditions: &[&str],
     load: &Load,
-    overloaded: Option<u64>,
+    overloaded: Option<u32>,
 ) -> Result<()> {
     let swept: Vec<&str> =
         SWEPT.into_iter().filter(|d| conditions.contains(d)).collect();
@@ -168,10 +161,10 @@ pub(super) fn measure(
         runs += FRACTIONS.len() * engine.runs_for(swept.len());
     }
     engine.progress(runs, super::EXPERIMENT.name);
-    let total = load.children * load.loops;
+    let total = u64::from(load.children) * load.loops;
     let closed_loop = |engine: &mut Engine, at, load: &Load| {
-        let base =
-            Load { children: 1, loops: load.children * load.loops, ..load.clone() };
+        let loops = u64::from(load.children) * load.loops;
+        let base = Load { children: 1, loops, ..load.clone() };
         engine.measure(&at, conditions, |k| {
             ctx.run_once(
                 conditions[k],
@@ -181,8 +174,9 @@ pub(super) fn measure(
     };
     closed_loop(engine, closed(), load)?;
     let Some(children) = overloaded else { return Ok(()) };
-    let over = Load { children, loops: (total / children).max(1), ..load.clone() };
-    closed_loop(engine, overload(children), &over)?;
+    let loops = (total / u64::from(children)).max(1);
+    let over = Load { children, loops, ..load.clone() };
+    closed_loop(engine, overload(children.into()), &over)?;
     let obs = engine.observations();
     let cps = |d: &&str| obs.median(&closed(), d, "connections_per_s");
     let best = conditions[1..].iter().filter_map(cps).fold(0.0, f64::max);
