@@ -118,17 +118,18 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         let best = best.as_ref().map_or("-", |b| b.design.as_str());
         format!("{} ({best}); total CPU {}", or_dash(above, 1), or_dash(total, 2))
     };
-    let kegel_fork = 3.7 + 17.8 - 5.5;
-    let kegel_prefork =
-        [(0.6 + 7.1), (0.8 + 7.8), (0.9 + 6.4)].into_iter().fold(f64::MAX, f64::min)
-            - 5.5;
+    // Kegel's total CPU above his serv00's: fork's and his best prefork's.
+    let kegel_total = |s| kegel(s).map_or(f64::NAN, |(u, s)| u + s);
+    let kegel_above = |s| kegel_total(s) - kegel_total("serv00");
+    let kegel_prefork = ["serv02", "serv03", "serv05"].map(kegel_above);
+    let kegel_prefork = kegel_prefork.into_iter().fold(f64::MAX, f64::min);
     claims.row(vec![
         "fork / best prefork".into(),
         format!(
             "{:.1} (Solaris, {ARTICLE_FORK} / {ARTICLE_PREFORK} s); \
              {:.1} (Kegel, Linux 2000)",
             ARTICLE_FORK / ARTICLE_PREFORK,
-            kegel_fork / kegel_prefork
+            kegel_above("serv01") / kegel_prefork
         ),
         today(
             v.fork_over_best_prefork,

@@ -64,12 +64,10 @@ pub(super) fn headline(obs: Observations, v: &Verdict) -> Headline {
     }
     let total = |d: Option<&str>| obs.rounds(&at, d?, "cpu_us_per_connection");
     let per_conn = |d: Option<&str>| Some(above(obs, &at, d?)?.1);
-    let clear = |d: Option<&str>| {
-        above(obs, &at, d?)
-            .map(|(a, _)| a.iter().all(|a| *a > v.baseline_noise_cpu_s))
+    let above_clear = |d: Option<&str>| {
+        let (cpu, per) = above(obs, &at, d?)?;
+        cpu.iter().all(|a| *a > v.baseline_noise_cpu_s).then_some(per)
     };
-    let above_clear =
-        |d: Option<&str>| per_conn(d).filter(|_| clear(d) == Some(true));
     let (prefork, prethread) = (best(&v.best_prefork), best(&v.best_prethread));
     let cps = |b: &Option<Best>| obs.rounds(&at, best(b)?, "connections_per_s");
     crate::report::headline()
@@ -166,33 +164,27 @@ fn best<'a>(of: impl Iterator<Item = (&'a str, f64)>, most: bool) -> Option<Best
 /// The verdict on the closed loop's medians: the best pools (the least
 /// CPU above the baseline), the ratios over them, the best rates.
 pub(super) fn verdict(obs: Observations, designs: &[&str]) -> Verdict {
+    let at = closed();
+    let above = |d: &str| above_median(obs, &at, d, false);
     let best_of = |prefix: &str| {
         let pools = designs.iter().filter(|d| d.starts_with(prefix));
-        best(
-            pools
-                .filter_map(|d| Some((*d, above_median(obs, &closed(), d, false)?))),
-            false,
-        )
+        best(pools.filter_map(|d| Some((*d, above(d)?))), false)
     };
     let best_cps = |modern: bool| {
         let of = designs.iter().filter(|d| stevens(d).is_none() == modern);
-        best(
-            of.filter_map(|d| {
-                Some((*d, obs.median(&closed(), d, "connections_per_s")?))
-            }),
-            true,
-        )
+        let cps = |d: &str| obs.median(&at, d, "connections_per_s");
+        best(of.filter_map(|d| Some((*d, cps(d)?))), true)
     };
     let (best_prefork, best_prethread) = (best_of("prefork"), best_of("prethread"));
     let ratio = |num: &str, den: &Option<Best>, total: bool| {
         let pick = |d: &str| match total {
-            true => obs.median(&closed(), d, "cpu_s"),
-            false => above_median(obs, &closed(), d, false),
+            true => obs.median(&at, d, "cpu_s"),
+            false => above(d),
         };
         let (n, d) = (pick(num)?, pick(&den.as_ref()?.design)?);
         (d > 0.0).then(|| n / d)
     };
-    let base = obs.summary(&closed(), BASELINE, "cpu_s");
+    let base = obs.summary(&at, BASELINE, "cpu_s");
     Verdict {
         baseline_noise_cpu_s: base.map_or(0.0, |b| b.max - b.min),
         fork_over_best_prefork: ratio("fork", &best_prefork, false),
