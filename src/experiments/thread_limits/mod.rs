@@ -6,11 +6,9 @@
 //! runs in a child with its own limits, a cap on what it creates and a
 //! deadline, and everything it made is joined or reaped before it reports.
 //!
-//! `run` runs the probes (`stacklimit`, read as its own `Count`) and the
-//! `thread` program; `tables` makes the tables, headline and chart. The
-//! stack probes (the two APIs at each stack size, in rounds) and the
-//! `thread` program (one run at each setting) measure through the engine;
-//! the forks under each limit and the overflows are one-off facts.
+//! The stack and process probes (in rounds) and the `thread` program (once
+//! at each setting) measure through the engine; the overflows are one-off
+//! facts.
 
 mod run;
 mod tables;

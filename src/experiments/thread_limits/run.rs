@@ -32,7 +32,7 @@ fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outco
 /// it can reach, since a checkout in root's 0700 home is closed to it.
 /// Made before any probe runs, so a run that cannot make one stops at
 /// once, in one line that says why; `None` when not root (the row is
-/// skipped, [`process_rows`]).
+/// skipped, [`processes`]).
 pub(super) fn copy_for_nobody(stacklimit: &Path) -> Result<Option<Copied>> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
