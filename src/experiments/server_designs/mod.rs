@@ -411,22 +411,19 @@ mod tests {
         let designs: Vec<&str> =
             log[1..].iter().map(|o| o.condition.as_str()).collect();
         let v = verdict(obs, &designs);
-        assert_eq!(v.best_prefork.as_ref().unwrap().design, "prefork-pass");
+        let design = |b: &Option<Best>| b.as_ref().map(|b| b.design.clone());
+        assert_eq!(design(&v.best_prefork).as_deref(), Some("prefork-pass"));
         assert_eq!(v.fork_over_best_prefork, Some(20.0));
         assert_eq!(v.fork_over_best_prefork_total_cpu, Some(11.0 / 1.5));
         // The best prethreaded pool is below the baseline: no ratio above
         // it, but the total-CPU ratio stands.
-        assert_eq!(v.best_prethread.as_ref().unwrap().design, "prethread-mutex");
+        assert_eq!(design(&v.best_prethread).as_deref(), Some("prethread-mutex"));
         assert_eq!(v.thread_over_best_prethread, None);
         assert_eq!(v.thread_over_best_prethread_total_cpu, Some(3.0 / 0.9));
-        assert_eq!(
-            v.best_classic_connections_per_s.as_ref().unwrap().design,
-            "prefork"
-        );
-        assert_eq!(
-            v.best_modern_connections_per_s.as_ref().unwrap().design,
-            "epoll"
-        );
+        let classic = design(&v.best_classic_connections_per_s);
+        assert_eq!(classic.as_deref(), Some("prefork"));
+        let modern = design(&v.best_modern_connections_per_s);
+        assert_eq!(modern.as_deref(), Some("epoll"));
         let above = above_baseline(obs);
         let fork = above.iter().find(|s| s.condition == "fork").unwrap();
         assert_eq!(fork.get("cpu_us_per_connection").unwrap().median, 10_000.0);

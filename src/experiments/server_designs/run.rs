@@ -141,11 +141,9 @@ pub(super) const SWEPT: [&str; 6] =
     ["fork", "prefork", "thread", "prethread-mutex", "epoll", "tokio"];
 const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 1.0];
 
-/// Measure `conditions` (the baseline first) under `load`, the baseline
-/// with one client making every connection; then, given `overloaded`
-/// clients (--full), the same with that many concurrent clients, and an
-/// open-loop sweep of a few designs at fractions of the best closed-loop
-/// rate.
+/// Measure `conditions` (the baseline first, with one client making every
+/// connection) under `load`; given `overloaded` clients (--full), also the
+/// same with that many clients, and the open-loop sweep of [`SWEPT`].
 pub(super) fn measure(
     engine: &mut Engine,
     ctx: &Ctx,
