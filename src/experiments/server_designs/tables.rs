@@ -96,11 +96,7 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
          baseline; `-` where he had none.",
         d.rounds,
         d.connections_per_run,
-        if d.byte_reads {
-            "one byte per read(2) (--byte-reads)"
-        } else {
-            "buffered"
-        },
+        if d.byte_reads { "one byte per read(2) (--byte-reads)" } else { "buffered" },
         d.pool,
         d.modern_pool
     ));

@@ -10,10 +10,9 @@ use labkit::cli::Workload;
 use labkit::limited::{Copied, Limits, NOBODY, Outcome};
 use labkit::limits::format_size;
 use labkit::{Error, Result};
+use stacklimit::Api;
 
-use super::{
-    API_OF, APIS, Args, KINDS, Overflow, Probe, ProgramRun, ProgramStack, Row,
-};
+use super::{Args, KINDS, Overflow, Probe, ProgramRun, ProgramStack, Row};
 use crate::engine::{Engine, setting};
 
 fn limited(cmd: &mut Command, limits: Limits, timeout: Duration) -> Result<Outcome> {
@@ -105,9 +104,10 @@ pub(super) fn overflows(
     stacklimit: &Path,
     timeout: Duration,
 ) -> Result<Vec<Overflow>> {
-    let mut overflow = Vec::new();
-    for (api, of) in APIS.into_iter().zip(API_OF) {
-        let probe = stacklimit::Probe::Overflow { stack_size: 64 << 10, api: of };
+    let apis = [(Api::Pthread, "pthread_create"), (Api::Std, "std::thread")];
+    let overflow = |(api, name)| {
+        let stack_size = 64 << 10;
+        let probe = stacklimit::Probe::Overflow { stack_size, api };
         let mut cmd = Command::new(stacklimit);
         cmd.args(stacklimit::Options { probe }.args());
         let done = limited(&mut cmd, Limits::default(), timeout)?;
@@ -117,14 +117,9 @@ pub(super) fn overflows(
         if said.starts_with("stacklimit: overflowing") {
             said = "(nothing more: the kernel killed the process)".into();
         }
-        overflow.push(Overflow {
-            api: if api == "std" { "std::thread" } else { "pthread_create" },
-            stack_size: 64 << 10,
-            ended: done.ended(),
-            said,
-        });
-    }
-    Ok(overflow)
+        Ok(Overflow { api: name, stack_size, ended: done.ended(), said })
+    };
+    apis.into_iter().map(overflow).collect()
 }
 
 /// Forks (and threads) under the same address-space limit, and as an
