@@ -174,13 +174,9 @@ impl Observed for Run {
             ("wall_s", self.server_wall_s),
         ];
         m.extend(s.wakeups_per_connection.map(|w| ("wakeups_per_connection", w)));
-        if let (Some(lo), Some(hi)) =
-            (s.per_member.iter().min(), s.per_member.iter().max())
-        {
-            m.extend([
-                ("per_member_min", *lo as f64),
-                ("per_member_max", *hi as f64),
-            ]);
+        let (lo, hi) = (s.per_member.iter().min(), s.per_member.iter().max());
+        if let (Some(&lo), Some(&hi)) = (lo, hi) {
+            m.extend([("per_member_min", lo as f64), ("per_member_max", hi as f64)]);
         }
         m
     }
