@@ -97,19 +97,16 @@ pub(crate) fn ctxswitch_once(
 
 /// Is perf there and does `perf bench sched pipe` run?
 pub(super) fn perf_check(perf: &Path) -> PerfInfo {
-    let version = labkit::cleanup::output(Command::new(perf).arg("--version"))
+    let run = |args: &[&str]| labkit::cleanup::output(Command::new(perf).args(args));
+    let version = run(&["--version"])
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let works = labkit::cleanup::output(
-        Command::new(perf).args(["bench", "sched", "pipe", "-l", "10"]),
-    );
-    let note = match &works {
-        Err(e) => format!(
-            "{} cannot run: {}",
-            perf.display(),
-            labkit::error::describe_io(e)
-        ),
+    let note = match &run(&["bench", "sched", "pipe", "-l", "10"]) {
+        Err(e) => {
+            let e = labkit::error::describe_io(e);
+            format!("{} cannot run: {e}", perf.display())
+        }
         Ok(o) if !o.status.success() => {
             // The first line says what went wrong; a distribution's wrapper
             // (Debian's perf for another kernel) ends with a package name.
