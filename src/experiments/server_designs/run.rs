@@ -50,7 +50,7 @@ impl Ctx {
     // ANCHOR: run_once
     /// One run: start the server, run the client against it, stop the
     /// server with SIGTERM and read what it printed (CPU, meter).
-    pub(super) fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
+    fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
         let start = Instant::now();
         let server = self.start(design)?;
         let addr = server.addr.parse().map_err(|e| {
@@ -115,7 +115,7 @@ fn server_design(design: &str) -> Result<servers::Options> {
 
 /// Nothing lost, nothing left: the server answered every request the
 /// client counted and left no child or thread behind.
-pub(super) fn check(
+fn check(
     design: &str,
     s: &servers::Stats,
     c: &servers::client::Report,
