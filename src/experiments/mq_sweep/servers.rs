@@ -1,17 +1,14 @@
 //! The production brokers beside the lab's: `redis-server` (pub/sub) and
-//! `nats-server` (core pub/sub), driven by the same `load`
-//! (`--protocol redis|nats`, [`mq::wire`]).
+//! `nats-server` (core pub/sub), driven by the same `load` ([`mq::wire`]).
 //!
-//! The runner owns each server as it owns its own broker. For every run
-//! of a design it starts one on a free loopback port, with persistence off
-//! and its configuration and log in a temporary directory of the run,
-//! waits until it answers (Redis's `PING`, NATS's `INFO`), and after the
-//! load stops it with SIGTERM and reaps it. `wait4` then gives the
-//! kernel's accounting of the whole server, every thread included: its
-//! CPU time and its voluntary and involuntary context switches. It runs
-//! in a tracked process group with the death signal set, so an interrupt
-//! of `lab`, a failed run, or a `kill -9` of `lab` leaves no server
-//! running, and the directory goes with it.
+//! Each run of a design starts one on a free loopback port, persistence off,
+//! its configuration and log in a temporary directory, waits until it
+//! answers (Redis's `PING`, NATS's `INFO`), and after the load stops it with
+//! SIGTERM and reaps it: `wait4` gives the kernel's accounting of the whole
+//! server, every thread included (CPU time, voluntary and involuntary
+//! switches). It runs in a tracked process group with the death signal set,
+//! so an interrupt of `lab`, a failed run, or a `kill -9` of `lab` leaves no
+//! server running, and the directory goes with it.
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
@@ -26,15 +23,9 @@ use labkit::{Error, Result};
 use mq::wire::Wire;
 use serde::Serialize;
 
-/// What the sweep needs of a server, by the protocol the load speaks to
-/// it (Redis's or NATS's): its program, and the variable that names a path
-/// to it instead of the search (the tests name a missing one).
+/// The server the load speaks `kind`'s protocol to.
 pub(super) fn program(kind: Wire) -> String {
     format!("{}-server", kind.name())
-}
-
-fn env(kind: Wire) -> String {
-    format!("LAB_{}_SERVER", kind.name().to_uppercase())
 }
 
 /// What to install where it is missing (Debian and Ubuntu).
@@ -139,7 +130,8 @@ pub(super) fn find(kind: Wire) -> Result<Option<Installed>> {
             .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     let program = program(kind);
-    let path = match std::env::var_os(env(kind)) {
+    let env = format!("LAB_{}_SERVER", kind.name().to_uppercase());
+    let path = match std::env::var_os(env) {
         Some(p) => Some(PathBuf::from(p)).filter(|p| runnable(p)),
         None => {
             let path = std::env::var_os("PATH").unwrap_or_default();
