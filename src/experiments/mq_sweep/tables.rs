@@ -156,13 +156,8 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
             h = h.rounds(&format!("{key}_{t}"), &label, rounds, unit);
         }
     }
-    let event_loop = obs.rounds(&at.at(), "event-loop", MSGS);
-    h = h.rounds(
-        "event_loop_messages_per_s",
-        "the epoll event loop",
-        event_loop,
-        "msg/s",
-    );
+    let el = obs.rounds(&at.at(), "event-loop", MSGS);
+    h = h.rounds("event_loop_messages_per_s", "the epoll event loop", el, "msg/s");
     h = compared(h, v, at);
     // Each server's fewest threads (1) over more, the better design of each.
     for (key, mode, more, label) in [
@@ -230,40 +225,29 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
 /// pool size, each broker's best and the lab's over Redis's and NATS's.
 fn compared(h: HeadlineBuilder, v: View, offer: Offer) -> HeadlineBuilder {
     let n = offer.pipeline;
-    let (key, at, comma) = if n == 1 {
+    let (p, at, comma) = if n == 1 {
         (String::new(), String::new(), String::new())
     } else {
         (format!("_p{n}"), format!(" at {n} per write"), format!(", {n} per write"))
     };
     let rate = |t: &str| v.obs.rounds(&offer.at(), t, MSGS);
+    let label = format!(
+        "throughput at 10 threads per pool over 100{comma}, in the same round"
+    );
+    let (ten, hundred) = (rate("threads-10"), rate("threads-100"));
+    let mut h = h.paired(&format!("ten_over_hundred{p}"), &label, ten, hundred);
     let pools = v.best(offer, &|x| x.mode == "threads");
-    let sizes = pools.as_ref().map(|b| b.iter().map(|(x, _)| f64::from(x.threads)));
-    let best_pool = if n == 1 {
+    let sizes =
+        pools.as_ref().map(|b| b.iter().map(|(x, _)| x.threads.into()).collect());
+    let label = format!("threads per pool at the round's best throughput{comma}");
+    h = h.rounds(&format!("best_pool{p}"), &label, sizes, "");
+    let label = if n == 1 {
         "the round's best throughput over the pool sizes".to_string()
     } else {
         format!("the round's best pool size at {n} per write")
     };
-    let mut h = h
-        .paired(
-            &format!("ten_over_hundred{key}"),
-            &format!(
-                "throughput at 10 threads per pool over 100{comma}, in the same round"
-            ),
-            rate("threads-10"),
-            rate("threads-100"),
-        )
-        .rounds(
-            &format!("best_pool{key}"),
-            &format!("threads per pool at the round's best throughput{comma}"),
-            sizes.map(Iterator::collect::<Vec<_>>),
-            "",
-        )
-        .rounds(
-            &format!("best_pool_messages_per_s{key}"),
-            &best_pool,
-            pools.map(|b| b.into_iter().map(|(_, v)| v).collect()),
-            "msg/s",
-        );
+    let rates = pools.map(|b| b.into_iter().map(|(_, v)| v).collect());
+    h = h.rounds(&format!("best_pool_messages_per_s{p}"), &label, rates, "msg/s");
     let ours = v.best_of(offer, &Design::ours);
     let best = |mode: &str| v.best_of(offer, &|x| x.mode == mode);
     for (name, label, rounds) in [
@@ -271,24 +255,15 @@ fn compared(h: HeadlineBuilder, v: View, offer: Offer) -> HeadlineBuilder {
         ("redis", "Redis's best setting", best("redis")),
         ("nats", "NATS's best setting", best("nats")),
     ] {
-        let label = format!("{label}{at}, each round");
-        h = h.rounds(
-            &format!("{name}_best_messages_per_s{key}"),
-            &label,
-            rounds,
-            "msg/s",
-        );
+        let key = format!("{name}_best_messages_per_s{p}");
+        h = h.rounds(&key, &format!("{label}{at}, each round"), rounds, "msg/s");
     }
     for (name, whose) in [("redis", "Redis's"), ("nats", "NATS's")] {
         let label = format!(
             "the lab broker's best over {whose} best{at}, in the same round"
         );
-        h = h.paired(
-            &format!("ours_over_{name}{key}"),
-            &label,
-            ours.clone(),
-            best(name),
-        );
+        let key = format!("ours_over_{name}{p}");
+        h = h.paired(&key, &label, ours.clone(), best(name));
     }
     h
 }
@@ -310,12 +285,9 @@ pub(super) fn tables(d: &Data, obs: Observations) -> Vec<Table> {
         format!(" offered at {} messages/s", d.rate)
     };
     let title = format!("Threads per pool vs throughput: {}", load(d, &offered));
-    let threads = |x: &&Design| {
-        if x.mode == "threads" {
-            x.threads.to_string()
-        } else {
-            "event loop (1)".into()
-        }
+    let threads = |x: &&Design| match x.mode {
+        "threads" => x.threads.to_string(),
+        _ => "event loop (1)".into(),
     };
     let then = |x: &&Design| {
         if x.mode == "threads" { article(x.threads) } else { ("-", "-") }
@@ -488,11 +460,8 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
             crate::stats::interval_note(v.rounds(at))
         ));
         let pools = |o: Offer| -> Vec<u32> {
-            v.designs(o)
-                .iter()
-                .filter(|x| x.mode == "threads")
-                .map(|x| x.threads)
-                .collect()
+            let of = v.designs(o).into_iter().filter(|x| x.mode == "threads");
+            of.map(|x| x.threads).collect()
         };
         let (here, all) = (pools(at), pools(one(d)));
         if !all.is_empty() && here != all {
