@@ -1,24 +1,15 @@
-//! `lab run mq-sweep`: the message-queue thread-count sweep (the 2006 message-queue post).
-//! For each pool size T, `broker --readers T --writers T --deliverers T`
-//! and `load` (100 senders, 100 receivers, 4 queues, 1 KiB messages) run
-//! as separate processes on loopback; then one row for the broker as a
-//! single epoll thread. Each row: messages/s, the broker's CPU, its context
-//! switches per message and the estimated share of its CPU time spent
-//! switching (switches x the cost of one switch / CPU time), and latency.
+//! `lab run mq-sweep`: the message-queue thread-count sweep (the 2006
+//! message-queue post). For each pool size T, `broker --readers T --writers T
+//! --deliverers T` and `load` (100 senders, 100 receivers, 4 queues, 1 KiB
+//! messages) run as separate processes on loopback; then the broker as one
+//! epoll thread, and Redis pub/sub (`io-threads`) and NATS (`GOMAXPROCS`)
+//! under the same load. Each row: messages/s, the broker's CPU, its switches
+//! per message, the share of its CPU spent switching, and latency.
 //!
-//! Then the same load, from the same `load`, on two production brokers
-//! (`servers`): Redis pub/sub with `io-threads` 1, 2 and 4 (reads in the
-//! I/O threads or not) and NATS with `GOMAXPROCS` 1 and 2, each a row with
-//! the same columns, the server's CPU and switches from its own counters.
-//!
-//! Every design (a pool size, the event loop, a server setting) is a
-//! condition of the engine, and so is the floor of the work without a
-//! broker; each `--pipeline` value (with the offered rate) is a setting,
-//! so that one round runs every design once, back to back, and the
-//! figures compare designs within a round. `run` spawns the programs
-//! (broker, load, and ctxswitch for the cost of a switch just before each
-//! run, unless one is given); `servers` starts and stops Redis and NATS; `tables` makes the
-//! headline, tables and charts from the observations.
+//! Each design (and the floor, the work without a broker) is a condition of
+//! the engine and each `--pipeline` value (with the offered rate) a setting,
+//! so one round runs every design back to back and the figures compare
+//! designs within a round.
 
 mod run;
 mod servers;
@@ -208,14 +199,12 @@ impl Observed for Run {
     /// the broker's CPU time, in percent.
     fn metrics(&self) -> Vec<(&'static str, f64)> {
         let (l, b) = (&self.load, self.broker.as_ref());
-        let (cpu, v, i) = match (b, &self.server) {
-            (Some(b), _) => {
-                (b.user_s + b.sys_s, b.voluntary_switches, b.involuntary_switches)
-            }
-            (None, Some(s)) => {
-                (s.user_s + s.sys_s, s.voluntary_switches, s.involuntary_switches)
-            }
-            (None, None) => (0.0, 0, 0),
+        let (cpu, v, i) = if let Some(b) = b {
+            (b.user_s + b.sys_s, b.voluntary_switches, b.involuntary_switches)
+        } else if let Some(s) = &self.server {
+            (s.user_s + s.sys_s, s.voluntary_switches, s.involuntary_switches)
+        } else {
+            (0.0, 0, 0)
         };
         let (v, i) = (v as f64, i as f64);
         let n = b.map_or(l.received, |b| b.messages_out).max(1) as f64;
@@ -400,16 +389,14 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let args: Args = plan.args();
     args.shape.check()?;
     let out = plan.start(ctx)?;
-    let bins = run::programs()?;
+    let bins = crate::bins::package_programs("mq", &["broker", "load"])?;
     let duration = args.duration.unwrap_or(if args.common.full { 5.0 } else { 1.0 });
     // A cost given is kept; else each run measures its own just before.
     let given = run::given_switch_cost(&args)?;
-    let ctxswitch: PathBuf;
     let cost = match &given {
         Some(c) => run::Cost::Given(c.us),
         None => {
-            ctxswitch = crate::bins::programs(&["ctxswitch"])?.remove(0);
-            run::Cost::Measured(&ctxswitch)
+            run::Cost::Measured(crate::bins::programs(&["ctxswitch"])?.remove(0))
         }
     };
     let (installed, missing) = servers_to_run(&args)?;
@@ -448,11 +435,7 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     for (offer, designs) in &offers {
         sweep.measure(&mut engine, *offer, designs, true)?;
     }
-    let open_loop = if args.no_open_loop {
-        None
-    } else {
-        open_loop(&args, engine.observations(), &offers)
-    };
+    let open_loop = open_loop(&args, engine.observations(), &offers);
     if let Some((open, designs)) = &open_loop {
         sweep.measure(&mut engine, open.offer, designs, false)?;
     }
@@ -507,7 +490,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
 
 /// The designs at `pipeline` messages per write: the lab broker's pool
 /// sizes (those of --pipelined-threads above 1, if given) and event loop,
-/// then each server's settings; each with what it is and ran on.
+/// then each server's settings: Redis's io-threads (above 1, each with
+/// reads in the I/O threads and without), NATS's GOMAXPROCS.
 fn designs(
     args: &Args,
     pipeline: u32,
@@ -525,8 +509,18 @@ fn designs(
             points.push(Point::EventLoop);
         }
     }
-    for (kind, _) in installed {
-        points.extend(server_settings(args, *kind).into_iter().map(Point::Server));
+    for &(kind, _) in installed {
+        let redis = kind == Wire::Redis;
+        let threads =
+            if redis { &args.redis_io_threads } else { &args.nats_gomaxprocs };
+        for &threads in threads {
+            let setting =
+                |reads| Point::Server(servers::Setting { kind, threads, reads });
+            points.push(setting(false));
+            if redis && threads > 1 {
+                points.push(setting(true));
+            }
+        }
     }
     points.into_iter().map(|p| design(p, installed, cpus)).collect()
 }
@@ -559,7 +553,6 @@ fn design(point: Point, installed: &[Found], cpus: usize) -> Design {
     }
 }
 
-// ANCHOR: article
 /// The article's figures (one CPU, JTangMQ in Java, 2006).
 fn article(threads: u32) -> (&'static str, &'static str) {
     match threads {
@@ -569,7 +562,6 @@ fn article(threads: u32) -> (&'static str, &'static str) {
         _ => ("-", "-"),
     }
 }
-// ANCHOR_END: article
 
 /// A design's key at an offer, as the open-loop rule names it: its
 /// condition, then `-p<N>` when N messages go in each write, `open-` in
@@ -591,16 +583,16 @@ fn open_pipeline(values: &[u32]) -> Option<u32> {
     if values.contains(&16) { Some(16) } else { values.iter().copied().max() }
 }
 
-/// The open-loop point: at the pipeline of [`open_pipeline`], each
-/// broker's best design (by median msg/s), at one rate for all, half the
-/// slowest broker's best, so that every broker can carry it and the
-/// latencies compare at the same offered load.
+/// The open-loop point (unless --no-open-loop): at the pipeline of
+/// [`open_pipeline`], each broker's best design (by median msg/s), at one
+/// rate for all, half the slowest broker's best, so that every broker can
+/// carry it and the latencies compare at the same offered load.
 fn open_loop(
     args: &Args,
     obs: Observations,
     offers: &[(Offer, Vec<Design>)],
 ) -> Option<(OpenLoop, Vec<Design>)> {
-    let n = open_pipeline(&args.pipeline)?;
+    let n = open_pipeline(&args.pipeline).filter(|_| !args.no_open_loop)?;
     let (offer, designs) = offers.iter().find(|(o, _)| o.pipeline == n)?;
     let median = |d: &Design| {
         obs.median(&offer.at(), &d.condition, "messages_per_s").unwrap_or(f64::NAN)
@@ -642,19 +634,4 @@ fn servers_to_run(args: &Args) -> Result<(Vec<Found>, Vec<Missing>)> {
         }
     }
     Ok((found, missing))
-}
-
-/// The settings of `kind` the flags ask for: Redis's io-threads (above 1,
-/// each with reads in the I/O threads and without), NATS's GOMAXPROCS.
-fn server_settings(args: &Args, kind: Wire) -> Vec<servers::Setting> {
-    let redis = kind == Wire::Redis;
-    let threads = if redis { &args.redis_io_threads } else { &args.nats_gomaxprocs };
-    let mut settings = Vec::new();
-    for &t in threads {
-        settings.push(servers::Setting { kind, threads: t, reads: false });
-        if redis && t > 1 {
-            settings.push(servers::Setting { kind, threads: t, reads: true });
-        }
-    }
-    settings
 }

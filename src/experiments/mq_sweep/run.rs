@@ -1,7 +1,7 @@
 //! Running the sweep's programs: the broker (or a server) and the load
 //! generator for each run of a design, `load --floor` for the floor, and
 //! `ctxswitch` for the cost of one switch just before each run of a design
-//! (unless a cost is given). Every program's output is read as that program's own type.
+//! (unless a cost is given). Each program's output is read as its own type.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -16,32 +16,27 @@ use mq::wire::Wire;
 use super::servers::Server;
 use super::{Args, Design, FLOOR, Found, Offer, Point, Run, SwitchCost};
 use crate::engine::{Engine, Observed};
-use crate::experiments::ctx_switch;
+use crate::experiments::ctx_switch::ctxswitch_once;
 use crate::report::Published;
 
-/// `broker` and `load`, the two binaries of the package `mq`.
-pub(super) fn programs() -> Result<Vec<PathBuf>> {
-    crate::bins::package_programs("mq", &["broker", "load"])
-}
-
 /// What every run runs on: the programs, the flags, the servers found,
-/// the seconds of sending and the cost of one switch: given, or (`None`)
-/// measured with `ctxswitch` just before each run, so that a run's share
-/// is reckoned at what a switch cost on the machine as it then ran.
+/// the seconds of sending and the cost of one switch: given, or measured
+/// with `ctxswitch` just before each run, so that a run's share is
+/// reckoned at what a switch cost on the machine as it then ran.
 pub(super) struct Sweep<'a> {
     pub bins: &'a [PathBuf],
     pub args: &'a Args,
     pub installed: &'a [Found],
     pub duration: f64,
-    pub cost: Cost<'a>,
+    pub cost: Cost,
 }
 
 /// The cost of one switch a run's share is reckoned at.
-pub(super) enum Cost<'a> {
+pub(super) enum Cost {
     /// Given (`--switch-cost-us`, `--switch-cost-from`), in µs.
     Given(f64),
     /// Measured with this `ctxswitch` just before each run.
-    Measured(&'a Path),
+    Measured(PathBuf),
 }
 
 impl Sweep<'_> {
@@ -67,14 +62,13 @@ impl Sweep<'_> {
         Ok(())
     }
 
-    // ANCHOR: run_once
     /// One run: start the broker (or the server), run the load generator
     /// against it, stop it with SIGTERM and take its accounting: the lab
     /// broker's final stats (CPU time, switches, messages, checked against
     /// the load's), or the kernel's of the server (`wait4`).
     fn run(&self, p: Point, offer: Offer) -> Result<Run> {
-        let cost = match self.cost {
-            Cost::Given(us) => us,
+        let cost = match &self.cost {
+            Cost::Given(us) => *us,
             Cost::Measured(ctxswitch) => measure_switch(ctxswitch)?.us,
         };
         let start = Instant::now();
@@ -85,20 +79,16 @@ impl Sweep<'_> {
             broker_wall_s: start.elapsed().as_secs_f64(),
             switch_cost_us: cost,
         };
-        let options = mq::Options {
-            queues: self.args.shape.queues,
-            json: true,
-            ..Default::default()
-        };
-        let (options, what) = match p {
+        let queues = self.args.shape.queues;
+        let mut options = mq::Options { queues, json: true, ..Default::default() };
+        let what = match p {
             Point::Pool(t) => {
-                let pools =
-                    mq::Options { readers: t, writers: t, deliverers: t, ..options };
-                (pools, format!("broker T={t}"))
+                (options.readers, options.writers, options.deliverers) = (t, t, t);
+                format!("broker T={t}")
             }
             Point::EventLoop => {
-                let event_loop = mq::Options { event_loop: true, ..options };
-                (event_loop, "broker --event-loop".into())
+                options.event_loop = true;
+                "broker --event-loop".into()
             }
             Point::Server(s) => {
                 // A failed load drops the server: stopped, reaped, its
@@ -135,7 +125,6 @@ impl Sweep<'_> {
         }
         Ok(run(load, Some(stats), None))
     }
-    // ANCHOR_END: run_once
 
     /// `load` against `addr` in `wire`'s protocol, with the sweep's shape,
     /// duration and the offer; a failed load is an error with its last
@@ -211,11 +200,8 @@ pub(super) fn measured_switch_cost(costs: &[f64]) -> SwitchCost {
     }
 }
 
-/// Microseconds per switch from a ctx-switch results file: threads pinned
-/// to one CPU (there the time per switch is CPU time; unpinned figures
-/// include waiting for the other CPU to wake), else unpinned, with the pipe
-/// calls' own cost subtracted when that is positive. Read from its
-/// headline figures, each the median of its rounds.
+/// Microseconds per switch from a ctx-switch results file's headline
+/// figures (each the median of its rounds), as [`switch_cost_of`] picks.
 pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
     let unusable = |why: String| {
         Error::failed(format!(
@@ -237,28 +223,25 @@ pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
 }
 
 /// The best of ctx-switch's figures (`figure(key)`) for the sweep: threads
-/// on one CPU, else unpinned; the net cost per switch if positive, else
-/// the raw one. The figure, which it is, and the placement.
+/// pinned to one CPU (there the time per switch is CPU time; unpinned
+/// figures include waiting for the other CPU to wake), else unpinned; the
+/// net cost per switch if positive, else the raw one. The figure, which it
+/// is, and the placement.
 pub(super) fn switch_cost_of(
     figure: impl Fn(&str) -> Option<f64>,
 ) -> Option<(f64, &'static str, &'static str)> {
-    let usable = |key: String| figure(&key).filter(|v| v.is_finite() && *v > 0.0);
+    let usable = |pin: &str, key: &str| {
+        figure(&format!("threads_{pin}_{key}")).filter(|v| v.is_finite() && *v > 0.0)
+    };
     ["same", "none"].into_iter().find_map(|pin| {
-        match (
-            usable(format!("threads_{pin}_net_us")),
-            usable(format!("threads_{pin}_us")),
-        ) {
-            (Some(us), _) => Some((us, "net_us_per_switch", pin)),
-            (None, Some(us)) => Some((us, "us_per_switch", pin)),
-            _ => None,
-        }
+        let net = usable(pin, "net_us").map(|us| (us, "net_us_per_switch", pin));
+        net.or_else(|| usable(pin, "us").map(|us| (us, "us_per_switch", pin)))
     })
 }
 
 /// Round trips of the fallback measurement.
 const ROUND_TRIPS: u64 = 20_000;
 
-// ANCHOR: measure_switch
 /// Run `ctxswitch --mode threads --pin same` (two threads pinned to one CPU
 /// bouncing a byte over two pipes) once. On one
 /// CPU the processor is busy the whole time, so the time per switch is
@@ -274,14 +257,8 @@ fn measure_switch(program: &Path) -> Result<SwitchCost> {
              --switch-cost-us, or --switch-cost-from a ctx-switch run's results"
         ))
     };
-    let r = ctx_switch::ctxswitch_once(
-        program,
-        Mode::Threads,
-        Pin::Same,
-        None,
-        ROUND_TRIPS,
-    )
-    .map_err(|e| fail(e.message))?;
+    let r = ctxswitch_once(program, Mode::Threads, Pin::Same, None, ROUND_TRIPS)
+        .map_err(|e| fail(e.message))?;
     if !r.switches.holds {
         return Err(fail(format!(
             "the kernel counted {:.2} switches per round trip, not 2",
@@ -303,7 +280,6 @@ fn measure_switch(program: &Path) -> Result<SwitchCost> {
         ),
     })
 }
-// ANCHOR_END: measure_switch
 
 #[cfg(test)]
 mod tests {
