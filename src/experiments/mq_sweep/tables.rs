@@ -20,6 +20,9 @@ struct View<'a> {
 /// A row of a table: what it says, and its condition.
 type Line = (String, String);
 
+/// Which designs a figure takes.
+type Keep<'k> = &'k dyn Fn(&Design) -> bool;
+
 impl<'a> View<'a> {
     /// The designs that ran at `offer`, in their order (round 1's).
     fn designs(&self, offer: Offer) -> Vec<&'a Design> {
@@ -52,11 +55,7 @@ impl<'a> View<'a> {
 
     /// Per round, the best msg/s among the designs at `offer` that `keep`
     /// selects (all ran in that round), and the design that gave it.
-    fn best(
-        &self,
-        offer: Offer,
-        keep: &dyn Fn(&Design) -> bool,
-    ) -> Option<Vec<(&'a Design, f64)>> {
+    fn best(&self, offer: Offer, keep: Keep) -> Option<Vec<(&'a Design, f64)>> {
         let designs: Vec<&Design> =
             self.designs(offer).into_iter().filter(|d| keep(d)).collect();
         let names: Vec<&str> =
@@ -67,25 +66,21 @@ impl<'a> View<'a> {
 
     /// Each round's best msg/s among the designs `keep` selects, without
     /// who gave it.
-    fn best_of(
-        &self,
-        offer: Offer,
-        keep: &dyn Fn(&Design) -> bool,
-    ) -> Option<Vec<f64>> {
+    fn best_of(&self, offer: Offer, keep: Keep) -> Option<Vec<f64>> {
         Some(self.best(offer, keep)?.into_iter().map(|(_, v)| v).collect())
     }
 
-    /// `metric` at `offer` of each design `keep` selects, by its threads: a
+    /// `metric` at `at` of each design `keep` selects, by its threads: a
     /// chart's points.
     fn by_threads(
         &self,
-        offer: Offer,
-        keep: &dyn Fn(&Design) -> bool,
+        at: Offer,
+        keep: Keep,
         metric: &str,
     ) -> Vec<(f64, Summary)> {
-        let of = self.designs(offer).into_iter().filter(|x| keep(x));
+        let of = self.designs(at).into_iter().filter(|x| keep(x));
         let point = |x: &Design| {
-            Some((f64::from(x.threads), self.summary(offer, &x.condition, metric)?))
+            Some((f64::from(x.threads), self.summary(at, &x.condition, metric)?))
         };
         of.filter_map(point).collect()
     }
@@ -202,18 +197,16 @@ pub(super) fn headline(d: &Data, obs: Observations) -> Headline {
         }
     }
     if let Some(open) = &d.open_loop {
-        let design = |mode: &dyn Fn(&Design) -> bool| {
-            v.designs(open.offer).into_iter().find(|x| mode(x))
+        // The first design `keep` selects: the open-loop point runs one a broker.
+        let p99 = |keep: Keep| {
+            let x = v.designs(open.offer).into_iter().find(|x| keep(x))?;
+            obs.rounds(&open.offer.at(), &x.condition, "p99_ms")
         };
-        let p99 = |x: Option<&Design>| {
-            obs.rounds(&open.offer.at(), &x?.condition, "p99_ms")
-        };
-        let ours = p99(design(&Design::ours));
-        let nats = p99(design(&|x| x.mode == "nats"));
+        let (ours, nats) = (p99(&Design::ours), p99(&|x| x.mode == "nats"));
         h = h
             .exact("open_loop_rate", "the open-loop point's offered rate", Some(f64::from(open.offer.rate)), "msg/s")
             .rounds("open_loop_p99_ms_ours", "p99 at the open-loop point, the lab broker's best design", ours.clone(), "ms")
-            .rounds("open_loop_p99_ms_redis", "p99 at the open-loop point, Redis", p99(design(&|x| x.mode == "redis")), "ms")
+            .rounds("open_loop_p99_ms_redis", "p99 at the open-loop point, Redis", p99(&|x| x.mode == "redis"), "ms")
             .rounds("open_loop_p99_ms_nats", "p99 at the open-loop point, NATS", nats.clone(), "ms")
             .paired("open_loop_nats_over_ours_p99", "NATS's p99 over the lab broker's at the open-loop point, in the same round (at least 1: ours no worse)", nats, ours);
     }
@@ -441,11 +434,8 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         );
         columns.push(cells(v, at, "load us/msg", "load_cpu_us_per_message", 2));
         columns.push(cells(v, at, "sw/msg", "switches_per_message", 3));
-        let mut t = Table::of(
-            format!("{n} messages per write: {}", load(d, "")),
-            &lines,
-            &columns,
-        );
+        let title = format!("{n} messages per write: {}", load(d, ""));
+        let mut t = Table::of(title, &lines, &columns);
         t.note(format!(
             "{}. Each sender \
              writes {n} messages per write (Redis: {n} PUBLISH commands, replies read \
@@ -485,21 +475,16 @@ pub(super) fn pipelined(d: &Data, obs: Observations) -> Vec<Table> {
         out.push(t);
     }
     if let Some(open) = &d.open_loop {
-        let (at, o) = (open.offer, open.offer);
-        out.push(
-            Table::of(
-                format!("Open loop: {} messages/s offered, {} per write", o.rate, o.pipeline),
-                &v.lines(at, false),
-                &broker_columns(v, at, 2),
-            )
-            .noted(format!(
-                "The rate: {}. Each sender sends on a fixed schedule and stamps each \
-                 message with the time it was due, not the time it went out, so a \
-                 broker that makes senders wait shows it in the latency (no \
-                 coordinated omission).",
-                open.rule
-            )),
-        );
+        let (at, rate, n) = (open.offer, open.offer.rate, open.offer.pipeline);
+        let title = format!("Open loop: {rate} messages/s offered, {n} per write");
+        let t = Table::of(title, &v.lines(at, false), &broker_columns(v, at, 2));
+        out.push(t.noted(format!(
+            "The rate: {}. Each sender sends on a fixed schedule and stamps each \
+             message with the time it was due, not the time it went out, so a \
+             broker that makes senders wait shows it in the latency (no \
+             coordinated omission).",
+            open.rule
+        )));
     }
     out
 }
@@ -556,7 +541,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
     // Each chart of the pools, the event loop flat across them, and the
     // article's two points where they were swept: 800 and 600 msg/s, 10%
     // and 30% switching, at 10 and 100 threads per pool.
-    let chart = |title: &str, y: &str, metric: &str, then: [f64; 2]| {
+    let chart = |title: &str, y: &str, metric: &str, was: [f64; 2]| {
         let pools = v.by_threads(at, &pool, metric);
         let mut c = Chart::new(title, "threads/pool", y);
         c = c.summaries(Meaning::Thread, "thread pools", pools);
@@ -566,13 +551,10 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
             c = c.summaries(Meaning::EventLoop, "event loop (1 thread)", flat);
         }
         c.log_x = xs.len() > 1;
-        let then: Vec<_> = [10.0, 100.0]
-            .into_iter()
-            .zip(then)
-            .filter(|p| xs.contains(&p.0))
-            .collect();
-        if !then.is_empty() {
-            c = c.series(Meaning::Article, "2006 article (1 CPU)", then);
+        let was = [10.0, 100.0].into_iter().zip(was).filter(|p| xs.contains(&p.0));
+        let was: Vec<_> = was.collect();
+        if !was.is_empty() {
+            c = c.series(Meaning::Article, "2006 article (1 CPU)", was);
         }
         c
     };
@@ -600,7 +582,7 @@ pub(super) fn charts(d: &Data, obs: Observations) -> Vec<(String, Chart)> {
 fn brokers_chart(v: View) -> Option<(String, Chart)> {
     let at = one(v.d);
     let designs = v.designs(at);
-    let series = |keep: &dyn Fn(&Design) -> bool| v.by_threads(at, keep, MSGS);
+    let series = |keep: Keep| v.by_threads(at, keep, MSGS);
     let writes = series(&|x| x.mode == "redis" && x.reads_in_threads != Some(true));
     // Reading in the I/O threads starts from io-threads 1 (no I/O threads),
     // the point both lines share; a line only where some design reads.
@@ -632,10 +614,8 @@ fn brokers_chart(v: View) -> Option<(String, Chart)> {
         }
     }
     let median = |x: &&&Design| v.median(at, &x.condition, MSGS);
-    let best = designs
-        .iter()
-        .filter(|x| x.ours())
-        .max_by(|a, b| median(a).total_cmp(&median(b)));
+    let ours = designs.iter().filter(|x| x.ours());
+    let best = ours.max_by(|a, b| median(a).total_cmp(&median(b)));
     if let Some(b) = best {
         let guide = format!("the lab broker's best: {}", label(b, at));
         chart = chart.guide(median(&b), &guide);
