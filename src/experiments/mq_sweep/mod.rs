@@ -30,6 +30,7 @@ use serde::Serialize;
 use super::{Declared, Experiment};
 use crate::plan::Plan;
 use crate::report::{Common, Context, Report};
+use run::Cost;
 
 pub const EXPERIMENT: Experiment = Experiment::new::<Args>("mq-sweep", "message-queue broker: throughput and switching vs threads per pool (the 2006 message-queue post), beside Redis and NATS", main)
 .under_all(
@@ -394,10 +395,8 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     // A cost given is kept; else each run measures its own just before.
     let given = run::given_switch_cost(&args)?;
     let cost = match &given {
-        Some(c) => run::Cost::Given(c.us),
-        None => {
-            run::Cost::Measured(crate::bins::programs(&["ctxswitch"])?.remove(0))
-        }
+        Some(c) => Cost::Given(c.us),
+        None => Cost::Measured(crate::bins::programs(&["ctxswitch"])?.remove(0)),
     };
     let (installed, missing) = servers_to_run(&args)?;
     for m in &missing {
@@ -407,16 +406,11 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
         );
     }
     let cpus = labkit::affinity::allowed_cpus().map_or(0, |c| c.len());
-    let offers: Vec<(Offer, Vec<Design>)> = args
-        .pipeline
-        .iter()
-        .map(|&n| {
-            (
-                Offer { pipeline: n, rate: args.rate },
-                designs(&args, n, &installed, cpus),
-            )
-        })
-        .collect();
+    let mut offers = Vec::new();
+    for &n in &args.pipeline {
+        let offer = Offer { pipeline: n, rate: args.rate };
+        offers.push((offer, designs(&args, n, &installed, cpus)));
+    }
     let sweep = run::Sweep {
         bins: &bins,
         args: &args,

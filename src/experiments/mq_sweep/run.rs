@@ -103,11 +103,9 @@ impl Sweep<'_> {
         let mut cmd = Command::new(&self.bins[0]);
         cmd.args(options.args());
         let broker = crate::service::Service::start(&mut cmd, &what)?;
-        let addr = broker.addr.parse().map_err(|e| {
-            Error::failed(format!(
-                "{what} printed no address ({e}): {:?}",
-                broker.addr
-            ))
+        let printed = &broker.addr;
+        let addr = printed.parse().map_err(|e| {
+            Error::failed(format!("{what} printed no address ({e}): {printed:?}"))
         })?;
         let load = self.load(addr, Wire::Lab, offer, &what)?;
         // SIGTERM: the broker delivers what it holds, joins its threads and
@@ -203,11 +201,9 @@ pub(super) fn measured_switch_cost(costs: &[f64]) -> SwitchCost {
 /// Microseconds per switch from a ctx-switch results file's headline
 /// figures (each the median of its rounds), as [`switch_cost_of`] picks.
 pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
+    let name = path.display();
     let unusable = |why: String| {
-        Error::failed(format!(
-            "{}: no cost of one switch in it: {why}",
-            path.display()
-        ))
+        Error::failed(format!("{name}: no cost of one switch in it: {why}"))
     };
     let doc = crate::document::Document::read(path)
         .map_err(|e| unusable(e.message))?

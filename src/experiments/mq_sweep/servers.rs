@@ -143,17 +143,13 @@ pub(super) fn find(kind: Wire) -> Result<Option<Installed>> {
         }
     };
     let Some(path) = path else { return Ok(None) };
+    let shown = path.display();
     let out = labkit::cleanup::output(Command::new(&path).arg("--version"))
-        .map_err(|e| {
-            Error::io(format!("cannot run {} --version", path.display()), e)
-        })?;
+        .map_err(|e| Error::io(format!("cannot run {shown} --version"), e))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let version = version_of(&text).ok_or_else(|| {
         let first = text.lines().next().unwrap_or("");
-        Error::failed(format!(
-            "{} --version gave no version: {first:?}",
-            path.display()
-        ))
+        Error::failed(format!("{shown} --version gave no version: {first:?}"))
     })?;
     Ok(Some(Installed { program, path, version }))
 }
