@@ -235,16 +235,15 @@ pub(super) fn switch_cost_of(
     })
 }
 
-/// Round trips of the fallback measurement.
+/// Round trips of each measurement with `ctxswitch`.
 const ROUND_TRIPS: u64 = 20_000;
 
 /// Run `ctxswitch --mode threads --pin same` (two threads pinned to one CPU
-/// bouncing a byte over two pipes) once. On one
-/// CPU the processor is busy the whole time, so the time per switch is
-/// also CPU time per switch; the pipe calls' own cost is subtracted
-/// (lmbench's way) when that leaves a positive figure. If it fails, or the
-/// kernel's switch count disagrees with the method, there is no figure:
-/// an error that says how to give one.
+/// bouncing a byte over two pipes) once. On one CPU the processor is busy
+/// the whole time, so the time per switch is also CPU time per switch; the
+/// pipe calls' own cost is subtracted (lmbench's way) when that leaves a
+/// positive figure. If it fails, or the kernel's switch count disagrees
+/// with the method, there is no figure: an error that says how to give one.
 fn measure_switch(program: &Path) -> Result<SwitchCost> {
     use ctxswitch::{Mode, Pin};
     let fail = |why: String| {

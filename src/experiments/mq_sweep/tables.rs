@@ -64,8 +64,7 @@ impl<'a> View<'a> {
         Some(best.into_iter().map(|(k, v)| (designs[k], v)).collect())
     }
 
-    /// Each round's best msg/s among the designs `keep` selects, without
-    /// who gave it.
+    /// [`View::best`] without who gave it.
     fn best_of(&self, offer: Offer, keep: Keep) -> Option<Vec<f64>> {
         Some(self.best(offer, keep)?.into_iter().map(|(_, v)| v).collect())
     }
