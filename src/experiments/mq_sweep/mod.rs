@@ -531,10 +531,7 @@ fn design(point: Point, installed: &[Found], cpus: usize) -> Design {
         Point::Server(s) => (s.kind.name(), s.label(), s.threads),
     };
     let server = if let Point::Server(s) = point { Some(s) } else { None };
-    let info = |s: servers::Setting| {
-        let (_, inst) = installed.iter().find(|(k, _)| *k == s.kind)?;
-        Some(inst.info(&s))
-    };
+    let found = |s: &servers::Setting| installed.iter().find(|(k, _)| *k == s.kind);
     Design {
         point,
         condition: point.key(),
@@ -543,7 +540,7 @@ fn design(point: Point, installed: &[Found], cpus: usize) -> Design {
         threads,
         reads_in_threads: server.filter(|s| s.kind == Wire::Redis).map(|s| s.reads),
         above_cpus: cpus > 0 && threads as usize > cpus && point != Point::EventLoop,
-        server: server.and_then(info),
+        server: server.and_then(|s| Some(found(&s)?.1.info(&s))),
     }
 }
 
