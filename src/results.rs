@@ -78,7 +78,14 @@ pub fn command_line() -> String {
 }
 
 /// `lab` and `args`, each quoted where the shell needs it.
-fn command_of(args: impl Iterator<Item = std::ffi::OsString>) -> String {
+fn command_of(args: impl IntoIterator<Item = std::ffi::OsString>) -> String {
+    format!("lab {}", shell_words(args))
+}
+
+/// `args` as one line a shell reads back as the same words: each quoted
+/// where the shell needs it, U+FFFD for what is not UTF-8. The one form of
+/// a command line in the lab's messages and results.
+pub fn shell_words(args: impl IntoIterator<Item = std::ffi::OsString>) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,@%+".contains(c);
     let word = |w: std::ffi::OsString| {
         let w = w.to_string_lossy().into_owned();
@@ -88,8 +95,8 @@ fn command_of(args: impl Iterator<Item = std::ffi::OsString>) -> String {
             format!("'{}'", w.replace('\'', "'\\''"))
         }
     };
-    let args: Vec<String> = args.map(word).collect();
-    format!("lab {}", args.join(" "))
+    let words: Vec<String> = args.into_iter().map(word).collect();
+    words.join(" ")
 }
 
 impl Header {

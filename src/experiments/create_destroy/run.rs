@@ -9,6 +9,7 @@ use std::process::Command;
 
 use crate::bins::run_json;
 use crate::engine::Observed;
+use crate::results::shell_words;
 use forkcreat::Reap;
 use labkit::cli::LoopEnd;
 use labkit::measure::Usage;
@@ -129,7 +130,7 @@ pub(super) fn loops(
 pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
     let mut cmd = Command::new(&l.path);
     cmd.args(&l.args);
-    let what = format!("{} {}", l.label, words(&l.args));
+    let what = format!("{} {}", l.label, shell_words(l.args.iter().cloned()));
     let (failed, end, cost) = match l.kind {
         Kind::Fork => {
             let (r, cost): (forkcreat::Report, _) = run_json(cmd, &what)?;
@@ -150,12 +151,6 @@ pub(super) fn run_loop(l: &Loop) -> Result<(LoopEnd, Usage)> {
 /// sample count: one run of 20 or 255 calls is moved by a slow call or
 /// two, so a round runs the program until it has timed this many.
 pub(super) const CREATTIME_CALLS: u64 = 510;
-
-/// A command line's words as one string, for messages.
-fn words(args: &[OsString]) -> String {
-    let words: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-    words.join(" ")
-}
 
 /// creattime, or with `c` creattime.c (the program at `path`), at
 /// `samples`, run `times` times in a row and pooled: each kind's create
@@ -216,7 +211,9 @@ mod tests {
 
     /// Each loop's label and command line, as text.
     fn lines(list: &[Loop]) -> Vec<String> {
-        list.iter().map(|l| format!("{}: {}", l.label, words(&l.args))).collect()
+        list.iter()
+            .map(|l| format!("{}: {}", l.label, shell_words(l.args.iter().cloned())))
+            .collect()
     }
 
     /// The command lines the reference results were measured with.

@@ -23,7 +23,7 @@ use std::process::Command;
 
 use crate::bins::run_json;
 use crate::engine::{Engine, Observed, Placement, Series, Setting, setting};
-use crate::results::Header;
+use crate::results::{Header, shell_words};
 use clap::Parser;
 use labkit::measure::Usage;
 use labkit::{Error, Result};
@@ -239,12 +239,6 @@ impl Variant {
         moved(&what, report.bytes, count * block)?;
         Ok(PipeRun(report, usage))
     }
-}
-
-/// A command line's words as one string, for messages.
-fn words(args: &[OsString]) -> String {
-    let words: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-    words.join(" ")
 }
 
 /// What a pipe program's run yields: its report and what its process cost
@@ -479,7 +473,7 @@ fn moved(what: &str, bytes: u64, expected: u64) -> Result<()> {
 fn copy_limit(copylimit: &Path, o: &copy::Options) -> Result<CopyReport> {
     let mut cmd = Command::new(copylimit);
     cmd.args(copy::Options { json: true, ..o.clone() }.args());
-    let what = format!("copylimit {}", words(&o.args()));
+    let what = format!("copylimit {}", shell_words(o.args()));
     Ok(run_json::<CopyReport>(cmd, &what)?.0)
 }
 

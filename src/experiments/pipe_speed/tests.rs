@@ -20,7 +20,7 @@ fn counts_follow_the_article() {
 
 /// A command's words after the program, as one string.
 fn line(cmd: &Command) -> String {
-    words(&cmd.get_args().map(Into::into).collect::<Vec<_>>())
+    shell_words(cmd.get_args().map(Into::into))
 }
 
 /// The words the reference results were measured with: each form's flags

@@ -20,8 +20,9 @@ use pipespeed2t::ladder::{Cost, LadderReport, Method};
 use pipespeed2t::{Options, Size};
 use serde::Serialize;
 
-use super::{Args, PipeFacts, copy_limit, moved, words};
+use super::{Args, PipeFacts, copy_limit, moved};
 use crate::machine::loadavg;
+use crate::results::shell_words;
 
 mod tables;
 
@@ -302,7 +303,7 @@ pub(super) fn run_ladder(
             let o = options_of(&rungs[i], big, count, block);
             let mut cmd = Command::new(pipespeed2t);
             cmd.args(Options { json: true, ..o.clone() }.args());
-            let what = format!("pipespeed2t {}", words(&o.args()));
+            let what = format!("pipespeed2t {}", shell_words(o.args()));
             let (report, usage) = crate::bins::run_json::<LadderReport>(cmd, &what)?;
             moved(&what, report.report.bytes, count * block)?;
             // The limit, in the same round: the rung's own working set.
@@ -546,10 +547,10 @@ mod tests {
             assert_eq!(flags_of(r, 1 << 20), flags, "rung {}", r.rung);
             let o = Options { json: true, ..options_of(r, 1 << 20, 512, 65536) };
             let line = format!("512 65536 --json {}", flags.join(" "));
-            assert_eq!(words(&o.args()), line);
+            assert_eq!(shell_words(o.args()), line);
         }
         let copy =
-            |o: copy::Options| words(&copy::Options { json: true, ..o }.args());
+            |o: copy::Options| shell_words(copy::Options { json: true, ..o }.args());
         assert_eq!(copy(dram_copy()), "268435456 --json --copies 1 --iterations 1");
         assert_eq!(copy(ring_copy(4096, 1)), "4096 --json --copies 1 --ring 1");
         assert_eq!(copy(copy::Options::new(64)), "64 --json");
