@@ -145,7 +145,6 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     report.publish(&args.common, &out)
 }
 
-// ANCHOR: run_once
 /// One `footprint --json` run in a child with a deadline; its own figures.
 fn run_once(
     program: &std::path::Path,
@@ -168,7 +167,6 @@ fn run_once(
     serde_json::from_str(done.stdout.trim())
         .map_err(|e| Error::failed(format!("{what}: unreadable output: {e}")))
 }
-// ANCHOR_END: run_once
 
 /// The series of `test` (idle or cow), in the order measured.
 fn of<'a>(d: &'a Data, test: &str) -> impl Iterator<Item = &'a Series> {

@@ -50,7 +50,6 @@ impl Observed for PerfRun {
     }
 }
 
-// ANCHOR: ctxswitch_once
 /// One `ctxswitch --json` run. A run whose switch count the kernel did not
 /// confirm (exit 1, JSON still printed) is kept and flagged.
 pub(crate) fn ctxswitch_once(
@@ -93,7 +92,6 @@ pub(crate) fn ctxswitch_once(
         }
     }
 }
-// ANCHOR_END: ctxswitch_once
 
 /// Is perf there and does `perf bench sched pipe` run?
 pub(super) fn perf_check(perf: &Path) -> PerfInfo {
@@ -143,7 +141,6 @@ fn parse_perf(stdout: &str) -> Option<f64> {
         .find_map(|l| l.trim().strip_suffix("usecs/op")?.trim().parse().ok())
 }
 
-// ANCHOR: perf_once
 /// One `perf bench sched pipe` in the same mode and placement. perf has no
 /// placement flag: `taskset -c A` puts both workers on A; for `cross` one
 /// worker (perf's child process, or its first worker thread) is then moved
@@ -216,4 +213,3 @@ pub(super) fn perf_once(
     })?;
     Ok(PerfRun { us_per_round_trip, moved_after_ms })
 }
-// ANCHOR_END: perf_once

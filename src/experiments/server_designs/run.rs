@@ -47,7 +47,6 @@ impl Ctx {
         self.start(design).map(drop).map_err(|e| e.message)
     }
 
-    // ANCHOR: run_once
     /// One run: start the server, run the client against it, stop the
     /// server with SIGTERM and read what it printed (CPU, meter).
     fn run_once(&self, design: &str, load: &Load) -> Result<Run> {
@@ -95,7 +94,6 @@ impl Ctx {
         check(design, &stats, &client)?;
         Ok(Run { server: stats, client, server_wall_s: wall })
     }
-    // ANCHOR_END: run_once
 }
 
 /// The server's options for one of [`super::DESIGNS`]: the design of that

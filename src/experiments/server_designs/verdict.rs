@@ -130,7 +130,6 @@ pub(super) fn stevens(design: &str) -> Option<&'static str> {
         .and_then(servers::Design::stevens)
 }
 
-// ANCHOR: past
 /// Dan Kegel's Linux re-run of the 2nd edition's servers (Pentium III
 /// 450 MHz, Red Hat 6.2): user and sys CPU seconds, `None` where he had no
 /// figure (no process-shared mutexes, no CPU accounting for short threads).
@@ -152,7 +151,6 @@ pub(super) fn kegel(stevens: &str) -> Option<(f64, f64)> {
 /// the baseline: fork per client and prefork.
 pub(super) const ARTICLE_FORK: f64 = 504.2;
 pub(super) const ARTICLE_PREFORK: f64 = 21.5;
-// ANCHOR_END: past
 
 /// The design with the least value, or the most.
 fn best<'a>(of: impl Iterator<Item = (&'a str, f64)>, most: bool) -> Option<Best> {

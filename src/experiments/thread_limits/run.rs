@@ -40,7 +40,6 @@ pub(super) fn copy_for_nobody(stacklimit: &Path) -> Result<Option<Copied>> {
     labkit::limited::copy_for(NOBODY, stacklimit).map(Some)
 }
 
-// ANCHOR: probe
 /// Run one `stacklimit ... --json` probe under `limits` and read its count.
 pub(super) fn count(
     cmd: &mut Command,
@@ -62,7 +61,6 @@ pub(super) fn count(
         wall_s: done.wall_s,
     })
 }
-// ANCHOR_END: probe
 
 /// The article's `./thread` with N threads under the address-space limit.
 pub(super) fn run_thread(
