@@ -4,9 +4,9 @@
 //! lecture's loop at iter = 2000 (the 2004 lecture), and `creattime`
 //! timing only the create call at 20 / 128 / 255 samples (Czuczy, 2004).
 //!
-//! Every program, Rust or C, prints `--json`, read into its crate's own
-//! report type ([`run`]); the tables, charts and headline are made from
-//! the engine's observations alone ([`tables`]).
+//! Every program, Rust or C, runs with `--json`; what it prints is read
+//! into its crate's own report type ([`run`]). The tables, charts and
+//! headline are made from the engine's observations alone ([`tables`]).
 
 mod run;
 mod tables;
