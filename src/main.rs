@@ -18,10 +18,12 @@ fn main() -> std::process::ExitCode {
 
 /// What an interrupt removes besides the temporary directories: the
 /// experiment folder being written (lab::runs), and the reader's run folder
-/// it was in if that is left empty, as a failed run leaves nothing.
+/// it was in if that is left empty, as a failed run leaves nothing; under
+/// `lab run all`, the run folder if no step in it finished.
 fn remove_half_written_run() -> Vec<std::path::PathBuf> {
     let mut held = lab::runs::pending();
-    let removed = held.take().map(|p| p.discard()).unwrap_or_default();
+    let mut removed = held.take().map(|p| p.discard()).unwrap_or_default();
+    removed.extend(lab::runs::remove_unfinished_run());
     // Held until the exit that follows: the runner cannot commit, discard
     // or report the experiment after this.
     std::mem::forget(held);

@@ -641,6 +641,7 @@ pub fn new_run() -> Result<PathBuf> {
                 // Locked before the manifest exists: a sweep sees a manifest
                 // only in a folder whose writer can be told apart.
                 claim(&dir, "run")?;
+                *MADE.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir.clone());
                 return Ok(dir);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -719,6 +720,28 @@ pub fn target(run: &Path, experiment: &str, variant: Option<&str>) -> PathBuf {
     match variant {
         Some(v) => dir.join(v),
         None => dir,
+    }
+}
+
+/// The run folder this process made ([`new_run`]), for an interrupt to
+/// remove if nothing in it finished ([`remove_unfinished_run`]).
+static MADE: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// After an interrupt: the run folder this process made, removed if no
+/// experiment in it finished (`lab run all` stopped in its first step), as
+/// a failed `lab run NAME` leaves nothing. A folder with finished results
+/// stays. Returns what it removed.
+pub fn remove_unfinished_run() -> Vec<PathBuf> {
+    let made = MADE.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(run) = made.filter(|run| run.is_dir()) else { return vec![] };
+    if !experiments_in(&run).is_empty() {
+        return vec![];
+    }
+    let _ = std::fs::remove_file(run.join(MANIFEST));
+    labkit::cleanup::keep_if_killed(&run);
+    match std::fs::remove_dir(&run) {
+        Ok(()) => vec![run],
+        Err(_) => vec![],
     }
 }
 

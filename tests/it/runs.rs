@@ -147,6 +147,51 @@ fn a_failed_run_leaves_no_run_folder() {
     assert_eq!(entries(&checkout.path().join("runs")), Vec::<String>::new());
 }
 
+/// `lab run all` interrupted in its first step, before any experiment
+/// finished, leaves no run folder, as `lab run NAME` interrupted does.
+#[test]
+fn run_all_interrupted_before_a_step_finished_leaves_no_run_folder() {
+    let _serial = labtest::serial();
+    let checkout = labtest::tempdir();
+    // Programs that say they started, then wait: the interrupt comes
+    // while the first step runs them.
+    let bins = labtest::tempdir();
+    let started = bins.path().join("started");
+    for name in ["fork", "thread"] {
+        let script =
+            format!("#!/bin/sh\ntouch {}\nexec sleep 600\n", started.display());
+        labtest::write_executable(bins.path().join(name), &script);
+    }
+    let all = common::lab_std()
+        .env("LAB_CHECKOUT", checkout.path())
+        .env("LAB_BIN_DIR", bins.path())
+        .args(["run", "all"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let since = std::time::Instant::now();
+    while !started.exists() {
+        assert!(since.elapsed().as_secs() < 60, "the first program never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = nix::unistd::Pid::from_raw(all.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = all.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("lab: interrupted by SIGINT; stopped 1 program"),
+        "{stderr}"
+    );
+    assert_eq!(
+        entries(&checkout.path().join("runs")),
+        Vec::<String>::new(),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_reference_command_refuses_a_dirty_checkout_and_names_a_clean_commit() {
     let _serial = labtest::serial();
