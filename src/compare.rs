@@ -484,7 +484,8 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
         let beside = match folder {
             Some(d) if list.iter().any(|r| runs::is_reference(r)) => {
                 eprintln!(
-                    "lab: class comparison not saved in {}: it holds a reference                      run; --out DIR saves it",
+                    "lab: class comparison not saved in {}: it holds a reference \
+                     run; --out DIR saves it",
                     d.display()
                 );
                 None
@@ -502,6 +503,7 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
     }
     let mut names = names.into_iter();
     let (run, against) = (names.next(), names.next());
+    let both_given = against.is_some();
     if run.is_none() {
         // Your latest run is looked for in runs/: one that is not a folder
         // says so, rather than "no run".
@@ -517,6 +519,14 @@ pub fn main(names: Vec<String>, out: Option<PathBuf>) -> Result<()> {
     let against = resolve_or(against, runs::reference, || {
         format!("no reference run in {}", runs::results_root().display())
     })?;
+    if both_given && real_path(&run) == real_path(&against) {
+        return Err(Error::usage(format!(
+            "{} and {} are the same run: give two runs, or one to put beside \
+             the reference",
+            run.display(),
+            against.display()
+        )));
+    }
     let comparison = compare(&run, &against)?;
     labkit::error::print(&comparison.text())?;
     let into = match out {

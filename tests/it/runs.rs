@@ -646,6 +646,13 @@ fn compare_and_verdicts_refuse_what_is_not_a_run_and_write_nothing() {
         std::fs::read_dir(d).unwrap().flatten().map(|e| e.file_name()).collect()
     };
     assert_eq!(names(stranger.path()), ["notes.txt"]);
+    // One run named twice, by two spellings of its path: refused, in one line.
+    let again = checkout.path().join("results/../results/2026-01-01-ref");
+    let mut cmd = lab_in();
+    let line =
+        labtest::usage_error("lab", cmd.arg("compare").arg(&reference).arg(&again));
+    assert!(line.contains("are the same run"), "{line}");
+    assert_eq!(names(&reference), ["fork-vs-thread"]);
     // The reference compared with itself: shown, never written into results/.
     let out = lab_in().arg("compare").arg(&reference).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -921,12 +928,12 @@ fn judged_run() -> (labkit::cleanup::TempDir, std::path::PathBuf) {
     (run, json)
 }
 
-/// `lab verdicts RUN` and `lab compare RUN RUN` on a run whose results
-/// were edited by hand: one line naming the file and the field, exit 1,
-/// and no verdict printed.
+/// `lab verdicts RUN` and `lab compare RUN` (beside the reference) on a
+/// run whose results were edited by hand: one line naming the file and the
+/// field, exit 1, and no verdict printed.
 fn refused(run: &std::path::Path, field: &str) {
     let shown = run.display().to_string();
-    for args in [vec!["verdicts", &shown], vec!["compare", &shown, &shown]] {
+    for args in [vec!["verdicts", &shown], vec!["compare", &shown]] {
         let line = common::lab_fails(common::lab().args(&args));
         assert!(
             line.contains("create-destroy.json") && line.contains(field),
