@@ -257,8 +257,11 @@ fn not_a_member(run: &Path) -> Option<String> {
         }
         Ok(true) => {}
     }
-    (!runs::is_finished(run))
-        .then(|| "it never finished (cut short, or still running)".into())
+    if !runs::is_finished(run) {
+        return Some("it never finished (cut short, or still running)".into());
+    }
+    let gone = runs::missing_results(run);
+    gone.first().map(|f| format!("a results file is missing ({f})"))
 }
 
 /// A run counted in a class, with its judgement of every claim.

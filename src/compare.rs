@@ -32,6 +32,13 @@ pub fn resolve(name: &str) -> Result<PathBuf> {
                     runs::results_root().display()
                 )));
             }
+            for gone in runs::missing_results(&dir) {
+                eprintln!(
+                    "lab: {}: its manifest lists {gone}, which is missing: read as \
+                     not measured",
+                    dir.display()
+                );
+            }
             return Ok(dir);
         }
     }

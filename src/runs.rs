@@ -563,6 +563,9 @@ pub fn unreadable(run: &Path) -> Option<String> {
     if manifest.as_ref().is_some_and(|m| m.ended.is_none()) {
         return Some("it never finished (cut short, or killed)".into());
     }
+    if let Some(gone) = missing_results(run).first() {
+        return Some(format!("a results file is missing ({gone})"));
+    }
     let found = experiments_in(run);
     if found.is_empty() {
         return Some("it holds no results".into());
@@ -575,6 +578,23 @@ pub fn unreadable(run: &Path) -> Option<String> {
         }
     }
     None
+}
+
+/// The results files `run`'s manifest lists as in place but that are not
+/// there (deleted since), each `FOLDER/NAME.json`: a damaged run. A
+/// folder the run names as failed, or a run still being written, has
+/// none missing.
+pub fn missing_results(run: &Path) -> Vec<String> {
+    let Ok(Some(m)) = Manifest::read(run) else { return vec![] };
+    if is_live(run) {
+        return vec![];
+    }
+    let listed = m.folders.unwrap_or_default().into_iter();
+    let gone = listed.filter(|f| !m.failed.contains(f));
+    let gone = gone.map(|f| crate::document::file_of(run, &f));
+    let gone = gone.filter(|file| !file.is_file());
+    gone.map(|file| file.strip_prefix(run).unwrap_or(&file).display().to_string())
+        .collect()
 }
 
 /// The run folders in `root` (folders named by date), oldest first.

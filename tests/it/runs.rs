@@ -1296,6 +1296,13 @@ fn the_lab_names_every_run_it_passes_over() {
     let cut = runs.join("2026-01-04-000000-cut");
     manifest(&cut, false);
     results(&cut, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
+    // Finished, its manifest listing two results files, one since deleted.
+    let gone = runs.join("2026-01-04-120000-gone");
+    manifest(&gone, true);
+    results(&gone, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
+    let mut listed = common::read_json(gone.join("run.json"));
+    listed["folders"] = serde_json::json!(["fork-vs-thread", "ctx-switch"]);
+    std::fs::write(gone.join("run.json"), listed.to_string()).unwrap();
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1308,6 +1315,7 @@ fn the_lab_names_every_run_it_passes_over() {
         (&bad_manifest, "its manifest is damaged"),
         (&bad_results, "a results file is damaged"),
         (&cut, "it never finished"),
+        (&gone, "a results file is missing (ctx-switch/ctx-switch.json)"),
     ] {
         let line = format!("lab: passed over {}: {why}", run.display());
         assert_eq!(
@@ -1316,6 +1324,19 @@ fn the_lab_names_every_run_it_passes_over() {
             "{line}\n{err}"
         );
     }
+    // Named, a run whose results file is gone is read, and the file named.
+    let out = lab()
+        .env("LAB_CHECKOUT", checkout.path())
+        .arg("compare")
+        .arg(&gone)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = format!(
+        "lab: {}: its manifest lists ctx-switch/ctx-switch.json, which is missing",
+        gone.display()
+    );
+    assert!(err.lines().any(|l| l.starts_with(&line)), "{err}");
     // Named, a folder whose manifest does not read is no lab run: exit 2.
     let line = common::lab_refuses(&["compare", bad_manifest.to_str().unwrap()]);
     assert!(line.contains("not a lab run"), "{line}");
@@ -1359,11 +1380,12 @@ fn the_lab_names_every_run_it_passes_over() {
         .iter()
         .map(|l| format!("{} {}", l[0], l[1]))
         .collect();
-    assert_eq!(left.len(), 4, "{left:?}");
+    assert_eq!(left.len(), 5, "{left:?}");
     for (name, why) in [
         ("bad-manifest", "not a lab run"),
         ("bad-results", "not JSON"),
         ("cut", "never finished"),
+        ("gone", "a results file is missing"),
         ("edited", "is damaged"),
     ] {
         assert!(
