@@ -65,12 +65,37 @@ pub(crate) fn parse<A: Options>(
     argv: Vec<OsString>,
 ) -> Result<(Common, Arc<dyn Any + Send + Sync>, Vec<String>)> {
     let cmd = A::command();
+    let name = argv.first().map(|a| a.to_string_lossy().into_owned());
     let matches = labkit::cli::matches_from(cmd.clone(), argv);
+    if let Some(twice) = named_twice(&cmd, &matches) {
+        let name = name.unwrap_or_default();
+        return Err(Error::usage(format!("{twice}; see '{name} --help'")));
+    }
     let mut args = A::from_arg_matches(&matches)
         .map_err(|e| Error::usage(e.to_string().trim().to_string()))?;
     let common = args.common_mut().clone();
     let words = own_words(&cmd, &matches);
     Ok((common, Arc::new(args), words))
+}
+
+/// A list option given a value twice (`--procs 2,2`, or `--procs 2
+/// --procs 2`), which would run a setting twice as often as the others or
+/// be dropped unsaid: what it says of the first such option. Values are
+/// compared as written (`64k` and `65536` are not caught).
+fn named_twice(cmd: &clap::Command, m: &clap::ArgMatches) -> Option<String> {
+    for arg in cmd.get_arguments().filter(|a| a.get_value_delimiter().is_some()) {
+        let id = arg.get_id().as_str();
+        let Ok(Some(values)) = m.try_get_raw(id) else { continue };
+        let mut seen = std::collections::BTreeSet::new();
+        let flag =
+            arg.get_long().map_or_else(|| id.to_string(), |l| format!("--{l}"));
+        for v in values {
+            if !seen.insert(v) {
+                return Some(format!("{flag} names {} twice", v.to_string_lossy()));
+            }
+        }
+    }
+    None
 }
 
 /// The options given on the command line, other than the shared ones, as

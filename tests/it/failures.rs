@@ -205,6 +205,24 @@ fn usage_errors_are_one_line_with_exit_2() {
         one_line(&out, 2),
         "lab: unrecognized subcommand 'bogus'; see 'lab --help'"
     );
+    // A list that names a value twice, in one list or in two: every
+    // experiment's lists are refused alike.
+    for (experiment, args, twice) in [
+        (
+            "fork-vs-thread",
+            &["--procs", "2,2", "--counts", "3"][..],
+            "--procs names 2",
+        ),
+        ("mq-sweep", &["--threads", "1", "--threads", "1"], "--threads names 1"),
+        ("ctx-switch", &["--modes", "threads,threads"], "--modes names threads"),
+    ] {
+        let out =
+            plain("lab").args(["run", experiment]).args(args).output().unwrap();
+        assert_eq!(
+            one_line(&out, 2),
+            format!("lab: {twice} twice; see 'lab run {experiment} --help'")
+        );
+    }
     let out = plain("lab")
         .args(["run", "fork-vs-thread", "--console", "--json"])
         .output()
