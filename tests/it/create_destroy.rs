@@ -259,4 +259,6 @@ fn bad_flags_exit_2() {
     let exec = ["run", "spawn-methods", "--exec", "/nonexistent/program"];
     let err = common::lab_refuses(&exec);
     assert!(err.contains("--exec /nonexistent/program: no such program"), "{err}");
+    let err = common::lab_refuses(&["run", "spawn-methods", "--exec", "/tmp"]);
+    assert!(err.contains("--exec /tmp: a folder, not a program"), "{err}");
 }

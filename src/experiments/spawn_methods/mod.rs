@@ -142,7 +142,12 @@ fn main(ctx: &Context, plan: &Plan) -> Result<()> {
     let budget = args.budget.unwrap_or(if args.common.full { 0.5 } else { 0.1 });
     if !args.exec.is_file() {
         let exec = args.exec.display();
-        return Err(Error::usage(format!("--exec {exec}: no such program")));
+        let why = if args.exec.is_dir() {
+            "a folder, not a program"
+        } else {
+            "no such program"
+        };
+        return Err(Error::usage(format!("--exec {exec}: {why}")));
     }
     // Once here, so a bad --exec is a usage error of the runner's own.
     spawn_methods::check_exec(&args.exec)?;
