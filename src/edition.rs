@@ -1142,13 +1142,17 @@ pub fn main(name: Option<String>, out: Option<PathBuf>) -> Result<()> {
             if name.is_none() {
                 crate::checkout::runs_folder()?;
             }
-            let run = crate::compare::resolve_or(name, runs::latest, || {
-                format!(
-                    "no finished run of yours in {} yet: `lab run all` or `lab run \
+            let run = crate::compare::resolve_or(
+                name,
+                crate::compare::latest,
+                || {
+                    format!(
+                        "no finished run of yours in {} yet: `lab run all` or `lab run \
                      NAME` makes one",
-                    runs::runs_root().display()
-                )
-            })?;
+                        runs::runs_root().display()
+                    )
+                },
+            )?;
             let ours = real_path(&run).starts_with(real_path(&runs::runs_root()));
             let home = if !ours {
                 Err("it is not a run of yours under runs/".to_string())

@@ -529,24 +529,20 @@ pub fn reference_in(results: &Path) -> Option<PathBuf> {
 /// reads. Every newer run passed over (still running, cut short, a
 /// damaged manifest or results file) is named on stderr with the reason.
 pub fn latest() -> Option<PathBuf> {
-    let (found, skipped) = latest_and_skipped();
-    for (run, why) in skipped {
-        eprintln!("lab: passed over {}: {why}", run.display());
-    }
-    found
+    latest_where(&|_| None)
 }
 
-/// The reader's latest run, and the newer runs passed over with why.
-pub fn latest_and_skipped() -> (Option<PathBuf>, Vec<(PathBuf, String)>) {
-    let mut skipped = Vec::new();
+/// [`latest`], passing over too a run that `also` finds a reason to (a
+/// layer above this one reads what this one cannot: a headline figure).
+pub fn latest_where(also: &dyn Fn(&Path) -> Option<String>) -> Option<PathBuf> {
     let mut runs = dated_runs(&runs_root());
     while let Some(run) = runs.pop() {
-        match unreadable(&run) {
-            None => return (Some(run), skipped),
-            Some(why) => skipped.push((run, why)),
+        match unreadable(&run).or_else(|| also(&run)) {
+            None => return Some(run),
+            Some(why) => eprintln!("lab: passed over {}: {why}", run.display()),
         }
     }
-    (None, skipped)
+    None
 }
 
 /// Why `run` cannot be taken as a finished run, if it cannot: still

@@ -1303,6 +1303,14 @@ fn the_lab_names_every_run_it_passes_over() {
     let mut listed = common::read_json(gone.join("run.json"));
     listed["folders"] = serde_json::json!(["fork-vs-thread", "ctx-switch"]);
     std::fs::write(gone.join("run.json"), listed.to_string()).unwrap();
+    // Finished, with a headline figure that is not a number.
+    let typed = runs.join("2026-01-04-180000-typed");
+    manifest(&typed, true);
+    results(&typed, "fork-vs-thread", "6.1", 2, &[("fork_over_thread_c", 1.0)]);
+    let file = typed.join("fork-vs-thread/fork-vs-thread.json");
+    let mut doc = common::read_json(&file);
+    doc["headline"]["fork_over_thread_c"]["value"] = "1.0".into();
+    std::fs::write(&file, doc.to_string()).unwrap();
     let out =
         lab().env("LAB_CHECKOUT", checkout.path()).arg("compare").output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1316,6 +1324,10 @@ fn the_lab_names_every_run_it_passes_over() {
         (&bad_results, "a results file is damaged"),
         (&cut, "it never finished"),
         (&gone, "a results file is missing (ctx-switch/ctx-switch.json)"),
+        (
+            &typed,
+            "a results file is damaged (fork-vs-thread: headline.fork_over_thread_c",
+        ),
     ] {
         let line = format!("lab: passed over {}: {why}", run.display());
         assert_eq!(
@@ -1380,12 +1392,13 @@ fn the_lab_names_every_run_it_passes_over() {
         .iter()
         .map(|l| format!("{} {}", l[0], l[1]))
         .collect();
-    assert_eq!(left.len(), 5, "{left:?}");
+    assert_eq!(left.len(), 6, "{left:?}");
     for (name, why) in [
         ("bad-manifest", "not a lab run"),
         ("bad-results", "not JSON"),
         ("cut", "never finished"),
         ("gone", "a results file is missing"),
+        ("typed", "is damaged"),
         ("edited", "is damaged"),
     ] {
         assert!(
