@@ -395,6 +395,18 @@ fn run_all(all: schedule::AllArgs) -> labkit::Result<()> {
     let ctx = report::Context::within(run.clone());
     let started = Instant::now();
     let steps = schedule::plan(&all);
+    if let Some(n) = all.rounds {
+        // Each step's own rounds under all, as the plan makes them unasked.
+        let own = schedule::plan(&schedule::AllArgs { rounds: None, ..all.clone() });
+        let most = own.iter().map(|s| s.plan.common.rounds).max().unwrap_or(0);
+        if n > most {
+            eprintln!(
+                "lab: note: --rounds {n} runs every step {n} rounds, where its own \
+                 are {most} at most: this run takes longer than run all's 4 to 5 \
+                 minutes"
+            );
+        }
+    }
     let total = steps.len();
     let mut failed = Vec::new();
     let mut took = std::collections::BTreeMap::new();

@@ -148,7 +148,8 @@ fn a_failed_run_leaves_no_run_folder() {
 }
 
 /// `lab run all` interrupted in its first step, before any experiment
-/// finished, leaves no run folder, as `lab run NAME` interrupted does.
+/// finished, leaves no run folder, as `lab run NAME` interrupted does;
+/// asked for far more rounds than its own, it says so first.
 #[test]
 fn run_all_interrupted_before_a_step_finished_leaves_no_run_folder() {
     let _serial = labtest::serial();
@@ -165,7 +166,7 @@ fn run_all_interrupted_before_a_step_finished_leaves_no_run_folder() {
     let all = common::lab_std()
         .env("LAB_CHECKOUT", checkout.path())
         .env("LAB_BIN_DIR", bins.path())
-        .args(["run", "all"])
+        .args(["run", "all", "--rounds", "1000"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -180,6 +181,10 @@ fn run_all_interrupted_before_a_step_finished_leaves_no_run_folder() {
     let out = all.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
+    // Far more rounds than its own, said before the first step.
+    let note = "lab: note: --rounds 1000 runs every step 1000 rounds, where its own \
+                are 10 at most: this run takes longer than run all's 4 to 5 minutes";
+    assert_eq!(stderr.lines().next(), Some(note), "{stderr}");
     let last = stderr.lines().last().unwrap_or_default();
     assert!(
         last.starts_with("lab: interrupted by SIGINT; stopped 1 program"),
