@@ -64,7 +64,8 @@ impl std::fmt::Debug for Plan {
 pub(crate) fn parse<A: Options>(
     argv: Vec<OsString>,
 ) -> Result<(Common, Arc<dyn Any + Send + Sync>, Vec<String>)> {
-    let cmd = A::command();
+    // `--procs -1` is a bad value of --procs, not an unknown flag `-1`.
+    let cmd = A::command().allow_negative_numbers(true);
     let name = argv.first().map(|a| a.to_string_lossy().into_owned());
     let matches = labkit::cli::matches_from(cmd.clone(), argv);
     if let Some(twice) = named_twice(&cmd, &matches) {

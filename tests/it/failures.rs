@@ -223,6 +223,16 @@ fn usage_errors_are_one_line_with_exit_2() {
             format!("lab: {twice} twice; see 'lab run {experiment} --help'")
         );
     }
+    // A negative number is a bad value of its flag, not an unknown flag.
+    let out = plain("lab")
+        .args(["run", "fork-vs-thread", "--procs", "-1", "--counts", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        one_line(&out, 2),
+        "lab run fork-vs-thread: invalid value '-1' for '--procs <PROCS>': -1 is \
+         not in 1..=100000; see 'lab run fork-vs-thread --help'"
+    );
     let out = plain("lab")
         .args(["run", "fork-vs-thread", "--console", "--json"])
         .output()
