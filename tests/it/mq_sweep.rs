@@ -165,6 +165,15 @@ fn the_switch_cost_comes_from_a_real_ctx_switch_run() {
     let never = dir.path().join("never");
     let err = common::lab_fails(&mut common::lab_run("mq-sweep", &args, &never));
     assert!(err.contains("no cost of one switch in it"), "{err}");
+    // A path that is no file is a bad flag: one line, exit 2.
+    let folder = dir.path().to_str().unwrap();
+    for (path, what) in
+        [(folder, "a folder, not a results file"), ("/no/such", "no such file")]
+    {
+        let err =
+            common::lab_refuses(&["run", "mq-sweep", "--switch-cost-from", path]);
+        assert_eq!(err, format!("lab: --switch-cost-from {path}: {what}"));
+    }
 }
 
 #[test]

@@ -202,6 +202,14 @@ pub(super) fn measured_switch_cost(costs: &[f64]) -> SwitchCost {
 /// figures (each the median of its rounds), as [`switch_cost_of`] picks.
 pub(super) fn from_ctx_switch(path: &Path) -> Result<SwitchCost> {
     let name = path.display();
+    if !path.is_file() {
+        let what = if path.is_dir() {
+            "a folder, not a results file"
+        } else {
+            "no such file"
+        };
+        return Err(Error::usage(format!("--switch-cost-from {name}: {what}")));
+    }
     let unusable = |why: String| {
         Error::failed(format!("{name}: no cost of one switch in it: {why}"))
     };
