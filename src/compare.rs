@@ -13,27 +13,19 @@ use crate::claims;
 use crate::report::Published;
 use crate::runs;
 
-/// Find a run: a folder path, or the name of a folder under `runs/` or
-/// `results/`. A folder that is not a lab run (no manifest, no results) is
-/// a usage error: nothing is judged or written there.
 /// Your latest finished run that reads whole ([`runs::latest_where`]):
 /// every headline figure of it read and checked as a comparison reads it,
 /// so that a newer run with a figure that does not read is passed over by
 /// name, not taken and then refused.
 pub fn latest() -> Option<PathBuf> {
-    runs::latest_where(&|run| {
-        runs::experiments_in(run).into_iter().find_map(|folder| {
-            let experiment = folder.split('/').next().unwrap_or(&folder);
-            let read = Published::read(&run.join(&folder), experiment);
-            let figures = read.map_err(|e| e.to_string()).and_then(|p| {
-                p.map_or(Ok(()), |p| p.figures().map(drop))
-                    .map_err(|e| format!("{folder}: {e}"))
-            });
-            figures.err().map(|e| format!("a results file is damaged ({e})"))
-        })
+    runs::latest_where(&|doc| {
+        Published::of(doc).map_err(|e| e.to_string())?.figures().map(drop)
     })
 }
 
+/// Find a run: a folder path, or the name of a folder under `runs/` or
+/// `results/`. A folder that is not a lab run (no manifest, no results) is
+/// a usage error: nothing is judged or written there.
 pub fn resolve(name: &str) -> Result<PathBuf> {
     let as_path = PathBuf::from(name);
     for dir in

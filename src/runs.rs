@@ -529,15 +529,16 @@ pub fn reference_in(results: &Path) -> Option<PathBuf> {
 /// reads. Every newer run passed over (still running, cut short, a
 /// damaged manifest or results file) is named on stderr with the reason.
 pub fn latest() -> Option<PathBuf> {
-    latest_where(&|_| None)
+    latest_where(&|_| Ok(()))
 }
 
-/// [`latest`], passing over too a run that `also` finds a reason to (a
-/// layer above this one reads what this one cannot: a headline figure).
-pub fn latest_where(also: &dyn Fn(&Path) -> Option<String>) -> Option<PathBuf> {
+/// [`latest`], passing over too a run one of whose results files `check`
+/// finds wrong (a layer above this one reads what this one cannot: a
+/// headline figure). Each file is read once.
+pub fn latest_where(check: &Check) -> Option<PathBuf> {
     let mut runs = dated_runs(&runs_root());
     while let Some(run) = runs.pop() {
-        match unreadable(&run).or_else(|| also(&run)) {
+        match unreadable(&run, check) {
             None => return Some(run),
             Some(why) => eprintln!("lab: passed over {}: {why}", run.display()),
         }
@@ -545,10 +546,14 @@ pub fn latest_where(also: &dyn Fn(&Path) -> Option<String>) -> Option<PathBuf> {
     None
 }
 
+/// What a caller checks of a results file beyond its header.
+pub type Check = dyn Fn(&Document) -> std::result::Result<(), String>;
+
 /// Why `run` cannot be taken as a finished run, if it cannot: still
 /// being written, never finished, a manifest or a results file that does
-/// not read, no results.
-pub fn unreadable(run: &Path) -> Option<String> {
+/// not read (its header, or what `check` says), a results file its
+/// manifest lists gone, no results.
+fn unreadable(run: &Path, check: &Check) -> Option<String> {
     let manifest = match Manifest::read(run) {
         Ok(m) => m,
         Err(e) => return Some(format!("its manifest is damaged ({e})")),
@@ -559,7 +564,9 @@ pub fn unreadable(run: &Path) -> Option<String> {
     if manifest.as_ref().is_some_and(|m| m.ended.is_none()) {
         return Some("it never finished (cut short, or killed)".into());
     }
-    if let Some(gone) = missing_results(run).first() {
+    if let Some(gone) =
+        manifest.as_ref().and_then(|m| gone(run, m).into_iter().next())
+    {
         return Some(format!("a results file is missing ({gone})"));
     }
     let found = experiments_in(run);
@@ -567,9 +574,13 @@ pub fn unreadable(run: &Path) -> Option<String> {
         return Some("it holds no results".into());
     }
     for folder in found {
-        let read = Document::read_folder(run, &folder)
-            .and_then(|doc| doc.map(|d| d.header().map(drop)).transpose());
-        if let Err(e) = read {
+        let read = Document::read_folder(run, &folder).map_err(|e| e.to_string());
+        let checked = read.and_then(|doc| {
+            let Some(doc) = doc else { return Ok(()) };
+            doc.header().map_err(|e| e.to_string())?;
+            check(&doc).map_err(|e| format!("{folder}: {e}"))
+        });
+        if let Err(e) = checked {
             return Some(format!("a results file is damaged ({e})"));
         }
     }
@@ -581,14 +592,17 @@ pub fn unreadable(run: &Path) -> Option<String> {
 /// folder the run names as failed, or a run still being written, has
 /// none missing.
 pub fn missing_results(run: &Path) -> Vec<String> {
-    let Ok(Some(m)) = Manifest::read(run) else { return vec![] };
-    if is_live(run) {
-        return vec![];
+    match Manifest::read(run) {
+        Ok(Some(m)) if !is_live(run) => gone(run, &m),
+        _ => vec![],
     }
-    let listed = m.folders.unwrap_or_default().into_iter();
-    let gone = listed.filter(|f| !m.failed.contains(f));
-    let gone = gone.map(|f| crate::document::file_of(run, &f));
-    let gone = gone.filter(|file| !file.is_file());
+}
+
+/// [`missing_results`], of the manifest `m` read.
+fn gone(run: &Path, m: &Manifest) -> Vec<String> {
+    let listed = m.folders.iter().flatten().filter(|f| !m.failed.contains(f));
+    let files = listed.map(|f| crate::document::file_of(run, f));
+    let gone = files.filter(|file| !file.is_file());
     gone.map(|file| file.strip_prefix(run).unwrap_or(&file).display().to_string())
         .collect()
 }
@@ -749,16 +763,23 @@ static MADE: Mutex<Option<PathBuf>> = Mutex::new(None);
 /// stays. Returns what it removed.
 pub fn remove_unfinished_run() -> Vec<PathBuf> {
     let made = MADE.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let Some(run) = made.filter(|run| run.is_dir()) else { return vec![] };
-    if !experiments_in(&run).is_empty() {
-        return vec![];
+    match made {
+        Some(run) if forget_if_empty(&run) && std::fs::remove_dir(&run).is_ok() => {
+            vec![run]
+        }
+        _ => vec![],
+    }
+}
+
+/// Remove the manifest of `run` if no experiment in it finished: a
+/// manifest alone is not a run. Says whether it did.
+fn forget_if_empty(run: &Path) -> bool {
+    if !run.is_dir() || !experiments_in(run).is_empty() {
+        return false;
     }
     let _ = std::fs::remove_file(run.join(MANIFEST));
-    labkit::cleanup::keep_if_killed(&run);
-    match std::fs::remove_dir(&run) {
-        Ok(()) => vec![run],
-        Err(_) => vec![],
-    }
+    labkit::cleanup::keep_if_killed(run);
+    true
 }
 
 /// An experiment being written: its staging folder and where it goes.
@@ -867,9 +888,8 @@ impl Pending {
         labkit::cleanup::keep_if_killed(&self.staging);
         // A run folder this experiment made and that holds nothing finished
         // goes too: its manifest alone is not a run.
-        if self.owns_run && experiments_in(&self.run).is_empty() {
-            let _ = std::fs::remove_file(self.run.join(MANIFEST));
-            labkit::cleanup::keep_if_killed(&self.run);
+        if self.owns_run {
+            forget_if_empty(&self.run);
         }
         let root = runs_root();
         let mut dir = self.staging.parent();
