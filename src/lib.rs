@@ -107,7 +107,7 @@ enum Command {
     /// by side: per claim, how many runs give each verdict, and the
     /// figure's median and range across them
     Compare {
-        /// RUN [AGAINST]: a run folder, or its name under runs/ or results/
+        /// RUN [AGAINST] (two different runs): a run folder, or its name under runs/ or results/
         /// [default: your latest run, against the reference run]; or three or
         /// more runs; or one folder of runs
         runs: Vec<String>,
